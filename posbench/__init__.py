@@ -1,0 +1,6 @@
+"""posbench: every Transformer positional encoding through one harness."""
+
+from posbench import encodings
+from posbench.model import SIZES, ModelConfig, Transformer, build_model, count_params
+
+__all__ = ["SIZES", "ModelConfig", "Transformer", "build_model", "count_params", "encodings"]

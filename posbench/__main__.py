@@ -1,0 +1,52 @@
+"""``python -m posbench <command>``: each command lives in its own module under ``posbench.cli``.
+
+A command module exposes ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Bad arguments print one line naming the argument and the allowed values, and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {  # name -> module under posbench.cli
+    "profile": "posbench.cli.profile",
+    "train": "posbench.cli.train",
+    "bench": "posbench.cli.bench",
+    "probe": "posbench.cli.probe",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line on stderr (no usage block) and exit code 2."""
+
+    def error(self, message: str):
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def available_commands() -> dict[str, object]:
+    modules = {}
+    for name, module in COMMANDS.items():
+        try:
+            modules[name] = importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name != module:  # the command exists but something it needs is missing
+                raise
+    return modules
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="posbench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    modules = available_commands()
+    for name, module in modules.items():
+        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(sub)
+    args = parser.parse_args(argv)
+    return modules[args.command].run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

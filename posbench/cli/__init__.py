@@ -1,0 +1,1 @@
+"""Command-line programs: one module per ``python -m posbench`` command."""

@@ -1,0 +1,78 @@
+"""2-D encodings for inputs on a grid (image patches): position is (row, column), not an index.
+
+Sequences are the grid read row by row, so token ``t`` sits at ``(t // cols, t % cols)``.
+Family option ``grid = (rows, cols)``; default a square grid that holds ``max_len`` tokens.
+
+* ``sinusoidal_2d``  added: the first half of P is the 1-D sinusoid of the row, the second of the column;
+* ``rope_2d``        axial RoPE: the first half of each head is rotated by the row, the second by the column.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posbench.encodings.absolute import AbsoluteEncoding, sinusoid_table
+from posbench.encodings.base import PositionalEncoding
+from posbench.encodings.registry import register
+from posbench.encodings.rope import ROPE_BASE, RotaryAngles
+
+
+class GridMixin:
+    """Shared by the 2-D encodings: the grid shape and (row, col) positions."""
+
+    def _init_grid(self, max_len: int, grid: tuple[int, int] | None) -> None:
+        if grid is None:
+            cols = math.ceil(math.sqrt(max_len))
+            grid = (math.ceil(max_len / cols), cols)
+        rows, cols = (int(n) for n in grid)
+        if rows <= 0 or cols <= 0:
+            raise ValueError(f"grid must be two positive integers (rows, cols), got {grid!r}")
+        self.grid = (rows, cols)
+
+    def positions(self, seq_len: int, device=None) -> torch.Tensor:
+        t = torch.arange(seq_len, device=device)
+        return torch.stack([t // self.grid[1], t % self.grid[1]], dim=-1)  # (L, 2) row, col
+
+
+class Sinusoidal2D(GridMixin, AbsoluteEncoding):
+    """Added 2-D sinusoids; ``table((rows, cols))`` -> ``(rows, cols, d)``."""
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
+                 grid: tuple[int, int] | None = None):
+        super().__init__(d_model, n_heads, max_len, causal, mode="add")
+        if d_model % 4:
+            raise ValueError(f"sinusoidal_2d needs d_model divisible by 4, got {d_model}")
+        self._init_grid(max_len, grid)
+
+    def lookup(self, positions: torch.Tensor) -> torch.Tensor:
+        half = self.d_pos // 2
+        rows, cols = sinusoid_table(positions[:, 0], half), sinusoid_table(positions[:, 1], half)
+        return torch.cat([rows, cols], dim=-1).to(positions.device)  # (L, d)
+
+    def table(self, grid: tuple[int, int]) -> torch.Tensor:
+        rows, cols = grid
+        positions = torch.cartesian_prod(torch.arange(rows), torch.arange(cols))  # (rows*cols, 2)
+        return self.lookup(positions).reshape(rows, cols, self.d_pos)
+
+
+class Rope2D(GridMixin, PositionalEncoding):
+    """Axial RoPE; ``d_head`` must be divisible by 4. Family options: ``grid``, ``base``."""
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
+                 grid: tuple[int, int] | None = None, base: float = ROPE_BASE):
+        super().__init__(d_model, n_heads, max_len, causal)
+        d_head = d_model // n_heads
+        if d_model % n_heads or d_head % 4:
+            raise ValueError(f"rope_2d needs d_model/n_heads divisible by 4, got {d_model}/{n_heads}")
+        self._init_grid(max_len, grid)
+        self.angles = RotaryAngles(d_head // 2, max(self.grid), base)
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        by_row, by_col = x.chunk(2, dim=-1)
+        return torch.cat([self.angles(by_row, positions[:, 0]), self.angles(by_col, positions[:, 1])], dim=-1)
+
+
+register("sinusoidal_2d")(Sinusoidal2D)
+register("rope_2d")(Rope2D)

@@ -1,0 +1,68 @@
+"""T5 relative bias (Raffel et al., 2020): a learned scalar per (distance bucket, head) added to the
+attention logits, shared across layers. T5 does not concatenate anything to its inputs.
+
+Buckets follow the reference implementation: half the buckets are exact distances, the rest grow
+logarithmically up to ``max_distance`` and saturate; bidirectional models spend half of them on each
+direction, causal models all of them on the past.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from posbench.encodings.base import PositionalEncoding
+from posbench.encodings.registry import register
+
+
+def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool,
+                             num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+    """``relative_position = j − i`` (key minus query) -> bucket index in ``[0, num_buckets)``."""
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        distance = (-relative_position).clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    log_ratio = torch.log(distance.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
+    large = (max_exact + (log_ratio * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+class T5Bias(PositionalEncoding):
+    """Family options: ``num_buckets`` (32), ``max_distance`` (128); bucketing follows ``causal``."""
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
+                 num_buckets: int = 32, max_distance: int = 128):
+        super().__init__(d_model, n_heads, max_len, causal)
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bias = nn.Embedding(num_buckets, n_heads)  # (buckets, h)
+        nn.init.normal_(self.bias.weight, std=0.02)
+        self._buckets: tuple[tuple, torch.Tensor] | None = None
+
+    def buckets(self, q_len: int, k_len: int) -> torch.Tensor:
+        """``(q_len, k_len)`` bucket indices, cached for the last shape asked for."""
+        device = self.bias.weight.device
+        key = (q_len, k_len, device)
+        if self._buckets is None or self._buckets[0] != key:
+            i = torch.arange(k_len - q_len, k_len, device=device)
+            j = torch.arange(k_len, device=device)
+            relative = j[None, :] - i[:, None]  # (q, k)
+            self._buckets = (key, relative_position_bucket(
+                relative, not self.causal, self.num_buckets, self.max_distance))
+        return self._buckets[1]
+
+    def attention_bias(self, q_len: int, k_len: int) -> torch.Tensor:
+        return self.bias.weight.t()[:, self.buckets(q_len, k_len)]  # (h, q, k)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, causal={self.causal}, num_buckets={self.num_buckets}"
+
+
+register("t5")(T5Bias)

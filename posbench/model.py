@@ -1,0 +1,137 @@
+"""A pre-LayerNorm Transformer whose position handling is entirely its encoding's three hooks.
+
+The model never asks which encoding it has: it calls ``inject`` on the token embeddings,
+``rotate`` on queries and keys, and ``attention_bias`` once per forward pass (the bias is shared
+by all layers, as in T5). Widths come from the encoding, so a naive concat really runs the whole
+network at width d + d_p.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from posbench import encodings
+from posbench.attention import attend, logit_mask
+
+# Named sizes, defined here only. d_ff defaults to 4 × the model width.
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": dict(d_model=64, n_layers=2, n_heads=4),
+    "small": dict(d_model=128, n_layers=4, n_heads=4),
+    "base": dict(d_model=256, n_layers=4, n_heads=8),
+    "medium": dict(d_model=512, n_layers=6, n_heads=8),
+    "large": dict(d_model=768, n_layers=12, n_heads=12),
+}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything that defines a model. ``encoding_options`` go to the encoding's family."""
+
+    vocab_size: int = 256
+    d_model: int = 256
+    n_layers: int = 4
+    n_heads: int = 8
+    d_ff: int | None = None  # None: 4 × model width
+    max_len: int = 1024  # longest sequence the run uses, evaluation included
+    encoding: str = "sinusoidal"
+    encoding_options: dict = field(default_factory=dict)
+    causal: bool = True  # causal LM; False: bidirectional
+    n_classes: int | None = None  # set: classify the mean-pooled sequence instead of per-token logits
+    patch_dim: int | None = None  # set: inputs are float patches (B, L, patch_dim) instead of token ids
+
+    @classmethod
+    def from_size(cls, size: str, **overrides) -> "ModelConfig":
+        if size not in SIZES:
+            raise ValueError(f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
+        return cls(**{**SIZES[size], **overrides})
+
+    def replace(self, **changes) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, width: int, n_heads: int):
+        super().__init__()
+        if width % n_heads:
+            raise ValueError(f"model width {width} is not divisible by n_heads {n_heads}")
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(width, 3 * width, bias=False)
+        self.out = nn.Linear(width, width, bias=False)
+
+    def forward(self, x, encoding, positions, mask, causal):
+        B, L, width = x.shape
+        qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
+        q, k = encoding.rotate(q, positions), encoding.rotate(k, positions)
+        y = attend(q, k, v, mask, causal)  # (B, h, L, d_head)
+        return self.out(y.transpose(1, 2).reshape(B, L, width))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, width: int, d_ff: int):
+        super().__init__()
+        self.up = nn.Linear(width, d_ff, bias=False)
+        self.down = nn.Linear(d_ff, width, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, n_heads: int, d_ff: int):
+        super().__init__()
+        self.norm_attn = nn.LayerNorm(width)
+        self.attn = SelfAttention(width, n_heads)
+        self.norm_ff = nn.LayerNorm(width)
+        self.ff = FeedForward(width, d_ff)
+
+    def forward(self, x, encoding, positions, mask, causal):
+        x = x + self.attn(self.norm_attn(x), encoding, positions, mask, causal)
+        return x + self.ff(self.norm_ff(x))
+
+
+class Transformer(nn.Module):
+    """Token ids ``(B, L)`` (or patches ``(B, L, patch_dim)``) -> logits ``(B, L, vocab)`` or ``(B, n_classes)``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.encoding = encodings.build(cfg.encoding, d_model=cfg.d_model, n_heads=cfg.n_heads,
+                                        max_len=cfg.max_len, causal=cfg.causal, **cfg.encoding_options)
+        width, token_width = self.encoding.model_width, self.encoding.token_width
+        self.width = width
+        self.d_ff = cfg.d_ff or 4 * width
+        if cfg.patch_dim:
+            self.embed = nn.Linear(cfg.patch_dim, token_width, bias=False)
+        else:
+            self.embed = nn.Embedding(cfg.vocab_size, token_width)
+        self.blocks = nn.ModuleList(Block(width, cfg.n_heads, self.d_ff) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, cfg.n_classes or cfg.vocab_size, bias=False)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        seq_len = inputs.shape[1]
+        positions = self.encoding.positions(seq_len, inputs.device)  # (L,) or (L, 2)
+        x = self.encoding.inject(self.embed(inputs), positions)  # (B, L, width)
+        mask = logit_mask(self.encoding.attention_bias(seq_len, seq_len), self.cfg.causal)  # (h, L, L)
+        for block in self.blocks:
+            x = block(x, self.encoding, positions, mask, self.cfg.causal)
+        x = self.norm(x)
+        if self.cfg.n_classes:
+            return self.head(x.mean(dim=1))  # (B, n_classes)
+        return self.head(x)  # (B, L, vocab)
+
+
+def build_model(cfg: ModelConfig) -> Transformer:
+    return Transformer(cfg)
+
+
+def count_params(model: Transformer) -> dict[str, int]:
+    """Parameters: ``total``, ``position`` (the encoding's own) and ``rest``."""
+    total = sum(p.numel() for p in model.parameters())
+    position = sum(p.numel() for p in model.encoding.parameters())
+    return {"total": total, "position": position, "rest": total - position}

@@ -1,0 +1,142 @@
+"""Records: one JSON file per measured cell, the single source of truth for every table and plot.
+
+Every record carries ``schema_version``, ``kind`` (``profile``, ``train``, …), ``status``
+(``ok`` | ``oom`` | ``skipped`` | ``error``) with a ``reason``, the ``environment`` it ran in and
+a ``config_hash`` of its inputs. Each kind has a JSON schema under ``posbench/schemas/`` that
+extends ``common.schema.json``; records are validated when written and when read. Writes are
+atomic (temporary file in the same folder, fsync, rename), so a killed job leaves either no file
+or a complete, valid one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import jsonschema
+
+SCHEMA_VERSION = 1
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+STATUSES = ("ok", "oom", "skipped", "error")
+
+
+@cache
+def schema(kind: str) -> dict:
+    """The schema of a record kind: ``common.schema.json`` and ``<kind>.schema.json``, both required."""
+    path = SCHEMA_DIR / f"{kind}.schema.json"
+    if not path.exists():
+        known = sorted(p.name.removesuffix(".schema.json") for p in SCHEMA_DIR.glob("*.schema.json"))
+        raise ValueError(f"unknown record kind {kind!r}; allowed: {', '.join(k for k in known if k != 'common')}")
+    common = json.loads((SCHEMA_DIR / "common.schema.json").read_text())
+    return {"allOf": [common, json.loads(path.read_text())]}
+
+
+def validate(record: dict) -> dict:
+    """Raise ``jsonschema.ValidationError`` unless ``record`` matches its kind's schema."""
+    kind = record.get("kind")
+    if not isinstance(kind, str):
+        raise jsonschema.ValidationError("record has no 'kind'")
+    jsonschema.validate(record, schema(kind))
+    return record
+
+
+def write_record(path: str | os.PathLike, record: dict) -> Path:
+    """Validate, then write atomically: readers see the old file, or the new one whole."""
+    validate(record)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    return validate(json.loads(Path(path).read_text()))
+
+
+def config_hash(config: dict) -> str:
+    """A short, stable hash of the inputs that define a cell (keys sorted, JSON-encoded)."""
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def new_record(kind: str, config: dict, status: str = "ok", reason: str = "") -> dict:
+    """The common part of every record; callers add their kind's sections."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "config": config,
+        "config_hash": config_hash(config),
+        "status": status,
+        "reason": reason,
+        "environment": environment(),
+    }
+
+
+def environment() -> dict:
+    """Where a record was measured: versions, machine, threads, code version."""
+    import torch
+
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": os.environ.get("POSBENCH_MACHINE") or platform.node(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "packages": {name: _version(name) for name in ("torch", "fvcore", "numpy", "nvidia-ml-py", "posbench")},
+        "git_commit": git_commit(),
+    }
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+@cache
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@cache
+def git_commit() -> str:
+    """The commit of the posbench checkout, ``+dirty`` when it has uncommitted changes."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return sys.modules[name].__version__ if name in sys.modules and hasattr(sys.modules[name], "__version__") else None
