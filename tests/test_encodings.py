@@ -1,0 +1,234 @@
+"""Each encoding against its definition: reference values, invariances, the article's errors."""
+
+import math
+
+import pytest
+import torch
+
+from posbench import encodings
+from posbench.encodings.alibi import alibi_slopes
+from posbench.encodings.t5 import relative_position_bucket
+
+REQUIRED = {"none", "sinusoidal", "learned", "sinusoidal_concat", "learned_concat",
+            "sinusoidal_concat_fixed", "learned_concat_fixed", "rope", "alibi", "t5",
+            "sinusoidal_2d", "rope_2d"}
+
+
+def build(name, d_model=32, n_heads=4, max_len=64, **options):
+    return encodings.build(name, d_model=d_model, n_heads=n_heads, max_len=max_len, **options)
+
+
+def test_registry_lists_the_catalogue():
+    assert REQUIRED <= set(encodings.names())
+
+
+def test_unknown_encoding_names_the_allowed_values():
+    with pytest.raises(ValueError, match=r"unknown encoding 'rotary'; allowed: .*rope"):
+        build("rotary")
+
+
+def test_unknown_family_option_is_an_error():
+    with pytest.raises(ValueError, match="alibi"):
+        build("alibi", num_buckets=8)
+
+
+@pytest.mark.parametrize("name,value", [("d_model", 0), ("n_heads", -1), ("max_len", 2.5)])
+def test_non_positive_sizes_are_rejected(name, value):
+    with pytest.raises(ValueError, match=name):
+        build("none", **{name: value})
+
+
+# ----- sinusoidal ---------------------------------------------------------------------------
+
+def test_sinusoidal_table_is_exactly_the_formula(float64):
+    d, n = 16, 50
+    table = build("sinusoidal", d_model=d, max_len=n).table(n)
+    for pos in (0, 1, 7, 49):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-12)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-12)
+
+
+def test_sinusoidal_shift_is_a_block_diagonal_rotation(float64):
+    """PE(pos + k) = M_k · PE(pos), M_k = diag of 2×2 rotations by k·ω_i (same M_k for every pos)."""
+    d, k = 64, 13
+    table = build("sinusoidal", d_model=d, max_len=300).table(300)  # (300, d)
+    omega = 10000.0 ** (-torch.arange(0, d, 2) / d)  # (d/2,)
+    c, s = torch.cos(k * omega), torch.sin(k * omega)
+    rotation = torch.zeros(d, d)
+    for i in range(d // 2):  # [sin(a+b), cos(a+b)] = [[cos b, sin b], [-sin b, cos b]] · [sin a, cos a]
+        rotation[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[c[i], s[i]], [-s[i], c[i]]])
+    shifted = table[: 300 - k] @ rotation.T
+    assert (shifted - table[k:]).abs().max().item() < 1e-9
+
+
+def test_sinusoidal_low_dimensions_turn_fastest(float64):
+    """The phase advance per position of pair i is 1/10000^(2i/d): pair 0 turns fastest (period 2π),
+    the last pair slowest (period ≈ 2π·10000). The article says low dimensions change slowly: backwards."""
+    d = 128
+    table = build("sinusoidal", d_model=d, max_len=4).table(2)
+    advance = torch.atan2(table[1, 0::2], table[1, 1::2])  # phase at pos 1 minus phase at pos 0 (= 0)
+    expected = 10000.0 ** (-torch.arange(0, d, 2) / d)
+    assert torch.allclose(advance, expected, atol=1e-12)
+    periods = 2 * math.pi / advance
+    assert periods[0].item() == pytest.approx(2 * math.pi)
+    assert periods[-1].item() == pytest.approx(2 * math.pi * 10000 ** ((d - 2) / d))
+    assert bool((periods[1:] > periods[:-1]).all())
+
+
+def test_sinusoidal_extends_beyond_its_cache(float64):
+    enc = build("sinusoidal", max_len=8)
+    far = enc.lookup(torch.tensor([100]))
+    assert torch.allclose(far, build("sinusoidal", max_len=128).table(101)[100:])
+
+
+# ----- learned ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["learned", "learned_concat", "learned_concat_fixed"])
+def test_learned_beyond_its_table_names_both_numbers(name):
+    enc = build(name, max_len=16)
+    with pytest.raises(ValueError, match=r"16 rows .* 17 positions"):
+        enc.inject(torch.zeros(1, 17, enc.token_width), enc.positions(17))
+
+
+@pytest.mark.parametrize("name", ["learned", "t5", "learned_concat_fixed"])
+def test_gradients_reach_position_parameters(name):
+    enc = build(name)
+    params = list(enc.parameters())
+    assert params, "a learned encoding must own parameters"
+    x = enc.inject(torch.randn(2, 10, enc.token_width), enc.positions(10))  # (2, 10, width)
+    bias = enc.attention_bias(10, 10)
+    loss = x.pow(2).sum() + (0 if bias is None else bias.pow(2).sum())
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
+
+
+# ----- widths -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,d_pos,token,model", [
+    ("sinusoidal", None, 32, 32), ("learned", None, 32, 32),
+    ("sinusoidal_concat", None, 32, 64), ("learned_concat", 8, 32, 40),
+    ("sinusoidal_concat_fixed", None, 16, 32), ("learned_concat_fixed", 8, 24, 32)])
+def test_input_widths(name, d_pos, token, model):
+    options = {} if d_pos is None else {"d_pos": d_pos}
+    enc = build(name, **options)
+    assert (enc.token_width, enc.model_width) == (token, model)
+    x = enc.inject(torch.randn(3, 5, token), enc.positions(5))
+    assert x.shape == (3, 5, model)
+
+
+def test_concat_keeps_token_and_position_apart():
+    enc = build("sinusoidal_concat_fixed", d_model=32, d_pos=8)
+    tokens = torch.randn(2, 6, 24)
+    x = enc.inject(tokens, enc.positions(6))
+    assert torch.equal(x[..., :24], tokens)
+    assert torch.allclose(x[0, :, 24:], enc.table(6))
+
+
+# ----- RoPE ---------------------------------------------------------------------------------
+
+def rotary_logits(enc, q, k, positions):
+    return enc.rotate(q, positions) @ enc.rotate(k, positions).transpose(-1, -2)
+
+
+def test_rope_logits_depend_only_on_offset(float64):
+    enc = build("rope", d_model=64, n_heads=4, max_len=256)
+    q, k = torch.randn(4, 20, 16), torch.randn(4, 20, 16)
+    base = rotary_logits(enc, q, k, torch.arange(20))
+    for shift in (1, 37, 200):  # 200 goes beyond the cache: computed on the fly
+        assert torch.allclose(base, rotary_logits(enc, q, k, torch.arange(20) + shift), atol=1e-9)
+
+
+def test_rope_matches_complex_rotation_reference(float64):
+    """Halves pairing: dims (i, i + d/2) form the complex number x_i + i·x_{i+d/2}, turned by pos·θ_i."""
+    d_head, L = 16, 9
+    enc = build("rope", d_model=d_head * 2, n_heads=2, max_len=L)
+    x = torch.randn(L, d_head)
+    theta = 10000.0 ** (-torch.arange(0, d_head, 2) / d_head)
+    z = torch.complex(x[:, : d_head // 2], x[:, d_head // 2:]) * torch.polar(
+        torch.ones(L, d_head // 2), torch.arange(L)[:, None] * theta)
+    assert torch.allclose(enc.rotate(x, torch.arange(L)), torch.cat([z.real, z.imag], -1), atol=1e-12)
+
+
+def test_rope_preserves_norms(float64):
+    enc = build("rope", max_len=32)
+    x = torch.randn(2, 4, 32, 8)
+    assert torch.allclose(enc.rotate(x, torch.arange(32)).norm(dim=-1), x.norm(dim=-1))
+
+
+def test_rope_2d_depends_only_on_row_and_column_offsets(float64):
+    enc = build("rope_2d", d_model=64, n_heads=4, max_len=64, grid=(8, 8))
+    q, k = torch.randn(30, 16), torch.randn(30, 16)
+    rows, cols = torch.randint(0, 8, (30,)), torch.randint(0, 8, (30,))
+    pos = torch.stack([rows, cols], -1)
+    shifted = pos + torch.tensor([3, 5])
+    assert torch.allclose(rotary_logits(enc, q, k, pos), rotary_logits(enc, q, k, shifted), atol=1e-9)
+    moved_row_only = pos.clone()
+    moved_row_only[0, 0] += 1
+    assert not torch.allclose(rotary_logits(enc, q, k, pos), rotary_logits(enc, q, k, moved_row_only))
+
+
+def test_grid_positions_read_row_by_row():
+    enc = build("sinusoidal_2d", max_len=12, grid=(3, 4))
+    assert enc.positions(6).tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1]]
+
+
+def test_sinusoidal_2d_is_row_sinusoid_then_column_sinusoid(float64):
+    enc = build("sinusoidal_2d", d_model=32, max_len=64, grid=(8, 8))
+    table = enc.table((8, 8))  # (8, 8, 32)
+    one_d = build("sinusoidal", d_model=16, max_len=8).table(8)  # (8, 16)
+    assert torch.allclose(table[5, 2, :16], one_d[5]) and torch.allclose(table[5, 2, 16:], one_d[2])
+
+
+# ----- ALiBi --------------------------------------------------------------------------------
+
+def test_alibi_slopes_match_the_paper():
+    assert alibi_slopes(8) == pytest.approx([2.0 ** -k for k in range(1, 9)])
+    # 12 heads: the 8-head slopes, then every other slope of the 16-head sequence (2^-0.5, 2^-1.5, …)
+    assert alibi_slopes(12) == pytest.approx([2.0 ** -k for k in range(1, 9)]
+                                             + [2.0 ** -(k + 0.5) for k in range(4)])
+
+
+def test_alibi_is_a_penalty_on_distance():
+    enc = build("alibi", n_heads=8, max_len=16)
+    bias = enc.attention_bias(16, 16)  # (8, 16, 16)
+    assert bias.shape == (8, 16, 16)
+    assert bias[0, 10, 3].item() == pytest.approx(-0.5 * 7)
+    assert bias[7, 3, 10].item() == pytest.approx(-(2.0 ** -8) * 7)
+    assert bool((bias <= 0).all()) and bool((bias.diagonal(dim1=1, dim2=2) == 0).all())
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_logit_bias_depends_only_on_offset(name, causal):
+    enc = build(name, n_heads=4, max_len=200, causal=causal)
+    if name == "t5":
+        torch.nn.init.normal_(enc.bias.weight)
+    bias = enc.attention_bias(200, 200)
+    for k in (1, 5, 150):
+        assert torch.equal(bias[:, :-k, :-k], bias[:, k:, k:])
+
+
+def test_logit_bias_for_a_suffix_of_queries_is_the_matching_rows():
+    for name in ("alibi", "t5"):
+        enc = build(name, max_len=64, causal=True)
+        assert torch.equal(enc.attention_bias(5, 40), enc.attention_bias(40, 40)[:, 35:])
+
+
+# ----- T5 -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("relative,bidirectional,bucket", [
+    (0, True, 0), (-3, True, 3), (3, True, 19), (-8, True, 8), (-127, True, 15), (-1000, True, 15),
+    (1000, True, 31), (5, False, 0), (-5, False, 5), (-20, False, 17), (-128, False, 31)])
+def test_t5_buckets_match_reference_values(relative, bidirectional, bucket):
+    """Hand-computed from the reference rule: exact below max_exact, then
+    max_exact + ⌊log(n / max_exact) / log(max_distance / max_exact) · (buckets − max_exact)⌋."""
+    got = relative_position_bucket(torch.tensor([relative]), bidirectional, 32, 128)
+    assert got.item() == bucket
+
+
+def test_t5_has_one_scalar_per_bucket_and_head():
+    enc = build("t5", n_heads=6)
+    assert sum(p.numel() for p in enc.parameters()) == 32 * 6
+    assert enc.attention_bias(7, 7).shape == (6, 7, 7)

@@ -1,0 +1,76 @@
+"""The model around the encodings: shapes, causality, permutation equivariance."""
+
+import pytest
+import torch
+
+import posbench
+from posbench import encodings
+
+ALL = encodings.names()
+GRID = {"grid": (4, 4)}
+
+
+def tiny(name, **overrides):
+    options = GRID if name.endswith("_2d") else {}
+    cfg = posbench.ModelConfig.from_size("tiny", encoding=name, encoding_options=options, vocab_size=11,
+                                         max_len=16, **overrides)
+    torch.manual_seed(0)
+    return posbench.build_model(cfg).eval()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_lm_shapes_and_dtype(name):
+    logits = tiny(name)(torch.randint(0, 11, (3, 16)))
+    assert logits.shape == (3, 16, 11) and logits.dtype == torch.float32
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_classifier_on_patches(name):
+    model = tiny(name, causal=False, n_classes=10, patch_dim=4)
+    assert model(torch.randn(2, 16, 4)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_causal_model_does_not_see_the_future(name):
+    model = tiny(name)
+    tokens = torch.randint(0, 11, (2, 16))
+    changed = tokens.clone()
+    changed[:, 9] = (changed[:, 9] + 1) % 11
+    with torch.no_grad():
+        before, after = model(tokens), model(changed)
+    assert torch.allclose(before[:, :9], after[:, :9], atol=1e-6)
+    assert not torch.allclose(before[:, 9:], after[:, 9:], atol=1e-6)
+
+
+def test_bidirectional_none_is_permutation_equivariant():
+    model = tiny("none", causal=False)
+    tokens = torch.randint(0, 11, (2, 16))
+    perm = torch.randperm(16)
+    with torch.no_grad():
+        assert torch.allclose(model(tokens)[:, perm], model(tokens[:, perm]), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if n != "none"])
+def test_every_encoding_breaks_permutation_equivariance(name):
+    """The converse check: an encoding that carries position makes order matter."""
+    model = tiny(name, causal=False)
+    tokens = torch.randint(0, 11, (2, 16))
+    perm = torch.roll(torch.arange(16), 3)
+    with torch.no_grad():
+        assert not torch.allclose(model(tokens)[:, perm], model(tokens[:, perm]), atol=1e-4)
+
+
+def test_unknown_size_names_the_allowed_values():
+    with pytest.raises(ValueError, match="unknown size 'huge'; allowed: tiny, small"):
+        posbench.ModelConfig.from_size("huge")
+
+
+def test_learned_model_refuses_lengths_beyond_its_table():
+    with pytest.raises(ValueError, match="16 rows"):
+        tiny("learned")(torch.randint(0, 11, (1, 17)))
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "sinusoidal"])
+def test_lengths_beyond_max_len_run_for_encodings_that_extend(name):
+    assert tiny(name)(torch.randint(0, 11, (1, 40))).shape == (1, 40, 11)

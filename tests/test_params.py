@@ -1,0 +1,65 @@
+"""Exact parameter counts against hand-derived formulas, and the article's ~4× concat claim."""
+
+import pytest
+
+import posbench
+
+D, H, LAYERS, VOCAB, MAX_LEN = 512, 8, 6, 256, 1024
+
+
+def formula(token_width, width, position):
+    """Embedding V·t; per layer 4w² (q, k, v, out) + 2·w·4w (feed-forward) + 4w (two LayerNorms);
+    final LayerNorm 2w; output head w·V; plus the encoding's own parameters."""
+    per_layer = 4 * width**2 + 2 * width * 4 * width + 4 * width
+    return VOCAB * token_width + LAYERS * per_layer + 2 * width + width * VOCAB + position
+
+
+EXPECTED = {  # name -> (token width, model width, position parameters)
+    "none": (D, D, 0),
+    "sinusoidal": (D, D, 0),
+    "learned": (D, D, MAX_LEN * D),
+    "rope": (D, D, 0),
+    "alibi": (D, D, 0),
+    "t5": (D, D, 32 * H),
+    "sinusoidal_2d": (D, D, 0),
+    "rope_2d": (D, D, 0),
+    "sinusoidal_concat": (D, 2 * D, 0),
+    "learned_concat": (D, 2 * D, MAX_LEN * D),
+    "sinusoidal_concat_fixed": (D // 2, D, 0),
+    "learned_concat_fixed": (D // 2, D, MAX_LEN * D // 2),
+}
+
+
+def build(name):
+    cfg = posbench.ModelConfig(vocab_size=VOCAB, d_model=D, n_layers=LAYERS, n_heads=H,
+                               max_len=MAX_LEN, encoding=name)
+    return posbench.build_model(cfg)
+
+
+def test_every_encoding_has_an_expected_count():
+    assert set(EXPECTED) == set(posbench.encodings.names())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_exact_parameter_count(name):
+    token_width, width, position = EXPECTED[name]
+    counts = posbench.count_params(build(name))
+    assert counts == {"total": formula(token_width, width, position), "position": position,
+                      "rest": formula(token_width, width, 0)}
+
+
+def attention_projection_params(model):
+    return sum(b.attn.qkv.weight.numel() + b.attn.out.weight.numel() for b in model.blocks)
+
+
+def test_naive_concat_quadruples_attention_projections_fixed_concat_does_not():
+    add = attention_projection_params(build("sinusoidal"))
+    assert attention_projection_params(build("sinusoidal_concat")) == 4 * add
+    assert attention_projection_params(build("sinusoidal_concat_fixed")) == add
+
+
+def test_d_pos_option_sets_the_concat_width():
+    cfg = posbench.ModelConfig(d_model=64, n_layers=1, n_heads=4, encoding="learned_concat",
+                               encoding_options={"d_pos": 32}, max_len=10)
+    model = posbench.build_model(cfg)
+    assert model.width == 96 and posbench.count_params(model)["position"] == 10 * 32
