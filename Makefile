@@ -1,23 +1,46 @@
-# `make test` builds .venv from nothing (torch first, pinned, so pip never pulls a CUDA build),
-# installs posbench with its test extras and runs the test suite.
+# make test   build .venv from nothing (torch first, pinned, so pip never pulls a CUDA build),
+#             install the locked environment and posbench, run the test suite.
+# make run    the same set-up, then the default sweep: snakemake --cores $(CORES) -> results/report.pdf
+# make smoke  the whole DAG on a tiny preset (about 3 minutes on 2 cores)
 PYTHON ?= python3
+CORES ?= 2
 VENV := .venv
 PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
+SNAKEMAKE := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/snakemake
+# System packages: a CJK font for the report, poppler for page renders. Installed when we can (root + apt).
+APT_PACKAGES := fonts-wqy-microhei poppler-utils
 
-.PHONY: venv test clean
+.PHONY: venv system-deps test run smoke lock clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 venv: $(VENV)/.installed
 
-test: venv
+system-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $$missing"; apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	elif [ -n "$$missing" ]; then echo "note: not installed: $$missing (the report falls back to English text)"; fi
+
+test: venv system-deps
 	$(PY) -m pytest -q
+
+run: venv system-deps
+	$(SNAKEMAKE) --cores $(CORES)
+
+smoke: venv system-deps
+	$(SNAKEMAKE) --cores $(CORES) --configfile workflow/smoke.yaml
+
+# Regenerate the lock from the current .venv (after changing dependencies in pyproject.toml).
+lock:
+	$(PY) -m pip freeze --exclude-editable | sed 's/^torch==.*/$(TORCH)/' > requirements.lock
 
 clean:
 	rm -rf $(VENV)

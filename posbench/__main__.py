@@ -15,6 +15,8 @@ COMMANDS = {  # name -> module under posbench.cli
     "train": "posbench.cli.train",
     "bench": "posbench.cli.bench",
     "probe": "posbench.cli.probe",
+    "aggregate": "posbench.cli.aggregate",
+    "report": "posbench.cli.report",
 }
 
 

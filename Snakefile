@@ -1,0 +1,21 @@
+# posbench: every positional encoding through one harness.
+#   snakemake --cores 8                                   the default sweep (config.yaml)
+#   snakemake --cores 2 --configfile workflow/smoke.yaml  the whole DAG in a few minutes
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/profile.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+rule all:
+    input:
+        TABLES,
+    default_target: True

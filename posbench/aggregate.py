@@ -1,0 +1,155 @@
+"""Records -> tables. Every record becomes a row, whatever its status: a failed, oom or skipped
+cell is kept with its reason (its measurements empty), never dropped and never fatal here.
+
+Tables (CSV and Parquet) under the output folder:
+
+* ``cost``           one row per profile record: parameters, FLOPs, latency (ms), memory (MiB);
+* ``accuracy``       one row per train record: the primary metric at the training length;
+* ``extrapolation``  one row per (train record, evaluation length);
+* ``meta.json``      machines, code versions (and whether they are mixed), environments.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from posbench import SIZES, records
+
+HIGHER_IS_BETTER = {"bits_per_char": False, "token_accuracy": True, "exact_match": True, "accuracy": True}
+
+
+def load_records(root: Path) -> tuple[list[dict], list[str]]:
+    """All valid records under ``root``; unreadable files are reported, not fatal."""
+    found, problems = [], []
+    for path in sorted(Path(root).rglob("*.json")):
+        try:
+            record = records.read_record(path)
+        except Exception as error:  # noqa: BLE001 - any bad file is reported and skipped
+            problems.append(f"{path}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            continue
+        record["_path"] = str(path)
+        found.append(record)
+    return found, problems
+
+
+def _common(record: dict) -> dict:
+    env = record["environment"]
+    return {"machine": env["machine"], "git_commit": env["git_commit"], "status": record["status"],
+            "reason": record["reason"]}
+
+
+def cost_row(record: dict) -> dict:
+    cfg = record["config"]
+    size = SIZES.get(cfg.get("size"), {})
+    latency, memory = record.get("latency", {}), record.get("memory", {})
+    cpu_memory, cuda_memory = memory.get("cpu") or {}, memory.get("cuda") or {}
+    on_cuda = str(cfg.get("device", "")).startswith("cuda")
+    params, flops = record.get("params", {}), record.get("flops", {})
+    return {
+        **_common(record),
+        **{key: cfg.get(key) for key in ("encoding", "size", "device", "mode", "seq_len", "batch", "dtype", "threads")},
+        "device_name": record.get("hardware", {}).get("gpu" if on_cuda else "cpu"),
+        "d_model": size.get("d_model"), "n_layers": size.get("n_layers"), "n_heads": size.get("n_heads"),
+        "width": _model_width(cfg.get("encoding"), size),
+        "params_total": params.get("total"), "params_position": params.get("position"),
+        "params_rest": params.get("rest"),
+        "flops_analytic": flops.get("analytic"), "flops_fvcore": flops.get("fvcore"),
+        "flops_torch": flops.get("torch"), "flops_analytic_causal_half": flops.get("analytic_causal_half"),
+        "latency_median_ms": latency.get("median_ms"), "latency_p90_ms": latency.get("p90_ms"),
+        "latency_mean_ms": latency.get("mean_ms"), "latency_std_ms": latency.get("stdev_ms"),
+        "latency_cv": latency.get("cv"), "latency_n": latency.get("n"),
+        "memory_peak_mib": (cuda_memory.get("peak_allocated_mib") if on_cuda else cpu_memory.get("peak_mib")),
+        "memory_above_baseline_mib": (cuda_memory.get("above_baseline_allocated_mib") if on_cuda
+                                      else cpu_memory.get("above_baseline_mib")),
+        "attention_path": record.get("attention", {}).get("path"),
+    }
+
+
+def _model_width(encoding: str | None, size: dict) -> int | None:
+    from posbench import encodings
+
+    if encoding not in encodings.names() or not size:
+        return None
+    return encodings.build(encoding, d_model=size["d_model"], n_heads=size["n_heads"], max_len=1).model_width
+
+
+def train_rows(record: dict) -> tuple[dict, list[dict]]:
+    """The accuracy row and the extrapolation rows of one train record."""
+    cfg = record["config"]
+    metric = (record.get("metrics") or [None])[0]
+    evals = record.get("eval") or []
+    cell = {**_common(record), "task": cfg.get("task"), "encoding": cfg.get("encoding"), "size": cfg.get("size"),
+            "seed": cfg.get("seed"), "metric": metric, "higher_is_better": HIGHER_IS_BETTER.get(metric),
+            "train_len": cfg.get("train_length")}
+    at_train = next((e for e in evals if math.isclose(e["factor"], 1.0)), None)
+    curve = record.get("loss_curve") or []
+    accuracy = {**cell,
+                "value": _metric(at_train, metric), "token_accuracy": _metric(at_train, "token_accuracy"),
+                "params_total": record.get("params", {}).get("total"),
+                "params_position": record.get("params", {}).get("position"),
+                "wall_time_s": (record.get("wall_time_s") or {}).get("total"), "steps": cfg.get("steps"),
+                "final_loss": curve[-1]["loss"] if curve else None}
+    extrapolation = [{**cell, "eval_len": e["length"], "length_ratio": e["factor"], "value": _metric(e, metric),
+                      "token_accuracy": _metric(e, "token_accuracy")} for e in evals]
+    if not evals:  # a failed cell still shows up, once
+        extrapolation = [{**cell, "eval_len": None, "length_ratio": None, "value": None, "token_accuracy": None}]
+    return accuracy, extrapolation
+
+
+def _metric(evaluation: dict | None, name: str | None):
+    if evaluation is None or name is None:
+        return None
+    return evaluation["metrics"].get(name)
+
+
+def aggregate(root: Path, out: Path) -> dict:
+    """Write the tables and ``meta.json``; returns the meta (counts, machines, code versions)."""
+    found, problems = load_records(root)
+    tables: dict[str, list[dict]] = defaultdict(list)
+    for record in found:
+        if record["kind"] == "profile":
+            tables["cost"].append(cost_row(record))
+        elif record["kind"] == "train":
+            accuracy, extrapolation = train_rows(record)
+            tables["accuracy"].append(accuracy)
+            tables["extrapolation"].extend(extrapolation)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("cost", "accuracy", "extrapolation"):
+        frame = pd.DataFrame(tables[name])
+        _atomic(out / f"{name}.csv", lambda p: frame.to_csv(p, index=False))
+        _atomic(out / f"{name}.parquet", lambda p: frame.to_parquet(p, index=False))
+    commits = sorted({r["environment"]["git_commit"] for r in found})
+    meta = {
+        "n_records": len(found), "unreadable": problems,
+        "counts": {name: len(rows) for name, rows in tables.items()},
+        "status": dict(pd.Series([r["status"] for r in found], dtype=object).value_counts()),
+        "machines": sorted({r["environment"]["machine"] for r in found}),
+        "git_commits": commits, "mixed_code_versions": len(commits) > 1,
+        "environment": {r["environment"]["machine"]: r["environment"] for r in reversed(found)},
+    }
+    _atomic(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=1, default=int) + "\n"))
+    return meta
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    tmp.replace(path)
+
+
+def summary(meta: dict, out: Path) -> str:
+    lines = [f"aggregated {meta['n_records']} records into {out}/ "
+             + ", ".join(f"{name}: {n} rows" for name, n in meta["counts"].items())]
+    lines.append("status: " + ", ".join(f"{k} {v}" for k, v in sorted(meta["status"].items())))
+    if meta["mixed_code_versions"]:
+        lines.append(f"WARNING: records come from {len(meta['git_commits'])} code versions: "
+                     + ", ".join(meta["git_commits"]))
+    lines += [f"WARNING: skipped unreadable record {p}" for p in meta["unreadable"]]
+    return "\n".join(lines)
+
+

@@ -1,0 +1,173 @@
+"""What the Snakemake workflow asks of posbench: a validated config and the cells it fans out to.
+
+The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
+with one line naming the key and what is allowed, before any job runs) and takes the record paths
+from :func:`profile_records` and :func:`train_records`.
+"""
+
+from __future__ import annotations
+
+import socket
+from itertools import product
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+KNOWN_DEVICES = ("cpu", "cuda", "cuda:N", "mps")
+
+
+class ConfigError(ValueError):
+    """A config the workflow refuses; the message is one line naming the key and what is allowed."""
+
+
+def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
+    """Fill defaults, check types against the schema and names against posbench's registries."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    config = dict(config)
+    error = jsonschema.exceptions.best_match(_DefaultFillingValidator(schema).iter_errors(config))
+    if error is not None:
+        raise ConfigError(_one_line(error))
+    _check_names(config)
+    return config
+
+
+def _fill_defaults(validator_class):
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def properties(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = _copy(sub["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": properties})
+
+
+def _copy(value):
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+_DefaultFillingValidator = _fill_defaults(jsonschema.Draft202012Validator)
+
+
+def _one_line(error: jsonschema.ValidationError) -> str:
+    key = _key(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        where = f" in '{key}'" if key else ""
+        return f"unknown config key '{unknown[0]}'{where}; allowed: {allowed}"
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"config key '{key}': expected {expected}, got {error.instance!r}"
+    if error.validator == "enum":
+        return f"config key '{key}': {error.instance!r} is not allowed; allowed: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "oneOf" and key == "devices":
+        return f"config key 'devices': expected auto or a list of {', '.join(KNOWN_DEVICES)}, got {error.instance!r}"
+    if error.validator == "pattern" and key.startswith("devices"):
+        return f"config key '{key}': unknown device {error.instance!r}; allowed: {', '.join(KNOWN_DEVICES)}"
+    return f"config key '{key}': {error.message}"
+
+
+def _key(path) -> str:
+    key = ""
+    for part in path:
+        key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else str(part))
+    return key
+
+
+def _check_names(config: dict) -> None:
+    from posbench import SIZES, encodings, tasks
+
+    profile, train = config["profile"], config["train"]
+    _check_members("profile.encodings", profile["encodings"], encodings.names())
+    _check_members("profile.sizes", profile["sizes"], SIZES)
+    _check_members("train.size", [train["size"]], SIZES, single=True)
+    _check_members("train.tasks", list(train["tasks"]), tasks.names())
+    for task, names in train["tasks"].items():
+        _check_members(f"train.tasks.{task}", names, encodings.names())
+    _check_members("train.data", list(train["data"]), tasks.names())
+    for i, length in enumerate(profile["seq_lens"]):
+        if length <= 0:
+            raise ConfigError(f"config key 'profile.seq_lens[{i}]': {length} is not a positive length")
+    for i, seed in enumerate(train["seeds"]):
+        if seed < 0:
+            raise ConfigError(f"config key 'train.seeds[{i}]': {seed} is negative; seeds are integers >= 0")
+    if train["steps"] is not None and train["steps"] <= 0:
+        raise ConfigError(f"config key 'train.steps': {train['steps']} is not a positive step count")
+    for task, path in train["data"].items():
+        if not Path(path).is_file():
+            raise ConfigError(f"config key 'train.data.{task}': file {path!r} does not exist")
+    learned = [e for e in profile["encodings"] if e.startswith("learned")]
+    longest = max(profile["seq_lens"], default=0)
+    if learned and profile["max_len"] is not None and profile["max_len"] < longest:
+        raise ConfigError(f"config key 'profile.max_len': learned table of {profile['max_len']} rows is shorter "
+                          f"than profile.seq_lens up to {longest}; set it >= {longest} or null")
+    if not profile_cells(config) and not train_cells(config):
+        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes and train.tasks × seeds "
+                          "select no cell; list at least one")
+
+
+def _check_members(key: str, values, allowed, single: bool = False) -> None:
+    for i, value in enumerate(values):
+        if value not in allowed:
+            where = key if single else f"{key}[{i}]" if not key.endswith(("tasks", "data")) else f"{key}.{value}"
+            raise ConfigError(f"config key '{where}': unknown {value!r}; allowed: {', '.join(sorted(allowed))}")
+
+
+# ----- devices and machines ---------------------------------------------------------------------
+
+def resolve_devices(devices) -> tuple[list[str], list[str]]:
+    """``auto`` -> the devices this machine has, plus why each other one was dropped; a list is kept."""
+    if devices != "auto":
+        return list(devices), []
+    import torch
+
+    kept, dropped = ["cpu"], []
+    if torch.cuda.is_available():
+        kept.append("cuda")
+    else:
+        dropped.append("cuda (torch.cuda.is_available() is False)")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        kept.append("mps")
+    else:
+        dropped.append("mps (not available in this PyTorch build)")
+    return kept, dropped
+
+
+def machine_label(config: dict) -> str:
+    return socket.gethostname().split(".")[0] if config["machine"] == "auto" else config["machine"]
+
+
+# ----- cells and their record paths -------------------------------------------------------------
+
+def profile_cells(config: dict, devices: list[str] | None = None) -> list[dict]:
+    p = config["profile"]
+    devices = devices if devices is not None else ["cpu"]
+    return [dict(device=d, mode=m, size=s, encoding=e, seq_len=L)
+            for d, m, s, e, L in product(devices, p["modes"], p["sizes"], p["encodings"], p["seq_lens"])]
+
+
+def train_cells(config: dict) -> list[dict]:
+    t = config["train"]
+    return [dict(task=task, encoding=e, size=t["size"], seed=seed)
+            for task, names in t["tasks"].items() for e in names for seed in t["seeds"]]
+
+
+PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
+TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/seed{seed}.json"
+
+
+def profile_records(config: dict, devices: list[str]) -> list[str]:
+    base = dict(results=config["results"], machine=machine_label(config))
+    return [PROFILE_RECORD.format(**base, **cell) for cell in profile_cells(config, devices)]
+
+
+def train_records(config: dict) -> list[str]:
+    base = dict(results=config["results"], machine=machine_label(config))
+    return [TRAIN_RECORD.format(**base, **cell) for cell in train_cells(config)]

@@ -1,0 +1,97 @@
+"""End to end: the smoke preset through Snakemake, a SIGKILL halfway and the resume the README gives."""
+
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+
+
+def snakemake(workdir: Path, *args, timeout=900, **popen):
+    command = [str(BIN / "snakemake"), "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+               "--cores", "2", *args]
+    if popen:
+        return subprocess.Popen(command, env=ENV, start_new_session=True, **popen)
+    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("smoke")
+    run = snakemake(workdir, "--configfile", str(ROOT / "workflow" / "smoke.yaml"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return workdir / "results" / "smoke", run
+
+
+def test_smoke_sweep_writes_every_record_and_table(smoke):
+    results, run = smoke
+    preset = yaml.safe_load((ROOT / "workflow" / "smoke.yaml").read_text())
+    cost = pd.read_csv(results / "tables" / "cost.csv")
+    accuracy = pd.read_csv(results / "tables" / "accuracy.csv")
+    n_profile = len(preset["profile"]["encodings"]) * len(preset["profile"]["seq_lens"])
+    n_train = sum(len(e) for e in preset["train"]["tasks"].values()) * len(preset["train"]["seeds"])
+    assert len(cost) == n_profile and len(accuracy) == n_train
+    assert set(cost["status"]) == {"ok"} and set(accuracy["status"]) == {"ok"}
+    assert (cost["flops_analytic"] > 0).all() and (cost["latency_median_ms"] > 0).all()
+    assert accuracy["value"].notna().all()
+    meta = json.loads((results / "tables" / "meta.json").read_text())
+    assert meta["n_records"] == n_profile + n_train and not meta["unreadable"]
+
+
+def test_rerun_with_nothing_changed_runs_no_job(smoke):
+    results, _ = smoke
+    run = snakemake(results.parent.parent, "--configfile", str(ROOT / "workflow" / "smoke.yaml"))
+    assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
+
+
+def record_bytes(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*.json"))}
+
+
+def incomplete_outputs(workdir: Path) -> set[Path]:
+    """Outputs of jobs Snakemake started but did not see finish (its markers: base64 of the path)."""
+    markers = workdir / ".snakemake" / "incomplete"
+    return {(workdir / base64.urlsafe_b64decode(m.name).decode()).resolve()
+            for m in markers.rglob("*") if m.is_file() and m.name != "migration_underway"}
+
+
+def test_sigkill_halfway_then_resume_keeps_finished_records(tmp_path):
+    preset = {"results": "results", "profile": {"encodings": []},
+              "train": {"size": "tiny", "seeds": [0, 1, 2], "steps": 30,
+                        "tasks": {"reverse": ["sinusoidal", "rope"], "copy": ["alibi"]}}}
+    config = tmp_path / "resume.yaml"
+    config.write_text(yaml.safe_dump(preset))
+    records = tmp_path / "results" / "records"
+    sweep = snakemake(tmp_path, "--configfile", str(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while len(list(records.rglob("*.json"))) < 3 and time.time() < deadline and sweep.poll() is None:
+        time.sleep(0.2)
+    os.killpg(sweep.pid, signal.SIGKILL)  # Snakemake and the jobs it started, mid-sweep
+    sweep.wait()
+    # a job killed after its record landed but before Snakemake saw it exit is re-run: not "finished"
+    unfinished = incomplete_outputs(tmp_path)
+    finished = {p: b for p, b in record_bytes(records).items() if p.resolve() not in unfinished}
+    assert 3 <= len(finished) < 9, "the kill must land halfway through the sweep"
+    for path in finished:
+        json.loads(path.read_text())  # complete, valid JSON: writes are atomic
+
+    assert snakemake(tmp_path, "--configfile", str(config), "--unlock").returncode == 0
+    resumed = snakemake(tmp_path, "--configfile", str(config), "--rerun-incomplete")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = record_bytes(records)
+    assert len(after) == 9
+    assert all(after[path] == content for path, content in finished.items()), "finished records were rewritten"
+    ran = len(re.findall(r"Job \d+: train ", resumed.stdout + resumed.stderr))
+    assert ran == 9 - len(finished)

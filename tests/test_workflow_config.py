@@ -1,0 +1,99 @@
+"""Bad configs are refused before any job runs, with one line naming the key and what is allowed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posbench.workflow import ConfigError, profile_records, resolve_devices, train_records, validate_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def config(**sections):
+    base = {"profile": {"encodings": ["rope"], "sizes": ["tiny"], "seq_lens": [64]},
+            "train": {"tasks": {"reverse": ["rope"]}, "seeds": [0]}}
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return base
+
+
+BAD = {  # what is wrong -> (config, the words the one-line error must contain)
+    "unknown encoding": (config(profile={"encodings": ["rotary"]}),
+                         "'profile.encodings[0]': unknown 'rotary'; allowed: alibi"),
+    "unknown encoding in a task": (config(train={"tasks": {"reverse": ["alibi", "t6"]}}),
+                                   "'train.tasks.reverse[1]': unknown 't6'; allowed:"),
+    "unknown size": (config(profile={"sizes": ["huge"]}), "'profile.sizes[0]': unknown 'huge'; allowed: base"),
+    "zero length": (config(profile={"seq_lens": [0]}), "'profile.seq_lens[0]': 0 is not a positive length"),
+    "negative length": (config(profile={"seq_lens": [128, -5]}), "'profile.seq_lens[1]': -5"),
+    "a list where a number belongs": (config(profile={"batch": [1, 2]}),
+                                      "'profile.batch': expected integer, got [1, 2]"),
+    "unknown device": (config(devices=["cpu", "tpu"]), "'devices[1]': unknown device 'tpu'; allowed: cpu, cuda"),
+    "missing data file": (config(train={"data": {"lm_prose": "/no/such/file.txt"}}),
+                          "'train.data.lm_prose': file '/no/such/file.txt' does not exist"),
+    "learned beyond its table": (config(profile={"encodings": ["learned"], "seq_lens": [64, 512], "max_len": 256}),
+                                 "'profile.max_len': learned table of 256 rows is shorter than"),
+    "empty sweep": (config(profile={"encodings": []}, train={"tasks": {}}), "empty sweep"),
+    "unknown task": (config(train={"tasks": {"translate": ["rope"]}}),
+                     "'train.tasks.translate': unknown 'translate'; allowed:"),
+    "negative seed": (config(train={"seeds": [0, -1]}), "'train.seeds[1]': -1 is negative"),
+    "seed of the wrong type": (config(train={"seeds": ["one"]}), "'train.seeds[0]': expected integer"),
+    "misspelled top-level key": ({**config(), "profle": {}}, "unknown config key 'profle'; allowed: machine"),
+    "misspelled nested key": (config(profile={"seq_len": [64]}),
+                              "unknown config key 'seq_len' in 'profile'; allowed: encodings"),
+    "unknown mode": (config(profile={"modes": ["inference"]}),
+                     "'profile.modes[0]': 'inference' is not allowed; allowed: infer, train"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_config_is_refused_in_one_line(case):
+    bad, words = BAD[case]
+    with pytest.raises(ConfigError) as error:
+        validate_config(bad)
+    message = str(error.value)
+    assert words in message and "\n" not in message
+
+
+def test_defaults_are_filled_and_cells_derived():
+    cfg = validate_config(config())
+    assert cfg["profile"]["modes"] == ["infer"] and cfg["train"]["size"] == "tiny"
+    cfg["machine"] = "laptop"
+    assert profile_records(cfg, ["cpu", "cuda"]) == [
+        "results/records/laptop/profile/cpu/infer/tiny/rope/L64.json",
+        "results/records/laptop/profile/cuda/infer/tiny/rope/L64.json"]
+    assert train_records(cfg) == ["results/records/laptop/train/reverse/tiny/rope/seed0.json"]
+
+
+def test_explicit_devices_are_kept_auto_drops_what_is_missing():
+    assert resolve_devices(["cpu", "cuda:1"]) == (["cpu", "cuda:1"], [])
+    kept, dropped = resolve_devices("auto")
+    assert kept[0] == "cpu" and all("(" in reason for reason in dropped)
+
+
+@pytest.mark.parametrize("preset", ["config.yaml", "workflow/smoke.yaml"])
+def test_shipped_configs_are_valid(preset):
+    validate_config(yaml.safe_load((ROOT / preset).read_text()))
+
+
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
+    """End to end: exit code non-zero, one line naming the key, existing results untouched."""
+    results = tmp_path / "results"
+    kept = results / "records" / "keep.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text('{"untouched": true}')
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"results": str(results), "profile": {"encodings": ["rotary"]}}))
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(bad)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert run.returncode != 0
+    lines = [line for line in run.stderr.splitlines() if line.startswith("posbench:")]
+    assert lines == [lines[0]] and "'profile.encodings[0]': unknown 'rotary'; allowed:" in lines[0]
+    assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
