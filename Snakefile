@@ -16,6 +16,6 @@ include: "workflow/rules/aggregate.smk"
 
 
 rule all:
+    default_target: True
     input:
         TABLES,
-    default_target: True

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 # Every record under results/records/ (all machines) -> tables; failed cells stay as rows.
 
 
@@ -7,12 +9,19 @@ rule aggregate:
         TRAIN_RECORDS,
     output:
         TABLES,
-        expand(f"{RESULTS}/tables/{{table}}.parquet", table=["cost", "accuracy", "extrapolation"]),
-    conda:
-        "../../envs/posbench.yaml"
+        expand(
+            f"{RESULTS}/tables/{{table}}.parquet",
+            table=["cost", "accuracy", "extrapolation"],
+        ),
     log:
         f"{RESULTS}/logs/aggregate.log",
+    conda:
+        "../../envs/posbench.yaml"
+    params:
+        py=PY,
+        records=lambda wildcards, output: Path(output[0]).parent.parent / "records",
+        tables=lambda wildcards, output: Path(output[0]).parent,
     message:
         "aggregate {RESULTS}/records into {RESULTS}/tables"
     shell:
-        "{PY} -m posbench aggregate --records {RESULTS}/records --out {RESULTS}/tables > {log} 2>&1"
+        "{params.py} -m posbench aggregate --records {params.records} --out {params.tables} > {log} 2>&1"

@@ -4,7 +4,9 @@ import sys
 from posbench import workflow as pw
 
 try:
-    config = pw.validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+    config = pw.validate_config(
+        config, workflow.source_path("../schemas/config.schema.yaml")
+    )
 except pw.ConfigError as error:
     sys.exit(f"posbench: {error}")
 
@@ -13,10 +15,15 @@ MACHINE = pw.machine_label(config)
 PY = config["python"]
 DEVICES, DROPPED = pw.resolve_devices(config["devices"])
 if DROPPED:
-    print(f"posbench: devices kept {', '.join(DEVICES)}; dropped {'; '.join(DROPPED)}", file=sys.stderr)
+    print(
+        f"posbench: devices kept {', '.join(DEVICES)}; dropped {'; '.join(DROPPED)}",
+        file=sys.stderr,
+    )
 PROFILE_RECORDS = pw.profile_records(config, DEVICES)
 TRAIN_RECORDS = pw.train_records(config)
-TABLES = expand(f"{RESULTS}/tables/{{table}}.csv", table=["cost", "accuracy", "extrapolation"])
+TABLES = expand(
+    f"{RESULTS}/tables/{{table}}.csv", table=["cost", "accuracy", "extrapolation"]
+)
 
 
 wildcard_constraints:

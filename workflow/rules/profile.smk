@@ -5,27 +5,28 @@
 rule profile:
     output:
         pw.PROFILE_RECORD.replace("{results}", RESULTS),
-    conda:
-        "../../envs/posbench.yaml"
     log:
         f"{RESULTS}/logs/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}/L{{seq_len}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}/L{{seq_len}}.tsv"
+    conda:
+        "../../envs/posbench.yaml"
+    threads: config["profile"]["threads"]
+    resources:
+        timing=100,
+        gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
     params:
+        py=PY,
         p=config["profile"],
         max_len=lambda wc: (
             f"--max-len {config['profile']['max_len']}"
             if config["profile"]["max_len"]
             else ""
         ),
-    threads: config["profile"]["threads"]
-    resources:
-        timing=100,
-        gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
     message:
         "profile {wildcards.encoding} {wildcards.size} L={wildcards.seq_len} on {wildcards.device} ({wildcards.mode})"
     shell:
-        "POSBENCH_MACHINE={wildcards.machine} {PY} -m posbench profile"
+        "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench profile"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seq-len {wildcards.seq_len}"
         " --device {wildcards.device} --mode {wildcards.mode} --batch {params.p[batch]}"
         " --dtype {params.p[dtype]} --threads {threads} --min-repeats {params.p[min_repeats]}"

@@ -4,13 +4,17 @@
 rule train:
     output:
         pw.TRAIN_RECORD.replace("{results}", RESULTS),
-    conda:
-        "../../envs/posbench.yaml"
     log:
         f"{RESULTS}/logs/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/seed{{seed}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/seed{{seed}}.tsv"
+    conda:
+        "../../envs/posbench.yaml"
+    threads: config["train"]["threads"]
+    resources:
+        timing=1,
     params:
+        py=PY,
         steps=lambda wc: (
             f"--steps {config['train']['steps']}" if config["train"]["steps"] else ""
         ),
@@ -19,12 +23,9 @@ rule train:
             if wc.task in config["train"]["data"]
             else ""
         ),
-    threads: config["train"]["threads"]
-    resources:
-        timing=1,
     message:
         "train {wildcards.task} {wildcards.encoding} {wildcards.size} seed {wildcards.seed}"
     shell:
-        "POSBENCH_MACHINE={wildcards.machine} {PY} -m posbench train --task {wildcards.task}"
+        "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {wildcards.seed}"
         " --threads {threads} {params.steps} {params.data} --out {output} > {log} 2>&1"
