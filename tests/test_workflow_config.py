@@ -77,7 +77,7 @@ def test_explicit_devices_are_kept_auto_drops_what_is_missing():
     assert kept[0] == "cpu" and all("(" in reason for reason in dropped)
 
 
-@pytest.mark.parametrize("preset", ["config.yaml", "workflow/smoke.yaml"])
+@pytest.mark.parametrize("preset", ["config.yaml", "workflow/smoke.yaml", "workflow/cluster.yaml"])
 def test_shipped_configs_are_valid(preset):
     validate_config(yaml.safe_load((ROOT / preset).read_text()))
 
