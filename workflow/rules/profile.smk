@@ -1,4 +1,4 @@
-# One job per cost cell. A profile job claims the whole `timing` budget, so no other job of this
+# One job per cost cell (oom, skipped and error cells write records too). A profile job claims the whole `timing` budget, so no other job of this
 # workflow (timing or training) runs beside it and pollutes its latency; training jobs claim one unit.
 
 
@@ -18,11 +18,9 @@ rule profile:
     params:
         py=PY,
         p=config["profile"],
-        max_len=lambda wc: (
-            f"--max-len {config['profile']['max_len']}"
-            if config["profile"]["max_len"]
-            else ""
-        ),
+        # one table size for the whole sweep: a learned encoding's parameters don't vary by cell
+        max_len=config["profile"]["max_len"]
+        or max(config["profile"]["seq_lens"], default=1),
     message:
         "profile {wildcards.encoding} {wildcards.size} L={wildcards.seq_len} on {wildcards.device} ({wildcards.mode})"
     shell:
@@ -30,4 +28,6 @@ rule profile:
         " --encoding {wildcards.encoding} --size {wildcards.size} --seq-len {wildcards.seq_len}"
         " --device {wildcards.device} --mode {wildcards.mode} --batch {params.p[batch]}"
         " --dtype {params.p[dtype]} --threads {threads} --min-repeats {params.p[min_repeats]}"
-        " --min-seconds {params.p[min_seconds]} {params.max_len} --out {output} > {log} 2>&1"
+        " --min-seconds {params.p[min_seconds]} --max-len {params.max_len} --out {output} > {log} 2>&1"
+        # an `error` record (exit 1) is a result too: keep it; a bad argument writes none and fails
+        " || test -s {output}"

@@ -29,3 +29,4 @@ rule train:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {wildcards.seed}"
         " --threads {threads} {params.steps} {params.data} --out {output} > {log} 2>&1"
+        " || test -s {output}"

@@ -1,0 +1,379 @@
+"""Measurement you can trust: a stopwatch, memory peaks and an out-of-memory that becomes a record.
+
+* Latency: warm-up, then at least ``min_repeats`` timed calls *and* at least ``min_seconds``; CUDA
+  timed with events and a synchronize per call, other devices with ``time.perf_counter`` around a
+  synchronize. The raw samples are kept beside median, p90, mean, stdev, CV and IQR.
+* CPU memory: the kernel's resident high-water mark (``VmHWM``), reset at the start of the measured
+  work by writing ``5`` to ``/proc/self/clear_refs`` so it covers that work only; a thread reading
+  ``/proc/self/statm`` every millisecond cross-checks it and stands in where the reset is refused.
+  Without ``/proc`` (macOS) only ``ru_maxrss`` is left: the peak of the whole process, in bytes
+  there and KiB on Linux.
+* CUDA memory: the torch allocator's peaks after ``reset_peak_memory_stats``, and NVML's figure for
+  this process on the device whose UUID torch reports (indices are useless for matching:
+  ``CUDA_VISIBLE_DEVICES`` and SLURM renumber devices, NVML does not).
+* Faults: :func:`run_isolated` runs the measurement in a fresh Python process, so an allocation
+  that fails *and* a kill by the kernel's out-of-memory killer both come back as ``oom``.
+
+All memory figures are MiB (2**20 bytes); latencies are milliseconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+MIB = 2**20
+RSS_SAMPLE_INTERVAL_S = 0.001
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def mib(n_bytes: float) -> float:
+    return round(n_bytes / MIB, 3)
+
+
+# ----- latency -------------------------------------------------------------------------------
+def latency_stats(samples_ms: list[float]) -> dict:
+    """Summary of timed calls: median, p90 (linear interpolation), mean, sample stdev, CV, IQR."""
+    if not samples_ms:
+        raise ValueError("latency_stats needs at least one sample")
+    x = np.asarray(samples_ms, dtype=np.float64)
+    p25, median, p75, p90 = np.percentile(x, [25, 50, 75, 90])
+    mean = float(x.mean())
+    stdev = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    return {
+        "n": int(x.size), "median_ms": float(median), "p90_ms": float(p90), "mean_ms": mean,
+        "stdev_ms": stdev, "cv": stdev / mean if mean > 0 else 0.0, "iqr_ms": float(p75 - p25),
+        "min_ms": float(x.min()), "max_ms": float(x.max()), "samples_ms": x.tolist(),
+    }
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued work on an asynchronous device; a no-op on CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def make_timer(device: torch.device) -> tuple[str, Callable[[Callable[[], object]], float]]:
+    """``(timer name, time(step) -> milliseconds)`` for ``device``."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def time_cuda(step):
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        return "cuda_event", time_cuda
+
+    def time_wall(step):
+        synchronize(device)
+        began = time.perf_counter()
+        step()
+        synchronize(device)
+        return (time.perf_counter() - began) * 1e3
+
+    return "perf_counter", time_wall
+
+
+def measure_latency(step: Callable[[], object], device: torch.device, *, warmup: int,
+                    min_repeats: int, min_seconds: float) -> dict:
+    """Time ``step``: ``warmup`` untimed calls, then repeat until both minimums are met."""
+    timer_name, time_step = make_timer(device)
+    for _ in range(warmup):
+        time_step(step)
+    samples, began = [], time.perf_counter()
+    while len(samples) < min_repeats or time.perf_counter() - began < min_seconds:
+        samples.append(time_step(step))
+    total_s = time.perf_counter() - began
+    return {"unit": "ms", "timer": timer_name, "warmup": warmup, "total_s": total_s,
+            **latency_stats(samples)}
+
+
+# ----- CPU memory ----------------------------------------------------------------------------
+def current_rss_bytes() -> int | None:
+    """Resident memory now (``/proc/self/statm``), or ``None`` without ``/proc``."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE_BYTES
+    except OSError:
+        return None
+
+
+def ru_maxrss_bytes() -> int:
+    """Peak resident memory of this process's whole life; ``ru_maxrss`` is bytes on macOS, KiB elsewhere."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def reset_rss_high_water_mark() -> bool:
+    """Restart the kernel's ``VmHWM`` from the current RSS (Linux >= 4.0); ``False`` if refused."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def rss_high_water_mark_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise OSError("/proc/self/status has no VmHWM")
+
+
+class CpuMemoryMonitor:
+    """Peak resident memory over a ``with`` block, and how far it rose above the RSS at entry.
+
+    The headline ``peak_mib`` is the kernel's high-water mark reset at entry (exact, misses nothing);
+    the 1 ms sampling thread gives ``sampled_peak_mib`` as a cross-check and the fallback. The
+    thread only runs in the memory pass, never while latency is timed.
+    """
+
+    def __enter__(self) -> "CpuMemoryMonitor":
+        self.baseline = current_rss_bytes()
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.hwm_reset = self.baseline is not None and reset_rss_high_water_mark()
+        self._began = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            rss = current_rss_bytes()
+            if rss is None:
+                return
+            self.samples.append(rss)
+            time.sleep(RSS_SAMPLE_INTERVAL_S)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.elapsed_s = time.perf_counter() - self._began
+        self.high_water_mark = rss_high_water_mark_bytes() if self.hwm_reset else None
+        self.ru_maxrss = ru_maxrss_bytes()
+
+    def result(self) -> dict:
+        sampled_peak = max(self.samples, default=None)
+        if self.hwm_reset:
+            method, peak = "VmHWM reset via /proc/self/clear_refs at start", self.high_water_mark
+        elif sampled_peak is not None:
+            method, peak = f"/proc/self/statm sampled every {RSS_SAMPLE_INTERVAL_S * 1e3:g} ms", sampled_peak
+        else:
+            method, peak = "ru_maxrss (peak of the whole process, build included)", self.ru_maxrss
+        baseline = self.baseline if self.baseline is not None else 0
+        return {
+            "method": method,
+            "baseline_mib": mib(baseline),
+            "peak_mib": mib(peak),
+            "above_baseline_mib": mib(peak - baseline),
+            "sampled_peak_mib": None if sampled_peak is None else mib(sampled_peak),
+            "samples": len(self.samples),
+            "sample_interval_ms": self.elapsed_s * 1e3 / len(self.samples) if self.samples else None,
+            "ru_maxrss_mib": mib(self.ru_maxrss),
+        }
+
+
+# ----- CUDA memory ---------------------------------------------------------------------------
+class CudaAllocatorMonitor:
+    """The torch caching allocator's peaks over a ``with`` block, reset at entry."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def __enter__(self) -> "CudaAllocatorMonitor":
+        torch.cuda.synchronize(self.device)
+        self.baseline = torch.cuda.memory_allocated(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        torch.cuda.synchronize(self.device)
+        self.peak_allocated = torch.cuda.max_memory_allocated(self.device)
+        self.peak_reserved = torch.cuda.max_memory_reserved(self.device)
+
+    def result(self) -> dict:
+        return {"baseline_allocated_mib": mib(self.baseline),
+                "peak_allocated_mib": mib(self.peak_allocated),
+                "above_baseline_allocated_mib": mib(self.peak_allocated - self.baseline),
+                "peak_reserved_mib": mib(self.peak_reserved)}
+
+
+def normalize_uuid(uuid) -> str:
+    """``GPU-8d4d…`` (NVML, str or bytes) and ``8d4d…`` (torch) -> ``8d4d…``."""
+    text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    text = text.strip().lower()
+    return text.removeprefix("gpu-")
+
+
+def torch_device_uuid(device: torch.device) -> str:
+    return normalize_uuid(torch.cuda.get_device_properties(device).uuid)
+
+
+class Nvml:
+    """NVML for one device, found by UUID; every failure becomes ``available: False`` and a reason.
+
+    ``nvml`` is the ``pynvml`` module (from ``nvidia-ml-py``), replaceable in tests.
+    """
+
+    def __init__(self, device_uuid: str, nvml=None):
+        self.device_uuid = normalize_uuid(device_uuid)
+        self.handle, self.reason = None, ""
+        try:
+            self.nvml = nvml or importlib.import_module("pynvml")
+            self.nvml.nvmlInit()
+        except Exception as error:  # ImportError, NVMLError_LibraryNotFound, driver errors
+            self.reason = f"NVML unavailable: {type(error).__name__}: {error}"
+            return
+        try:
+            self.handle = self._find_device()
+        except self.nvml.NVMLError as error:
+            self.reason = f"NVML error while looking up devices: {error}"
+        if self.handle is None and not self.reason:
+            self.reason = f"no NVML device has UUID {self.device_uuid}"
+
+    def _find_device(self):
+        for index in range(self.nvml.nvmlDeviceGetCount()):
+            handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+            if normalize_uuid(self.nvml.nvmlDeviceGetUUID(handle)) == self.device_uuid:
+                return handle
+        return None
+
+    @property
+    def available(self) -> bool:
+        return self.handle is not None
+
+    def driver_version(self) -> str | None:
+        if not self.available:
+            return None
+        version = self.nvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else version
+
+    def process_bytes(self, pid: int | None = None) -> int | None:
+        """GPU memory NVML charges to process ``pid`` (default: this one) on the device; ``None`` if unlisted.
+
+        Containers often hide it: NVML lists host PIDs, and ``usedGpuMemory`` can be unavailable.
+        """
+        pid = os.getpid() if pid is None else pid
+        for process in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+            if process.pid == pid:
+                return process.usedGpuMemory
+        return None
+
+    def device_used_bytes(self) -> int:
+        """Memory in use on the whole device, every process included."""
+        return self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used
+
+    def close(self) -> None:
+        if self.available:
+            self.nvml.nvmlShutdown()
+
+
+def nvml_memory(nvml: Nvml, context_bytes: int | None) -> dict:
+    """NVML's view after the measured work, beside the idle context read before the model existed.
+
+    The caching allocator keeps what it reserved, so the process figure read after the work holds
+    the pass's peak reservation (plus kernels and library workspaces loaded on first use).
+    """
+    if not nvml.available:
+        return {"available": False, "reason": nvml.reason}
+    process = nvml.process_bytes()
+    return {
+        "available": True,
+        "reason": "" if process is not None else f"process {os.getpid()} is not in NVML's list (container PID namespace?)",
+        "device_uuid": nvml.device_uuid,
+        "context_mib": None if context_bytes is None else mib(context_bytes),
+        "process_mib": None if process is None else mib(process),
+        "above_context_mib": None if process is None or context_bytes is None else mib(process - context_bytes),
+        "device_used_mib": mib(nvml.device_used_bytes()),
+    }
+
+
+# ----- faults --------------------------------------------------------------------------------
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """CUDA/MPS ``OutOfMemoryError``, Python's ``MemoryError`` and the CPU allocator's ENOMEM."""
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error).lower() for m in _OOM_MESSAGES)
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".strip()
+
+
+@dataclass
+class ChildOutcome:
+    """What came back from an isolated measurement: a status, why, and the sections it finished."""
+
+    status: str  # ok | oom | error
+    reason: str = ""
+    sections: dict = field(default_factory=dict)
+
+
+def run_isolated(target: str, payload: dict) -> ChildOutcome:
+    """Run ``target(payload, sections)`` (``"module:function"``) in a fresh Python process.
+
+    ``target`` fills ``sections`` as it goes; whatever it finished comes back even when it fails.
+    A failed allocation comes back as ``oom`` from the child itself; a child killed by SIGKILL — what
+    the kernel's out-of-memory killer sends, and it cannot be caught — is reported ``oom`` by us.
+    """
+    with tempfile.TemporaryDirectory(prefix="posbench-") as folder:
+        payload_path, outcome_path = Path(folder) / "payload.json", Path(folder) / "outcome.json"
+        payload_path.write_text(json.dumps(payload))
+        code = subprocess.run([sys.executable, "-m", "posbench.measure", target, str(payload_path),
+                               str(outcome_path)]).returncode
+        if outcome_path.exists():
+            return ChildOutcome(**json.loads(outcome_path.read_text()))
+    if code == -signal.SIGKILL:
+        return ChildOutcome("oom", "the measurement process was killed by SIGKILL, the signal of the "
+                                   "kernel's out-of-memory killer (a SIGKILL from elsewhere looks the same)")
+    if code < 0:
+        return ChildOutcome("error", f"the measurement process died of {signal.Signals(-code).name}")
+    return ChildOutcome("error", f"the measurement process exited with code {code} and left no outcome")
+
+
+def _child_main(target: str, payload_path: str, outcome_path: str) -> int:
+    """The isolated process: run the target, classify what went wrong, write the outcome atomically."""
+    module, function = target.split(":")
+    measure = getattr(importlib.import_module(module), function)
+    sections: dict = {}
+    try:
+        measure(json.loads(Path(payload_path).read_text()), sections)
+        outcome = ChildOutcome("ok", "", sections)
+    except Exception as error:
+        if is_out_of_memory(error):
+            outcome = ChildOutcome("oom", first_line(error), sections)
+        else:
+            traceback.print_exc()
+            outcome = ChildOutcome("error", first_line(error), sections)
+    tmp = Path(outcome_path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(outcome.__dict__))
+    os.replace(tmp, outcome_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(*sys.argv[1:]))

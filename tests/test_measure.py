@@ -1,0 +1,204 @@
+"""The stopwatch, the memory monitors, NVML matched by UUID, and faults turned into outcomes."""
+
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from posbench import measure
+
+CPU = torch.device("cpu")
+
+
+# ----- latency statistics ----------------------------------------------------------------------
+def test_latency_stats_of_known_samples():
+    stats = measure.latency_stats([float(x) for x in range(10, 0, -1)])  # 10 … 1, order must not matter
+    assert stats["n"] == 10
+    assert stats["median_ms"] == pytest.approx(5.5)
+    assert stats["p90_ms"] == pytest.approx(9.1)  # rank 0.9 · 9 = 8.1 -> 9 + 0.1 · (10 − 9)
+    assert stats["iqr_ms"] == pytest.approx(7.75 - 3.25)
+    assert stats["mean_ms"] == pytest.approx(5.5)
+    assert stats["stdev_ms"] == pytest.approx(math.sqrt(82.5 / 9))  # sample stdev, n − 1
+    assert stats["cv"] == pytest.approx(math.sqrt(82.5 / 9) / 5.5)
+    assert (stats["min_ms"], stats["max_ms"]) == (1.0, 10.0)
+    assert stats["samples_ms"] == [float(x) for x in range(10, 0, -1)]  # raw samples kept, in order
+
+
+def test_latency_stats_of_one_sample_and_of_none():
+    one = measure.latency_stats([4.0])
+    assert (one["median_ms"], one["p90_ms"], one["stdev_ms"], one["cv"], one["iqr_ms"]) == (4.0, 4.0, 0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="at least one sample"):
+        measure.latency_stats([])
+
+
+def test_measure_latency_meets_both_minimums_after_warmup():
+    calls = []
+    result = measure.measure_latency(lambda: calls.append(1), CPU, warmup=2, min_repeats=5, min_seconds=0)
+    assert len(calls) == 2 + 5 and result["n"] == 5 and len(result["samples_ms"]) == 5
+    assert result["warmup"] == 2 and result["timer"] == "perf_counter"
+
+    result = measure.measure_latency(lambda: time.sleep(0.005), CPU, warmup=0, min_repeats=2, min_seconds=0.05)
+    assert result["total_s"] >= 0.05 and result["n"] >= 2
+    assert min(result["samples_ms"]) >= 5.0  # a 5 ms sleep never takes less
+
+
+# ----- CPU memory ------------------------------------------------------------------------------
+@pytest.mark.parametrize("platform, factor", [("linux", 1024), ("darwin", 1)])
+def test_ru_maxrss_units(monkeypatch, platform, factor):
+    monkeypatch.setattr(measure.sys, "platform", platform)
+    monkeypatch.setattr(measure.resource, "getrusage", lambda who: SimpleNamespace(ru_maxrss=3000))
+    assert measure.ru_maxrss_bytes() == 3000 * factor
+
+
+def _hold_200_mib():
+    block = torch.ones(200 * measure.MIB // 4)  # float32, every page touched
+    time.sleep(0.05)  # long enough for the 1 ms sampler to see it
+    del block
+
+
+@pytest.mark.parametrize("high_water_mark", [True, False], ids=["VmHWM", "sampled"])
+def test_cpu_monitor_sees_a_200_mib_peak(monkeypatch, high_water_mark):
+    if not high_water_mark:
+        monkeypatch.setattr(measure, "reset_rss_high_water_mark", lambda: False)
+    with measure.CpuMemoryMonitor() as monitor:
+        _hold_200_mib()
+    result = monitor.result()
+    assert ("VmHWM" in result["method"]) == high_water_mark
+    assert 195 <= result["above_baseline_mib"] <= 240
+    assert result["peak_mib"] == pytest.approx(result["baseline_mib"] + result["above_baseline_mib"], abs=1e-2)
+    assert result["samples"] > 10 and 195 <= result["sampled_peak_mib"] - result["baseline_mib"] <= 240
+
+
+def test_cpu_monitor_of_idle_work_stays_near_baseline():
+    with measure.CpuMemoryMonitor() as monitor:
+        time.sleep(0.02)
+    assert monitor.result()["above_baseline_mib"] < 10
+
+
+# ----- NVML, matched by UUID ------------------------------------------------------------------
+class FakeNvml:
+    """Two GPUs as NVML numbers them; this process holds memory on both, different amounts."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, init_error=None):
+        self.init_error = init_error
+        self.devices = [
+            {"uuid": "GPU-aaaa0000-0000", "procs": {os.getpid(): 111 * measure.MIB, 1: 5 * measure.MIB}, "used": 900},
+            {"uuid": b"GPU-BBBB1111-1111", "procs": {os.getpid(): 222 * measure.MIB}, "used": 800},
+        ]
+        self.shut_down = False
+
+    def nvmlInit(self):
+        if self.init_error:
+            raise self.init_error
+
+    def nvmlShutdown(self):
+        self.shut_down = True
+
+    def nvmlDeviceGetCount(self):
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return self.devices[index]
+
+    def nvmlDeviceGetUUID(self, handle):
+        return handle["uuid"]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in handle["procs"].items()]
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return SimpleNamespace(used=handle["used"] * measure.MIB)
+
+    def nvmlSystemGetDriverVersion(self):
+        return "550.54.15"
+
+
+def test_nvml_matches_the_device_by_uuid_not_index():
+    # torch calls it device 0 (CUDA_VISIBLE_DEVICES=1), NVML calls it device 1
+    fake = FakeNvml()
+    nvml = measure.Nvml("bbbb1111-1111", nvml=fake)
+    assert nvml.available and nvml.driver_version() == "550.54.15"
+    assert nvml.process_bytes() == 222 * measure.MIB
+    memory = measure.nvml_memory(nvml, context_bytes=200 * measure.MIB)
+    assert memory == {"available": True, "reason": "", "device_uuid": "bbbb1111-1111", "context_mib": 200.0,
+                      "process_mib": 222.0, "above_context_mib": 22.0, "device_used_mib": 800.0}
+    nvml.close()
+    assert fake.shut_down
+
+
+def test_nvml_process_missing_from_its_list():
+    fake = FakeNvml()
+    fake.devices[0]["procs"] = {1: 5 * measure.MIB}  # e.g. host PIDs seen from inside a container
+    memory = measure.nvml_memory(measure.Nvml("GPU-AAAA0000-0000", nvml=fake), context_bytes=None)
+    assert memory["available"] and memory["process_mib"] is None and memory["above_context_mib"] is None
+    assert "not in NVML's list" in memory["reason"] and memory["device_used_mib"] == 900.0
+
+
+def test_nvml_unknown_uuid_and_missing_library():
+    assert measure.Nvml("cccc", nvml=FakeNvml()).reason == "no NVML device has UUID cccc"
+    pynvml = pytest.importorskip("pynvml")
+    missing = measure.Nvml("aaaa", nvml=FakeNvml(init_error=pynvml.NVMLError_LibraryNotFound()))
+    assert not missing.available
+    assert measure.nvml_memory(missing, None) == {
+        "available": False, "reason": "NVML unavailable: NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
+
+
+def test_real_pynvml_without_a_driver_is_unavailable_not_a_crash():
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("this machine has a working NVML")
+    nvml = measure.Nvml("aaaa")
+    assert not nvml.available and nvml.reason.startswith("NVML unavailable: NVMLError")
+
+
+# ----- faults ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("error, oom", [
+    (MemoryError(), True),
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 4294967296 bytes."), True),
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), False),
+    (ValueError("out of memory"), False),  # only runtime errors carry allocator messages
+])
+def test_is_out_of_memory(error, oom):
+    assert measure.is_out_of_memory(error) is oom
+
+
+# Targets for run_isolated: run in a child that imports this file (PYTHONPATH set below).
+def finish_one_section_then_fail(payload, sections):
+    sections["first"] = payload["value"]
+    raise KeyError("second")
+
+
+def finish_one_section_then_get_killed(payload, sections):
+    sections["first"] = payload["value"]
+    os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
+
+
+@pytest.fixture
+def importable_tests(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_run_isolated_error_keeps_finished_sections(importable_tests, capfd):
+    outcome = measure.run_isolated("test_measure:finish_one_section_then_fail", {"value": 7})
+    assert outcome == measure.ChildOutcome("error", "KeyError: 'second'", {"first": 7})
+    assert "Traceback" in capfd.readouterr().err  # the child's traceback reaches the log
+
+
+def test_run_isolated_sigkill_is_oom(importable_tests):
+    outcome = measure.run_isolated("test_measure:finish_one_section_then_get_killed", {"value": 7})
+    assert outcome.status == "oom" and "SIGKILL" in outcome.reason
+    assert outcome.sections == {}  # a killed process sends nothing back

@@ -1,0 +1,196 @@
+"""``python -m posbench profile``: one record per cell, every status path exercised for real."""
+
+import copy
+import functools
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+import torch
+
+from posbench import measure, records
+from posbench.__main__ import main
+from posbench.cli import profile
+from posbench.model import build_model
+
+QUICK = ["--size", "tiny", "--seq-len", "64", "--warmup", "1", "--min-repeats", "3", "--min-seconds", "0",
+         "--threads", "1"]
+
+
+def profile_cli(out, *arguments):
+    return main(["profile", *arguments, "--out", str(out)])
+
+
+@pytest.fixture(scope="module")
+def rope_record(tmp_path_factory):
+    """One real ``ok`` run, shared by the tests that read it."""
+    out = tmp_path_factory.mktemp("profile") / "rope.json"
+    assert profile_cli(out, "--encoding", "rope", *QUICK) == 0
+    return records.read_record(out)
+
+
+def test_ok_record_measures_the_cell(rope_record):
+    record = rope_record
+    assert record["status"] == "ok" and record["reason"] == ""
+    assert record["config"] == {"encoding": "rope", "size": "tiny", "seq_len": 64, "max_len": 64, "device": "cpu",
+                                "batch": 1, "dtype": "float32", "mode": "infer", "threads": 1, "warmup": 1,
+                                "min_repeats": 3, "min_seconds": 0.0, "seed": 0}
+    assert record["params"] == {"total": 131712, "position": 0, "rest": 131712}  # tiny: d 64, 2 layers, vocab 256
+    flops = record["flops"]
+    # per layer: projections 8w²L + feed-forward 16w²L + scores and values 4L²w + rotation 6Lw
+    # + residual adds 2Lw = 7 372 800; two layers plus the head 2LwV
+    assert flops["analytic"] == 2 * 7_372_800 + 2 * 64 * 64 * 256 == sum(flops["terms"].values())
+    assert flops["fvcore"] == flops["torch"] == flops["analytic"] > flops["analytic_causal_half"]
+    latency = record["latency"]
+    assert latency["n"] == 3 == len(latency["samples_ms"]) and latency["timer"] == "perf_counter"
+    assert latency["min_ms"] <= latency["median_ms"] <= latency["p90_ms"] <= latency["max_ms"]
+    assert record["attention"]["path"] == "is_causal"
+    assert record["attention"]["sdpa_kernels"] and all(
+        name.startswith(profile.SDPA_KERNEL_PREFIX) for name in record["attention"]["sdpa_kernels"])
+    assert record["hardware"]["torch_threads"] == 1 == record["environment"]["torch_threads"]
+    cpu = record["memory"]["cpu"]
+    assert cpu["peak_mib"] >= cpu["baseline_mib"] > 0 and cpu["ru_maxrss_mib"] > 0
+    assert record["memory"]["cuda"] is None and record["memory"]["nvml"] is None
+
+
+def test_train_mode_times_a_training_step(tmp_path):
+    out = tmp_path / "t5.json"
+    assert profile_cli(out, "--encoding", "t5", "--mode", "train", "--batch", "2", *QUICK) == 0
+    record = records.read_record(out)
+    assert record["status"] == "ok" and record["config"]["mode"] == "train"
+    assert record["params"]["position"] == 32 * 4  # 32 buckets × 4 heads
+    assert record["latency"]["n"] == 3 and record["attention"]["sdpa_kernels"]
+
+
+def _cell(mode):
+    return {"encoding": "alibi", "size": "tiny", "seq_len": 16, "max_len": 16, "batch": 2, "mode": mode, "seed": 0}
+
+
+def test_train_step_updates_every_weight_and_infer_step_none():
+    torch.manual_seed(0)
+    model = build_model(profile.model_config(_cell("train")))
+    before = [p.detach().clone() for p in model.parameters()]
+    profile.make_step(model, _cell("train"))()
+    assert model.training and all(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+    before = [p.detach().clone() for p in model.parameters()]
+    logits = profile.make_step(model, _cell("infer"))()
+    assert not model.training and logits.is_inference() and logits.shape == (2, 16, 256)
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_same_cell_same_config_hash(rope_record):
+    again = copy.deepcopy(rope_record["config"])
+    assert records.config_hash(again) == rope_record["config_hash"]
+    again["seq_len"] = 65
+    assert records.config_hash(again) != rope_record["config_hash"]
+
+
+# ----- schema ----------------------------------------------------------------------------------
+def test_record_round_trip_and_schema_rejections(rope_record, tmp_path):
+    path = records.write_record(tmp_path / "copy.json", rope_record)
+    assert records.read_record(path) == rope_record
+    for broken in (
+        {k: v for k, v in rope_record.items() if k != "latency"},  # ok needs every section
+        {**rope_record, "latency": {**rope_record["latency"], "median_ms": -1.0}},
+        {**rope_record, "memory": {**rope_record["memory"], "unit": "MB"}},
+        {**rope_record, "config": {**rope_record["config"], "device": "tpu"}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            records.write_record(tmp_path / "broken.json", broken)
+    assert not (tmp_path / "broken.json").exists()
+    oom = {k: v for k, v in rope_record.items() if k not in ("latency", "flops", "attention")}
+    assert records.validate({**oom, "status": "oom", "reason": "out of memory"})  # partial sections are fine
+
+
+# ----- statuses other than ok --------------------------------------------------------------------
+def test_a_device_this_machine_lacks_is_skipped(tmp_path):
+    device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    out = tmp_path / "skip.json"
+    assert profile_cli(out, "--encoding", "rope", *QUICK, "--device", device) == 0
+    record = records.read_record(out)
+    assert record["status"] == "skipped" and ("CUDA" in record["reason"])
+    assert "latency" not in record and record["config"]["device"] == device
+
+
+def test_a_real_out_of_memory_becomes_an_oom_record(tmp_path, monkeypatch):
+    """The measurement process gets a 2.5 GiB address-space limit; the batch's embeddings alone take 4 GiB."""
+    out = tmp_path / "oom.json"
+    limit = int(2.5 * 2**30)
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    monkeypatch.setattr(measure.subprocess, "run", functools.partial(subprocess.run, preexec_fn=limit_memory))
+    assert profile_cli(out, "--encoding", "none", "--size", "tiny", "--seq-len", "1024", "--batch", "16384",
+                       "--threads", "1") == 0
+    record = records.read_record(out)
+    assert record["status"] == "oom" and "allocate" in record["reason"], record["reason"]
+    assert record["params"]["total"] == 131712  # what finished before the failure is kept
+
+
+# ----- bad arguments: one line, exit 2, nothing written ----------------------------------------
+@pytest.mark.parametrize("arguments, names", [
+    (["--encoding", "rotary", "--size", "tiny", "--seq-len", "64"], ["--encoding", "rope", "alibi"]),
+    (["--encoding", "rope", "--size", "huge", "--seq-len", "64"], ["--size", "tiny", "large"]),
+    (["--encoding", "rope", "--size", "tiny", "--seq-len", "64", "--device", "tpu"], ["--device", "cuda:N", "mps"]),
+    (["--encoding", "rope", "--size", "tiny", "--seq-len", "64", "--device", "cuda:x"], ["--device", "cuda:N"]),
+    (["--encoding", "rope", "--size", "tiny", "--seq-len", "0"], ["--seq-len", "positive integer"]),
+    (["--encoding", "rope", "--size", "tiny", "--seq-len", "-8"], ["--seq-len", "positive integer"]),
+    (["--encoding", "rope", "--size", "tiny", "--seq-len", "64", "--batch", "0"], ["--batch", "positive integer"]),
+    (["--encoding", "rope", "--size", "tiny", "--seq-len", "64", "--dtype", "float8"], ["--dtype", "bfloat16"]),
+    (["--encoding", "learned", "--size", "tiny", "--seq-len", "2048", "--max-len", "1024"],
+     ["--seq-len", "--max-len", "1 to 1024"]),
+])
+def test_bad_argument_is_one_line_and_exit_2(tmp_path, capsys, arguments, names):
+    out = tmp_path / "never.json"
+    try:
+        code = profile_cli(out, *arguments)
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("posbench profile: error: "), err
+    assert all(name in err for name in names), err
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_learned_within_its_table_is_accepted():
+    assert profile.length_problem({"encoding": "learned", "size": "tiny", "seq_len": 1024, "max_len": 1024}) is None
+
+
+# ----- atomic writes ---------------------------------------------------------------------------
+KILLED_DURING_WRITE = """
+import importlib.util, os, signal, sys
+spec = importlib.util.spec_from_file_location("records", sys.argv[2])  # records.py alone: no torch, quick
+records = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(records)
+record = records.read_record(sys.argv[1])
+record["reason"] = "the new version"
+os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # die after the data, before the rename
+records.write_record(sys.argv[1], record)
+"""
+
+
+def test_a_job_killed_while_writing_leaves_the_old_record_whole(rope_record, tmp_path):
+    path = records.write_record(tmp_path / "cell.json", rope_record)
+    before = path.read_bytes()
+    done = subprocess.run([sys.executable, "-c", KILLED_DURING_WRITE, str(path), records.__file__])
+    assert done.returncode == -signal.SIGKILL
+    assert path.read_bytes() == before  # never a partial file at the record's path
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "cell.json"]
+    assert len(leftovers) == 1 and leftovers[0].startswith(".cell.json.") and leftovers[0].endswith(".tmp")
+
+
+def test_an_interrupted_write_leaves_no_file(rope_record, tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        records.write_record(tmp_path / "cell.json", rope_record)
+    assert list(tmp_path.iterdir()) == []
