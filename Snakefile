@@ -6,7 +6,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# A preset given with --configfile replaces config.yaml instead of deep-merging into it, here and
+# in every cluster job (which receives the same --configfiles).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
