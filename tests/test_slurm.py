@@ -156,3 +156,41 @@ def test_gpu_request_on_a_cluster_without_gpus_fails_at_submission(fixture_run):
     rejection = "Error in rule gpu:\n    message: SLURM sbatch failed. The error message was "
     assert rejection + "'sbatch: error: Invalid generic resource (gres) specification'" in log
     assert not list((workdir / ".snakemake" / "slurm_logs" / "rule_gpu").glob("*.log"))
+
+
+@pytest.fixture(scope="session")
+def smoke_run(slurm_cluster, tmp_path_factory):
+    """The real smoke preset through SLURM, in a work folder of its own."""
+    workdir = tmp_path_factory.mktemp("slurm_smoke")
+    returncode, log = run_workflow_on_slurm(
+        REPO,
+        [
+            "--snakefile", str(REPO / "Snakefile"),
+            "--directory", str(workdir),
+            "--configfile", str(REPO / "workflow" / "smoke.yaml"),
+        ],
+        timeout_s=1500,
+    )  # fmt: skip
+    (workdir / "snakemake.log").write_text(log)
+    assert returncode != KILLED_BY_TIMEOUT, f"snakemake hung and was killed:\n{log[-5000:]}"
+    return returncode, log, workdir
+
+
+def test_smoke_preset_on_slurm_gives_the_cells_of_a_local_run(smoke_run):
+    """The cells a local run of the preset writes (tests/test_pipeline.py checks that run against
+    the same list) all exist here, all `ok`, and nothing else."""
+    import yaml
+
+    from posbench import records
+    from posbench.workflow import profile_records, resolve_devices, train_records, validate_config
+
+    returncode, log, workdir = smoke_run
+    assert returncode == 0, log[-5000:]
+    config = validate_config(yaml.safe_load((REPO / "workflow" / "smoke.yaml").read_text()))
+    devices, _ = resolve_devices(config["devices"])
+    expected = {workdir / p for p in profile_records(config, devices) + train_records(config)}
+    written = set((workdir / config["results"] / "records").rglob("*.json"))
+    assert written == expected
+    assert {records.read_record(p)["status"] for p in written} == {"ok"}
+    assert (workdir / config["results"] / "tables" / "cost.csv").is_file()
+    assert sbatch_calls(log, "profile") and sbatch_calls(log, "train")
