@@ -17,9 +17,10 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
-        TABLES,
+        f"{RESULTS}/report.pdf",

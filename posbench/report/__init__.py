@@ -1,0 +1,30 @@
+"""The report: ``results/report.pdf`` from the tables alone (nothing is re-measured).
+
+Page 1 judges the six rows of the article's guidance (:mod:`.verdicts`), page 2 checks the claims
+(:mod:`.claims`), then the figures (:mod:`.figures`) and an appendix (method, environment, config,
+failed cells). :func:`build_report` is the whole pipeline; ``python -m posbench report`` calls it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posbench.report import style
+from posbench.report.data import Tables, load
+
+
+def build_report(tables_dir: str | Path, out: str | Path, config: dict | None = None,
+                 plots_dir: str | Path | None = None) -> int:
+    """Write the PDF (and, with ``plots_dir``, one PNG per figure); returns the PDF's page count."""
+    from posbench.report import document, figures
+
+    tables = load(tables_dir)
+    chinese = style.chinese_available()
+    style.apply(chinese)
+    if plots_dir is not None:
+        for spec in figures.FIGURES:
+            figures.save_png(spec, tables, Path(plots_dir) / f"{spec.name}.png")
+    return document.write(Path(out), tables, config, chinese)
+
+
+__all__ = ["Tables", "build_report", "load"]

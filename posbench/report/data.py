@@ -1,0 +1,111 @@
+"""The tables the report reads (``results/tables``, see the aggregate command), loaded so that a
+missing file, an empty file or a missing column becomes a sentence in the report, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")
+MIN_SEEDS = 3  # fewer seeds than this: no verdict
+
+
+@dataclass
+class Tables:
+    """The CSV tables by name (absent ones are empty frames) and ``meta.json`` (or ``{}``)."""
+
+    frames: dict[str, pd.DataFrame]
+    meta: dict
+    folder: Path
+    problems: list[str] = field(default_factory=list)  # files that exist but could not be read
+
+    def get(self, name: str) -> pd.DataFrame:
+        return self.frames.get(name, pd.DataFrame())
+
+    def ok(self, name: str, *columns: str) -> pd.DataFrame:
+        """Rows of ``name`` with status ok and every listed column present and non-empty."""
+        frame = self.get(name)
+        if frame.empty or any(c not in frame.columns for c in columns):
+            return pd.DataFrame(columns=list(dict.fromkeys([*frame.columns, *columns])))
+        if "status" in frame.columns:
+            frame = frame[frame["status"] == "ok"]
+        return frame.dropna(subset=list(columns))
+
+    def missing(self, name: str, *columns: str) -> str | None:
+        """Why ``ok(name, *columns)`` is empty, as a sentence; ``None`` when it has rows."""
+        frame = self.get(name)
+        if name not in self.frames:
+            return f"{name}.csv is not in {self.folder}"
+        if frame.empty:
+            return f"{name}.csv is empty"
+        absent = [c for c in columns if c not in frame.columns]
+        if absent:
+            return f"{name}.csv has no column {', '.join(absent)}"
+        if self.ok(name, *columns).empty:
+            return f"{name}.csv has no ok rows with {', '.join(columns)}"
+        return None
+
+
+def load(folder: str | Path) -> Tables:
+    folder = Path(folder)
+    frames, problems = {}, []
+    for name in TABLE_NAMES:
+        path = folder / f"{name}.csv"
+        if not path.exists():
+            continue
+        try:
+            frames[name] = pd.read_csv(path)
+        except pd.errors.EmptyDataError:  # aggregate writes a bare newline for an empty table
+            frames[name] = pd.DataFrame()
+        except (pd.errors.ParserError, UnicodeDecodeError) as error:
+            problems.append(f"{path.name}: {str(error).splitlines()[0]}")
+    meta = {}
+    if (folder / "meta.json").exists():
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except json.JSONDecodeError as error:
+            problems.append(f"meta.json: {error}")
+    return Tables(frames, meta, folder, problems)
+
+
+def seed_summary(frame: pd.DataFrame, by: list[str], value: str = "value") -> pd.DataFrame:
+    """Mean, sample standard deviation (the seed spread; 0 for one seed) and seed count per group."""
+    if frame.empty:
+        return pd.DataFrame(columns=[*by, "mean", "spread", "n"])
+    grouped = frame.groupby(by, dropna=False)[value]
+    summary = grouped.agg(mean="mean", spread="std", n="count").reset_index()
+    summary["spread"] = summary["spread"].fillna(0.0)
+    return summary
+
+
+def higher_is_better(frame: pd.DataFrame) -> bool:
+    """The direction of a task's metric (one value per task in the tables; default: higher)."""
+    if "higher_is_better" not in frame.columns or frame["higher_is_better"].dropna().empty:
+        return True
+    value = frame["higher_is_better"].dropna().iloc[0]
+    return str(value).strip().lower() in ("true", "1", "1.0") if not isinstance(value, (bool, np.bool_)) else bool(value)
+
+
+METRIC_LABELS = {  # axis labels with units
+    "bits_per_char": "bits per character",
+    "exact_match": "exact match (fraction)",
+    "accuracy": "accuracy (fraction)",
+    "token_accuracy": "token accuracy (fraction)",
+}
+
+
+def metric_label(frame: pd.DataFrame) -> str:
+    """Axis label of the one metric in ``frame`` (with units), or a generic one for a mix."""
+    metrics = frame["metric"].dropna().unique() if "metric" in frame.columns else []
+    if len(metrics) == 1:
+        return METRIC_LABELS.get(metrics[0], str(metrics[0]))
+    return "metric (see table)"
+
+
+def direction(frame: pd.DataFrame) -> str:
+    return "higher is better" if higher_is_better(frame) else "lower is better"

@@ -1,0 +1,149 @@
+"""The PDF, section by section: verdicts (page 1), claims, figures, appendix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from matplotlib.backends.backend_pdf import PdfPages
+
+from posbench.report import claims, figures, verdicts
+from posbench.report.data import Tables
+from posbench.report.layout import (BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style)
+
+METHOD = (
+    "Latency: the model in eval and inference mode, warm-up calls, then at least min_repeats timed calls and at "
+    "least min_seconds; CUDA timed with events and a synchronize per call, CPU with perf_counter around a "
+    "synchronize; raw samples kept, median / p90 / mean / sd / CV reported; threads and the attention kernel "
+    "that ran are recorded.",
+    "Memory: a pass of its own, before the latency pass. CPU: the kernel's resident high-water mark (VmHWM), "
+    "reset at the start of the measured work, cross-checked by sampling /proc/self/statm every millisecond. "
+    "CUDA: the torch allocator's peaks after a reset, and NVML's per-process figure on the device matched by "
+    "UUID. An out-of-memory (even a kill by the kernel) becomes status oom. Units: MiB (2^20 bytes).",
+    "FLOPs: an analytic count (2 per multiply-add of every matmul, 1 per element of the encoding's own adds and "
+    "the residual adds) is the headline; fvcore and torch.utils.flop_counter are given handles so all three "
+    "follow one convention, and are reported beside it in cost.csv.",
+    "Accuracy: every (task, encoding) trained with fixed, paired seeds; verdicts need >= 3 seeds; the spread is "
+    "the sample standard deviation over seeds.",
+)
+ENVIRONMENT_KEYS = ("machine", "platform", "cpu", "cpu_count", "gpu", "cuda", "torch_threads", "python", "git_commit")
+
+
+def verdict_cell(verdict: str, rule: str, size: float = 9) -> list:
+    """One coloured label per verdict ("cited: not supported; ours: supported" gives two), then the rule."""
+    labels = [(part, Style(size=size, weight="bold", badge=VERDICT_COLOURS.get(part.split(": ")[-1], "#dddddd")))
+              for part in verdict.split("; ")]
+    return [*labels, (rule, RULE)]
+
+
+def verdict_page(doc: Document, tables: Tables, chinese: bool) -> None:
+    doc.new_page()
+    doc.paragraph("posbench: is adding position to the embedding enough?", H1)
+    doc.paragraph(run_summary(tables), SMALL)
+    section = "section 九" if chinese else "section 9"
+    doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged on this run's tables. "
+                  "The rule that decides each verdict is printed beside it.", BODY)
+    judged = verdicts.judge_all(tables)
+    for heading in verdicts.HEADINGS:
+        title = f"{heading}  {verdicts.HEADINGS[heading]}" if chinese else verdicts.HEADINGS[heading]
+        doc.heading(title, H2)
+        rows = []
+        for row, result in ((r, v) for r, v in judged if r.heading == heading):
+            claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, Style(size=9, weight="bold" if not chinese else "normal"))]
+            evidence = [(line, SMALL) for line in result.evidence]
+            rows.append([claim + evidence, verdict_cell(result.verdict, row.rule)])
+        doc.table(rows, [0.67, 0.33])
+
+
+def claims_page(doc: Document, tables: Tables) -> None:
+    doc.heading("Claims check", H2, page_break=True)
+    doc.paragraph("Every claim the design lists from the article. 'computed': from posbench's own code; "
+                  "'measured': from this run's tables; 'cited': checked against the paper the claim is about.", SMALL)
+    rows = [[[(c.article, Style(size=8, weight="bold"))], [(c.ours, SMALL)], [(c.cited or "—", SMALL)],
+             verdict_cell(c.verdict, c.rule, size=8)] for c in claims.check_all(tables)]
+    doc.table(rows, [0.2, 0.36, 0.2, 0.24], header=["Claim (article)", "This run", "Cited source", "Verdict and rule"])
+
+
+def figure_sections(doc: Document, tables: Tables) -> None:
+    doc.new_page()
+    for spec in figures.FIGURES:
+        doc.heading(spec.title, H2, keep=spec.height + 0.4 if spec.missing(tables) is None else 0.4)
+        why = spec.missing(tables)
+        if why:
+            doc.paragraph(f"Not shown: {why}.", BODY)
+            continue
+        doc.figure_block(lambda fig, rect, spec=spec: spec.draw(fig, rect, tables), spec.height, spec.caption)
+
+
+def appendix(doc: Document, tables: Tables, config: dict | None) -> None:
+    doc.heading("Appendix A. Method", H2, page_break=True)
+    for text in METHOD:
+        doc.paragraph(text, SMALL)
+    doc.heading("Appendix B. Environment", H2)
+    environments = tables.meta.get("environment") or {}
+    if not environments:
+        doc.paragraph("meta.json is missing or lists no environment.", BODY)
+    for machine, env in environments.items():
+        rows = [[[(key, SMALL)], [(str(env.get(key, "—")), SMALL)]] for key in ENVIRONMENT_KEYS if key in env]
+        packages = env.get("packages") or {}
+        if packages:
+            rows.append([[("packages", SMALL)], [(", ".join(f"{k} {v}" for k, v in sorted(packages.items())), SMALL)]])
+        doc.paragraph(f"machine {machine}", Style(size=8.5, weight="bold"))
+        doc.table(rows, [0.2, 0.8])
+    doc.heading("Appendix C. Configuration", H2)
+    config = config if config is not None else tables.meta.get("config")
+    if config:
+        doc.paragraph(yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=120).rstrip(), MONO)
+    else:
+        doc.paragraph("No config: pass --config or run the aggregate step with it.", BODY)
+    doc.heading("Appendix D. Cells that did not finish (oom / skipped / error)", H2)
+    failures = failed_cells(tables)
+    if failures.empty:
+        doc.paragraph("None: every cell in the tables has status ok." + (
+            f" Unreadable tables: {'; '.join(tables.problems)}." if tables.problems else ""), BODY)
+    else:
+        rows = [[[(str(v), SMALL)] for v in record] for record in failures.itertuples(index=False)]
+        doc.table(rows, [0.1, 0.14, 0.34, 0.08, 0.34], header=list(failures.columns))
+
+
+def describe_cell(table: str, row: pd.Series) -> str:
+    keys = (("encoding", "size", "seq_len", "device", "mode") if table == "cost"
+            else ("task", "encoding", "size", "seed"))
+    return " ".join(f"{k}={row[k]}" for k in keys if k in row and pd.notna(row[k]))
+
+
+def failed_cells(tables: Tables) -> pd.DataFrame:
+    """Every row of cost.csv and accuracy.csv whose status is not ok (extrapolation repeats accuracy's)."""
+    rows = []
+    for table in ("cost", "accuracy", "probe"):
+        frame = tables.get(table)
+        if "status" not in frame.columns:
+            continue
+        for _, row in frame[frame["status"] != "ok"].iterrows():
+            rows.append({"table": table, "machine": row.get("machine", ""), "cell": describe_cell(table, row),
+                         "status": row["status"], "reason": row.get("reason", "") if pd.notna(row.get("reason")) else ""})
+    return pd.DataFrame(rows, columns=["table", "machine", "cell", "status", "reason"])
+
+
+def run_summary(tables: Tables) -> str:
+    meta = tables.meta
+    machines = ", ".join(meta.get("machines", [])) or "unknown machine"
+    commits = ", ".join(c[:10] for c in meta.get("git_commits", [])) or "unknown"
+    mixed = " (MIXED code versions)" if meta.get("mixed_code_versions") else ""
+    return (f"Machines: {machines} · records: {meta.get('n_records', 'unknown')} · code: {commits}{mixed} · "
+            f"tables: {tables.folder}")
+
+
+def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
+    """Write the PDF; returns the page count."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    footer = f"posbench report · {', '.join(tables.meta.get('machines', [])) or 'unknown machine'}"
+    with PdfPages(out, metadata={"Title": "posbench report", "Creator": "posbench"}) as pdf:
+        doc = Document(pdf, footer)
+        verdict_page(doc, tables, chinese)
+        claims_page(doc, tables)
+        figure_sections(doc, tables)
+        appendix(doc, tables, config)
+        doc.close_page()
+    return doc.pages

@@ -1,0 +1,287 @@
+"""The report's figures. Each is a :class:`FigureSpec`: what it needs from the tables, how tall it
+is, and a ``draw(figure, rect, tables)`` that fills a rectangle of a page (or of a standalone PNG for
+``snakemake --report``). Colours come from :func:`posbench.report.style.colour`, one per encoding.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from posbench.model import SIZES, ModelConfig, count_params
+from posbench.report.claims import meta_model
+from posbench.report.data import Tables, direction, metric_label
+from posbench.report.style import colour, palette
+
+Rect = tuple[float, float, float, float]  # left, bottom, right, top (figure fractions)
+CONCAT_FAMILY = ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")
+FLOPS_SEQ_LEN = 1024
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str  # file stem under results/plots/
+    title: str
+    caption: str
+    height: float  # inches on the page
+    missing: Callable[[Tables], str | None]
+    draw: Callable[[Figure, Rect, Tables], None]
+
+
+def panels(figure: Figure, rect: Rect, n: int, ncols: int, *, left=0.75, bottom=0.5, top=0.5, hspace=0.6,
+           wspace=0.35, sharex=False):
+    """``n`` axes in a grid inside ``rect``; margins in inches leave room for labels and the legend."""
+    width_in, height_in = figure.get_size_inches()
+    nrows = -(-n // ncols)
+    grid = figure.add_gridspec(nrows, ncols, left=rect[0] + left / width_in, right=rect[2] - 0.1 / width_in,
+                               bottom=rect[1] + bottom / height_in, top=rect[3] - top / height_in,
+                               hspace=hspace, wspace=wspace)
+    axes = [figure.add_subplot(grid[i // ncols, i % ncols]) for i in range(n)]
+    return axes
+
+
+LEGEND_COLUMNS = 6
+
+
+def legend_top(encodings) -> float:
+    """Inches above the panels that the shared legend (one row per six encodings) and titles need."""
+    return 0.3 + 0.2 * -(-len(set(encodings)) // LEGEND_COLUMNS)
+
+
+def encoding_legend(figure: Figure, rect: Rect, encodings: list[str]) -> None:
+    handles = [Patch(color=colour(e), label=e) for e in sorted(encodings, key=list(palette()).index)]
+    figure.legend(handles=handles, loc="upper center", bbox_to_anchor=((rect[0] + rect[2]) / 2, rect[3]),
+                  ncol=min(LEGEND_COLUMNS, len(handles)), frameon=False, fontsize=7, handlelength=1.2, columnspacing=1.0)
+
+
+def _no_legend(ax) -> None:
+    if ax.get_legend():
+        ax.get_legend().remove()
+
+
+# ----- parameters and FLOPs ----------------------------------------------------------------------
+@functools.cache
+def params_and_flops(widths=tuple(SIZES)) -> pd.DataFrame:
+    """Parameters and analytic FLOPs per size for add vs naive vs fixed concat (meta device: no memory)."""
+    from posbench.flops import analytic_flops
+
+    rows = []
+    for size in widths:
+        for encoding in CONCAT_FAMILY:
+            model = meta_model(encoding, size)
+            rows.append({"size": size, "d_model": SIZES[size]["d_model"], "encoding": encoding,
+                         "params": count_params(model)["total"],
+                         "flops": sum(analytic_flops(ModelConfig.from_size(size, encoding=encoding), 1,
+                                                     FLOPS_SEQ_LEN).values())})
+    return pd.DataFrame(rows)
+
+
+def draw_params_flops(figure: Figure, rect: Rect, tables: Tables) -> None:
+    data = params_and_flops()
+    encoding_legend(figure, rect, list(CONCAT_FAMILY))
+    dashes = {"sinusoidal": "-", "sinusoidal_concat": "-", "sinusoidal_concat_fixed": "--"}  # fixed lies on add
+    for ax, column, label in zip(panels(figure, rect, 2, 2, wspace=0.4, top=legend_top(CONCAT_FAMILY)),
+                                 ("params", "flops"),
+                                 ("parameters (count)", f"FLOPs per forward pass (L={FLOPS_SEQ_LEN}, batch 1)")):
+        for encoding, line in data.groupby("encoding"):
+            ax.plot(line["d_model"], line[column], dashes[encoding], marker="o", ms=4, color=colour(encoding), lw=1.4)
+        ax.set(xscale="log", yscale="log", xlabel="requested width d (d_model)", ylabel=label)
+        ax.set_xticks(data["d_model"].unique(), [str(d) for d in data["d_model"].unique()])
+        ax.minorticks_off()
+
+
+# ----- latency and memory ------------------------------------------------------------------------
+def memory_column(cost: pd.DataFrame) -> str:
+    """Memory above the idle baseline shows the encoding's growth; the raw peak stands in without it."""
+    if "memory_above_baseline_mib" in cost.columns and (cost["memory_above_baseline_mib"] > 0).any():
+        return "memory_above_baseline_mib"
+    return "memory_peak_mib"
+
+
+def latency_missing(tables: Tables) -> str | None:
+    return tables.missing("cost", "encoding", "device", "seq_len", "latency_median_ms")
+
+
+def draw_latency_memory(figure: Figure, rect: Rect, tables: Tables) -> None:
+    cost = tables.ok("cost", "encoding", "device", "seq_len", "latency_median_ms")
+    devices = sorted(cost["device"].unique())
+    memory = memory_column(cost)
+    axes = panels(figure, rect, 2 * len(devices), len(devices), hspace=0.45, top=legend_top(cost["encoding"]))
+    encoding_legend(figure, rect, list(cost["encoding"].unique()))
+    memory_label = "memory above baseline (MiB)" if memory == "memory_above_baseline_mib" else "peak memory (MiB)"
+    for i, device in enumerate(devices):
+        on_device = cost[cost["device"] == device]
+        for ax, column, label in ((axes[i], "latency_median_ms", "median latency (ms)"),
+                                  (axes[len(devices) + i], memory, memory_label)):
+            shown = on_device[pd.to_numeric(on_device.get(column), errors="coerce") > 0]
+            if shown.empty:
+                ax.text(0.5, 0.5, f"no {column} > 0 on {device}", ha="center", transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            size = shown["size"].value_counts().index[0]  # the size profiled most on this device
+            shown = shown[shown["size"] == size]
+            sns.lineplot(shown, x="seq_len", y=column, hue="encoding", palette=palette(),
+                         marker="o", ax=ax, errorbar=None)
+            _no_legend(ax)
+            ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel=label,
+                   title=f"{device}, size {size}")
+            lengths = sorted(shown["seq_len"].unique())
+            ax.set_xticks(lengths, [str(int(n)) for n in lengths])
+            ax.minorticks_off()
+
+
+# ----- accuracy ----------------------------------------------------------------------------------
+def accuracy_missing(tables: Tables) -> str | None:
+    return tables.missing("accuracy", "task", "encoding", "value")
+
+
+def _bars(ax, rows: pd.DataFrame, label_of=lambda e: e) -> None:
+    """Mean over seeds as a diamond, the seed spread (sd) as an error bar, each seed as a grey dot."""
+    order = sorted(rows["encoding"].unique(), key=list(palette()).index)
+    rows = rows.assign(label=rows["encoding"].map(label_of))
+    labels = [label_of(e) for e in order]
+    colours = {label_of(e): colour(e) for e in order}
+    sns.stripplot(rows, x="value", y="label", order=labels, color="#999999", size=2.5, ax=ax, jitter=0.12)
+    sns.pointplot(rows, x="value", y="label", hue="label", order=labels, palette=colours, errorbar="sd",
+                  linestyle="none", markers="D", markersize=5, capsize=0.25, err_kws={"linewidth": 1.2},
+                  ax=ax, legend=False)
+    ax.set(ylabel="")
+
+
+def draw_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
+    accuracy = tables.ok("accuracy", "task", "encoding", "value")
+    tasks = sorted(accuracy["task"].unique())
+    for ax, task in zip(panels(figure, rect, len(tasks), 2, left=1.35, top=0.3, wspace=0.9, hspace=0.7), tasks):
+        rows = accuracy[accuracy["task"] == task]
+        _bars(ax, rows)
+        seeds = rows.groupby("encoding")["value"].count()
+        seed_text = f"{seeds.min()}–{seeds.max()} seeds" if seeds.min() != seeds.max() else f"{seeds.min()} seeds"
+        ax.set(xlabel=metric_label(rows), title=f"{task} ({seed_text}; {direction(rows)})")
+
+
+# ----- extrapolation -----------------------------------------------------------------------------
+def _curves(tables: Tables) -> pd.DataFrame:
+    rows = tables.ok("extrapolation", "task", "encoding", "length_ratio", "value")
+    spans = rows.groupby("task")["length_ratio"].nunique()
+    return rows[rows["task"].isin(spans[spans > 1].index)]
+
+
+def extrapolation_missing(tables: Tables) -> str | None:
+    why = tables.missing("extrapolation", "task", "encoding", "length_ratio", "value")
+    if why is None and _curves(tables).empty:
+        return "extrapolation.csv has no task evaluated at more than one length"
+    return why
+
+
+def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
+    rows = _curves(tables)
+    tasks = sorted(rows["task"].unique())
+    encoding_legend(figure, rect, list(rows["encoding"].unique()))
+    for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.6, wspace=0.3,
+                               top=legend_top(rows["encoding"])), tasks):
+        cell = rows[rows["task"] == task]
+        sns.lineplot(cell, x="length_ratio", y="value", hue="encoding", palette=palette(), marker="o",
+                     errorbar="sd", ax=ax, markersize=4)
+        _no_legend(ax)
+        ratios = sorted(cell["length_ratio"].unique())
+        ax.set(xscale="log", xlabel="evaluation length / training length (×)", ylabel=metric_label(cell),
+               title=f"{task} ({direction(cell)})")
+        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+        ax.minorticks_off()
+        ax.axvline(1.0, color="#888888", lw=0.6, ls=":")
+
+
+# ----- the 2-D task ------------------------------------------------------------------------------
+def grid_kind(encoding: str) -> str:
+    """How a digits encoding sees the 8×8 grid: 1-D or 2-D positions, and where they enter."""
+    dims = "2-D" if encoding.endswith("_2d") else ("none" if encoding == "none" else "1-D")
+    how = ("concat" if "concat" in encoding else "rotate q/k" if encoding.startswith("rope")
+           else "logit bias" if encoding in ("alibi", "t5") else "—" if encoding == "none" else "add")
+    return f"{encoding} ({dims}, {how})"
+
+
+def digits_missing(tables: Tables) -> str | None:
+    why = accuracy_missing(tables)
+    if why is None and "digits_2d" not in set(tables.ok("accuracy", "task", "encoding", "value")["task"]):
+        return "accuracy.csv has no ok digits_2d rows"
+    return why
+
+
+def draw_digits(figure: Figure, rect: Rect, tables: Tables) -> None:
+    accuracy = tables.ok("accuracy", "task", "encoding", "value")
+    rows = accuracy[accuracy["task"] == "digits_2d"]
+    (ax,) = panels(figure, rect, 1, 1, left=2.3, top=0.2)
+    _bars(ax, rows, grid_kind)
+    ax.set(xlabel=metric_label(rows), title=f"digits_2d: 8×8 images as 64 patches ({direction(rows)})")
+
+
+# ----- cost against accuracy ---------------------------------------------------------------------
+def cost_accuracy_missing(tables: Tables) -> str | None:
+    return tables.missing("accuracy", "task", "encoding", "value", "wall_time_s")
+
+
+def draw_cost_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
+    rows = tables.ok("accuracy", "task", "encoding", "value", "wall_time_s")
+    summary = rows.groupby(["task", "encoding"]).agg(time=("wall_time_s", "mean"), time_sd=("wall_time_s", "std"),
+                                                     mean=("value", "mean"), sd=("value", "std")).reset_index()
+    tasks = sorted(summary["task"].unique())
+    encoding_legend(figure, rect, list(summary["encoding"].unique()))
+    for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.8, wspace=0.3,
+                               top=legend_top(summary["encoding"])), tasks):
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        cell = summary[summary["task"] == task]
+        for _, point in cell.iterrows():
+            ax.errorbar(point["time"], point["mean"], xerr=np.nan_to_num(point["time_sd"]),
+                        yerr=np.nan_to_num(point["sd"]), fmt="o", color=colour(point["encoding"]), ms=4,
+                        capsize=2, lw=0.8)
+        ax.set(xlabel="training wall time per run (s)", ylabel=metric_label(rows[rows["task"] == task]),
+               title=f"{task} ({direction(rows[rows['task'] == task])})")
+
+
+FIGURES = (
+    FigureSpec("params_flops", "Parameters and FLOPs: add vs naive concat vs fixed-width concat",
+               "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops for "
+               "every size in posbench.SIZES; naive concat [E;P] runs the whole network at width 2d, fixed-width "
+               "concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding line). Log-log axes.", 3.2, lambda t: None, draw_params_flops),
+    FigureSpec("latency_memory", "Latency and memory against sequence length",
+               "From cost.csv: median latency (ms) and memory (MiB) per encoding, one column per device, "
+               "for the size profiled most on that device (other sizes: see cost.csv). Log-log axes.",
+               5.4, latency_missing, draw_latency_memory),
+    FigureSpec("accuracy", "Accuracy per task at the training length",
+               "From accuracy.csv: diamond = mean over seeds, error bar = seed standard deviation, grey dots = seeds.",
+               8.2, accuracy_missing, draw_accuracy),
+    FigureSpec("extrapolation", "Length extrapolation",
+               "From extrapolation.csv: metric against evaluation length / training length (log axis), "
+               "mean over seeds with a ±1 sd band; the dotted line marks the training length.",
+               6.5, extrapolation_missing, draw_extrapolation),
+    FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
+               "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
+               "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),
+    FigureSpec("cost_accuracy", "Cost against accuracy",
+               "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "
+               "axes. Wall time depends on the machine's load; parameter counts are in the accuracy table.",
+               5.6, cost_accuracy_missing, draw_cost_accuracy),
+)
+
+
+def save_png(spec: FigureSpec, tables: Tables, path: Path) -> None:
+    """One figure alone (for ``snakemake --report``); a missing-data figure says what is missing."""
+    from posbench.report.layout import CONTENT_W
+
+    figure = Figure(figsize=(CONTENT_W, spec.height))
+    if (why := spec.missing(tables)) is not None:
+        figure.set_size_inches(CONTENT_W, 1.0)
+        figure.text(0.5, 0.5, f"{spec.title}: not shown ({why})", ha="center", va="center", fontsize=8)
+    else:
+        spec.draw(figure, (0.0, 0.0, 1.0, 1.0), tables)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=150)

@@ -1,0 +1,234 @@
+"""The report: verdict rules on synthetic tables, the claims' computed figures, and a PDF built from
+a small synthetic set of tables (matching the TABLES.md contract) whose text holds every guidance
+row and every claim."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import pypdf
+
+from posbench.report import build_report, claims, data, style, verdicts
+
+SEEDS = (0, 1, 2)
+TASKS = {  # task -> (metric, higher_is_better, train_len, {encoding: mean at the training length})
+    "lm_prose": ("bits_per_char", False, 64, {"none": 2.6, "sinusoidal": 2.30, "learned": 2.31, "rope": 2.29,
+                                              "alibi": 2.33, "sinusoidal_concat": 2.28, "sinusoidal_concat_fixed": 2.35}),
+    "lm_code": ("bits_per_char", False, 64, {"sinusoidal": 2.0, "learned": 2.02, "rope": 1.99, "alibi": 2.01}),
+    "reverse": ("exact_match", True, 16, {"none": 0.05, "sinusoidal": 0.40, "learned": 0.35, "rope": 0.90, "t5": 0.7}),
+    "index_lookup": ("exact_match", True, 24, {"sinusoidal": 0.5, "learned": 0.45, "rope": 0.8, "alibi": 0.3}),
+    "long_range": ("accuracy", True, 64, {"none": 0.5, "sinusoidal": 0.7, "learned": 0.72, "rope": 0.75, "alibi": 0.8}),
+    "digits_2d": ("accuracy", True, 64, {"sinusoidal": 0.90, "sinusoidal_2d": 0.93, "rope_2d": 0.932,
+                                         "sinusoidal_concat_fixed": 0.89}),
+}
+RATIOS = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)
+DECAY = {"alibi": 0.0, "t5": 0.01, "rope": 0.05, "none": 0.02}  # per doubling of length; others 0.15
+
+
+def noise(seed: int, scale: float = 0.004) -> float:
+    return scale * (seed - 1)  # -s, 0, +s: sample sd = scale
+
+
+def make_tables(folder, seeds=SEEDS) -> None:
+    """cost, accuracy, extrapolation CSVs and meta.json as `python -m posbench aggregate` writes them."""
+    common = {"machine": "testbox", "git_commit": "abc1234def", "status": "ok", "reason": ""}
+    accuracy, extrapolation = [], []
+    for task, (metric, higher, train_len, means) in TASKS.items():
+        for encoding, mean in means.items():
+            for seed in seeds:
+                cell = {**common, "task": task, "encoding": encoding, "size": "tiny", "seed": seed, "metric": metric,
+                        "higher_is_better": higher, "train_len": train_len}
+                value = mean + noise(seed)
+                accuracy.append({**cell, "value": value, "token_accuracy": np.nan,
+                                 "params_total": 100_000 * (2 if encoding == "sinusoidal_concat" else 1),
+                                 "params_position": 0, "wall_time_s": 20.0 + len(encoding) + seed, "steps": 300, "final_loss": 1.0})
+                for ratio in (RATIOS if task != "digits_2d" else (1.0,)):
+                    worse = DECAY.get(encoding, 0.15) * np.log2(ratio) * (-1 if higher else 1)
+                    extrapolation.append({**cell, "eval_len": int(train_len * ratio), "length_ratio": ratio,
+                                          "value": value + worse, "token_accuracy": np.nan})
+    accuracy.append({**common, "status": "error", "reason": "loss became nan at step 12", "task": "reverse",
+                     "encoding": "alibi", "size": "tiny", "seed": 0, "metric": "exact_match"})
+    cost = []
+    for device in ("cpu", "cuda"):
+        for encoding in ("none", "sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed", "rope", "alibi", "t5"):
+            for seq_len in (256, 1024, 4096):
+                row = {**common, "encoding": encoding, "size": "base", "device": device, "mode": "infer",
+                       "seq_len": seq_len, "batch": 1, "dtype": "float32", "threads": 2, "d_model": 256,
+                       "width": 512 if encoding == "sinusoidal_concat" else 256,
+                       "params_total": 3_300_000 * (4 if encoding == "sinusoidal_concat" else 1),
+                       "flops_analytic": 1e9 * seq_len / 256 * (3.7 if encoding == "sinusoidal_concat" else 1),
+                       "latency_median_ms": 0.01 * seq_len ** 1.2 * (1.3 if encoding in ("alibi", "t5") else 1),
+                       "memory_peak_mib": 300 + seq_len / 10, "memory_above_baseline_mib": 1 + seq_len ** 2 / 2e5}
+                if device == "cuda" and seq_len == 4096 and encoding == "t5":
+                    row.update(status="oom", reason="CUDA out of memory", latency_median_ms=np.nan,
+                               memory_peak_mib=np.nan, memory_above_baseline_mib=np.nan)
+                cost.append(row)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("cost", cost), ("accuracy", accuracy), ("extrapolation", extrapolation)):
+        pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    meta = {"machines": ["testbox"], "git_commits": ["abc1234def"], "mixed_code_versions": False,
+            "n_records": len(cost) + len(accuracy),
+            "environment": {"testbox": {"machine": "testbox", "python": "3.11", "platform": "Linux", "cpu": "x86_64",
+                                        "torch_threads": 2, "git_commit": "abc1234def",
+                                        "packages": {"torch": "2.13.0"}}},
+            "config": {"train": {"seeds": list(seeds)}}}
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def seed_rows(encoding_means: dict[str, float], higher: bool = True, seeds=SEEDS, scale=0.01) -> pd.DataFrame:
+    return pd.DataFrame([{"encoding": e, "value": m + noise(s, scale), "higher_is_better": higher}
+                         for e, m in encoding_means.items() for s in seeds])
+
+
+# ----- verdict rules -----------------------------------------------------------------------------
+def test_other_scheme_within_spread_means_adding_suffices():
+    comparison = verdicts.compare(seed_rows({"sinusoidal": 0.80, "rope": 0.805}), "t")
+    assert comparison.advantage == pytest.approx(0.005) and comparison.spread == pytest.approx(0.01)
+    assert verdicts.adding_suffices(comparison).verdict == verdicts.SUPPORTED
+    assert verdicts.other_scheme_wins(comparison).verdict == verdicts.NOT_SUPPORTED
+
+
+def test_other_scheme_beyond_spread_means_consider_it():
+    comparison = verdicts.compare(seed_rows({"sinusoidal": 0.80, "learned": 0.7, "rope": 0.9}), "t")
+    assert comparison.added.encoding == "sinusoidal" and comparison.other.encoding == "rope"
+    assert verdicts.adding_suffices(comparison).verdict == verdicts.NOT_SUPPORTED
+    assert verdicts.other_scheme_wins(comparison).verdict == verdicts.SUPPORTED
+
+
+def test_lower_is_better_metrics_flip_the_direction():
+    comparison = verdicts.compare(seed_rows({"sinusoidal": 2.0, "alibi": 2.5}, higher=False), "t")
+    assert comparison.advantage == pytest.approx(-0.5)
+    assert verdicts.adding_suffices(comparison).verdict == verdicts.SUPPORTED
+
+
+def test_fewer_than_three_seeds_is_inconclusive_and_says_why():
+    comparison = verdicts.compare(seed_rows({"sinusoidal": 0.5, "rope": 0.9}, seeds=(0, 1)), "reverse")
+    finding = verdicts.other_scheme_wins(comparison)
+    assert finding.verdict == verdicts.INCONCLUSIVE
+    assert "fewer than 3 seeds: rope, sinusoidal" in finding.evidence
+
+
+def test_majority_over_measurements_and_ties():
+    s, n, i = (verdicts.Finding(v, "") for v in (verdicts.SUPPORTED, verdicts.NOT_SUPPORTED, verdicts.INCONCLUSIVE))
+    assert verdicts.majority([s, s, n, i]) == verdicts.SUPPORTED
+    assert verdicts.majority([s, n, i]) == verdicts.INCONCLUSIVE
+    assert verdicts.majority([i]) == verdicts.INCONCLUSIVE
+
+
+def test_guidance_rows_on_synthetic_tables(tmp_path):
+    make_tables(tmp_path)
+    results = {row.english.split(" (")[0]: result for row, result in verdicts.judge_all(data.load(tmp_path))}
+    # lm_prose bits/char: naive concat 2.28 beats sinusoidal 2.30 by 0.02 > seed sd 0.004
+    assert results["Standard NLP tasks"].verdict == verdicts.NOT_SUPPORTED
+    # budget: only concat_fixed fits (2.35, worse than 2.30); naive concat (2.28) is over budget
+    assert results["Limited parameter budget"].verdict == verdicts.SUPPORTED
+    assert any("sinusoidal_concat has 2.00×" in line for line in results["Limited parameter budget"].evidence)
+    assert results["Precise position control needed"].verdict == verdicts.SUPPORTED  # rope wins reverse, index
+    assert results["Sequence length fairly fixed"].verdict == verdicts.NOT_SUPPORTED  # lm_prose and lm_code
+    assert results["Very long sequences"].verdict == verdicts.SUPPORTED  # alibi does not decay
+    assert results["Multimodal fusion"].verdict == verdicts.NOT_SUPPORTED  # rope_2d 0.932 vs sinusoidal_2d 0.93: within sd
+
+
+# ----- claims: computed figures ------------------------------------------------------------------
+def test_computed_claims_have_reference_values(tmp_path):
+    found = {c.article: c for c in claims.check_all(data.load(tmp_path))}  # no tables: computed ones only
+    concat = found["Concat [E;P] at width 2d costs ~4× the projection parameters and more FLOPs"]
+    assert "projection params naive ×4.00, fixed-width ×1.00" in concat.ours and concat.verdict == verdicts.SUPPORTED
+    periods = 2 * np.pi / claims.pair_frequencies(512)
+    assert periods[0] == pytest.approx(2 * np.pi) and periods[-1] == pytest.approx(2 * np.pi * 10000 ** (510 / 512))
+    assert found["Low dimensions (small i) change slowly"].verdict == verdicts.NOT_SUPPORTED
+    assert claims.shift_linearity_error() < 1e-9
+    assert found["ALiBi adds + m·|i−j| to the attention logits"].verdict == verdicts.NOT_SUPPORTED
+    assert "largest off-diagonal bias -0.003906" in found["ALiBi adds + m·|i−j| to the attention logits"].ours
+    assert found["Adding does not lose information"].verdict == verdicts.INCONCLUSIVE
+
+
+def test_probe_table_decides_the_information_claim(tmp_path):
+    rows = [{"status": "ok", "combine": combine, "width": width, "target": target, "seed": seed,
+             "value": 0.95 + noise(seed, 0.01) - (0.2 if combine == "add" and width == 16 else 0)}
+            for combine in ("add", "concat") for width in (16, 64) for target in ("token", "position") for seed in SEEDS]
+    pd.DataFrame(rows).to_csv(tmp_path / "probe.csv", index=False)
+    assert claims.claim_information(data.load(tmp_path)).verdict == verdicts.NOT_SUPPORTED
+    pd.DataFrame([r for r in rows if r["width"] == 64]).to_csv(tmp_path / "probe.csv", index=False)
+    assert claims.claim_information(data.load(tmp_path)).verdict == verdicts.SUPPORTED
+
+
+# ----- the PDF -----------------------------------------------------------------------------------
+def pdf_text(path) -> list[str]:
+    return ["".join(page.extract_text().split()) for page in pypdf.PdfReader(path).pages]
+
+
+def squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def built_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    make_tables(folder / "tables")
+    pages = build_report(folder / "tables", folder / "report.pdf", plots_dir=folder / "plots")
+    return folder, pages
+
+
+def test_report_pages_hold_every_guidance_row_and_claim(built_report):
+    folder, pages = built_report
+    text = pdf_text(folder / "report.pdf")
+    assert len(text) == pages == 7  # verdicts, claims, 4 figure pages, appendix
+    assert style.cjk_family() is not None, "install fonts-wqy-microhei (CI needs it)"
+    for row in verdicts.ROWS:  # page 1: the Chinese row, its English line, its verdict
+        assert squeeze(row.quote) in text[0] and squeeze(row.english) in text[0]
+    judged = [result.verdict for _, result in verdicts.judge_all(data.load(folder / "tables"))]
+    assert judged == ["not supported", "not supported", "supported", "supported", "supported", "not supported"]
+    for claim in claims.check_all(data.load(folder / "tables")):
+        assert squeeze(claim.article) in text[1]
+    assert "Vaswani" in text[1] and "PPL4.92" in text[1]
+    everything = "".join(text)
+    for spec_title in ("Length extrapolation", "Cost against accuracy", "Appendix D"):
+        assert squeeze(spec_title) in everything
+    assert "CUDAoutofmemory" in text[-1] and "lossbecamenanatstep12" in text[-1]
+
+
+def test_report_writes_one_png_per_figure(built_report):
+    folder, _ = built_report
+    from posbench.report.figures import FIGURES
+
+    assert sorted(p.stem for p in (folder / "plots").glob("*.png")) == sorted(s.name for s in FIGURES)
+
+
+def test_fewer_than_three_seeds_make_every_row_inconclusive(tmp_path):
+    make_tables(tmp_path / "tables", seeds=(0, 1))
+    judged = [result for _, result in verdicts.judge_all(data.load(tmp_path / "tables"))]
+    assert [result.verdict for result in judged] == [verdicts.INCONCLUSIVE] * 6
+    assert all(any("fewer than 3 seeds" in line for line in result.evidence) for result in judged)
+
+
+def test_missing_tables_give_sentences_not_crashes(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "accuracy.csv").write_text("\n")  # what aggregate writes for no rows
+    build_report(tmp_path / "tables", tmp_path / "report.pdf")
+    everything = "".join(pdf_text(tmp_path / "report.pdf"))
+    assert "Notshown:cost.csvisnotin" in everything and "accuracy.csvisempty" in everything
+
+
+def test_without_a_cjk_font_english_lines_and_one_warning(tmp_path, monkeypatch):
+    (tmp_path / "tables").mkdir()  # no tables: page 1 still lists every row
+    monkeypatch.setattr(style, "cjk_family", lambda: None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_report(tmp_path / "tables", tmp_path / "report.pdf")
+    assert [str(w.message) for w in caught if "CJK" in str(w.message)] == [
+        "posbench report: no CJK font found (install fonts-wqy-microhei); the guidance rows are shown in English only"]
+    first = pdf_text(tmp_path / "report.pdf")[0]
+    assert "标准" not in first and squeeze(verdicts.ROWS[0].english) in first
+
+
+def test_cli_bad_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    from posbench.__main__ import main
+
+    assert main(["report", "--tables", str(tmp_path / "nope"), "--out", str(tmp_path / "r.pdf")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--tables" in error and not (tmp_path / "r.pdf").exists()
