@@ -2,5 +2,6 @@
 
 from posbench import encodings
 from posbench.model import SIZES, ModelConfig, Transformer, build_model, count_params
+from posbench.flops import count_flops
 
-__all__ = ["SIZES", "ModelConfig", "Transformer", "build_model", "count_params", "encodings"]
+__all__ = ["SIZES", "ModelConfig", "Transformer", "build_model", "count_params", "count_flops", "encodings"]

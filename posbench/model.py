@@ -1,9 +1,9 @@
 """A pre-LayerNorm Transformer whose position handling is entirely its encoding's three hooks.
 
 The model never asks which encoding it has: it calls ``inject`` on the token embeddings,
-``rotate`` on queries and keys, and ``attention_bias`` once per forward pass (the bias is shared
-by all layers, as in T5). Widths come from the encoding, so a naive concat really runs the whole
-network at width d + d_p.
+``rotate`` on queries and keys, and turns ``attention_bias`` into a logit mask once per forward pass
+(:mod:`posbench.attention` picks how; the bias is shared by all layers, as in T5). Widths come from
+the encoding, so a naive concat really runs the whole network at width d + d_p.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from posbench import encodings
-from posbench.attention import attend, logit_mask
+from posbench.attention import MaskCache, attend
 
 # Named sizes, defined here only. d_ff defaults to 4 × the model width.
 SIZES: dict[str, dict[str, int]] = {
@@ -112,12 +112,13 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(width, cfg.n_heads, self.d_ff) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, cfg.n_classes or cfg.vocab_size, bias=False)
+        self.masks = MaskCache()
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         seq_len = inputs.shape[1]
         positions = self.encoding.positions(seq_len, inputs.device)  # (L,) or (L, 2)
         x = self.encoding.inject(self.embed(inputs), positions)  # (B, L, width)
-        mask = logit_mask(self.encoding.attention_bias(seq_len, seq_len), self.cfg.causal)  # (h, L, L)
+        mask = self.masks.get(self.encoding, seq_len, seq_len, self.cfg.causal, x.dtype)
         for block in self.blocks:
             x = block(x, self.encoding, positions, mask, self.cfg.causal)
         x = self.norm(x)

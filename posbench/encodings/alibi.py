@@ -32,24 +32,21 @@ def alibi_slopes(n_heads: int) -> list[float]:
 class Alibi(PositionalEncoding):
     """Symmetric distance penalty (the same form serves causal and bidirectional models).
 
-    The last bias built is cached, so a forward pass at a fixed length builds it once.
+    The bias depends on ``j − i`` alone, so it is given as a ``(h, 2L − 1)`` table
+    (:meth:`relative_bias`); attention reads it as views and never builds the ``(h, L, L)`` bias.
     """
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False):
         super().__init__(d_model, n_heads, max_len, causal)
         slopes = torch.tensor(alibi_slopes(n_heads))
         self.register_buffer("slopes", slopes, persistent=False)  # (h,)
-        self._cache: tuple[tuple, torch.Tensor] | None = None
+
+    def relative_bias(self, k_len: int) -> torch.Tensor:
+        offsets = torch.arange(1 - k_len, k_len, device=self.slopes.device)  # j − i
+        return -self.slopes[:, None] * offsets.abs().to(self.slopes.dtype)  # (h, 2k − 1)
 
     def attention_bias(self, q_len: int, k_len: int) -> torch.Tensor:
-        key = (q_len, k_len, self.slopes.device, self.slopes.dtype)
-        if self._cache is None or self._cache[0] != key:
-            # queries are the last q_len of the k_len positions
-            i = torch.arange(k_len - q_len, k_len, device=self.slopes.device)
-            j = torch.arange(k_len, device=self.slopes.device)
-            distance = (i[:, None] - j[None, :]).abs().to(self.slopes.dtype)  # (q, k)
-            self._cache = (key, -self.slopes[:, None, None] * distance)  # (h, q, k)
-        return self._cache[1]
+        return self.attention_bias_block(k_len - q_len, k_len, k_len)  # (h, q, k)
 
 
 register("alibi")(Alibi)

@@ -65,6 +65,33 @@ class PositionalEncoding(nn.Module):
         """Logit hook: ``(n_heads, q_len, k_len)`` float, or ``None`` when the scheme adds none."""
         return None
 
+    # ----- the logit hook in pieces, for attention that never holds the whole (h, L, L) bias ---------
+    def relative_bias(self, k_len: int) -> torch.Tensor | None:
+        """``(n_heads, 2·k_len − 1)`` table with ``B[h, i, j] = table[h, j − i + k_len − 1]``, for a bias
+        that depends on the offset ``j − i`` alone; ``None`` otherwise (the default).
+
+        An encoding that gives it gets :meth:`attention_bias_block` (and may build
+        :meth:`attention_bias`) from it, and attention reads its blocks as strided views.
+        """
+        return None
+
+    def attention_bias_block(self, q_start: int, q_stop: int, k_len: int) -> torch.Tensor | None:
+        """Bias rows of query positions ``q_start … q_stop − 1`` against keys ``0 … k_len − 1``:
+        ``(n_heads, q_stop − q_start, k_len)``; ``None`` when the scheme adds no bias.
+
+        ``attention_bias(q_len, k_len)`` equals ``attention_bias_block(k_len − q_len, k_len, k_len)``.
+        The default gathers from :meth:`relative_bias` when there is one, and otherwise slices the
+        public hook, which builds ``k_len − q_start`` rows: a general bias should override this to
+        build only the rows asked for.
+        """
+        table = self.relative_bias(k_len)
+        if table is not None:
+            i = torch.arange(q_start, q_stop, device=table.device)
+            j = torch.arange(k_len, device=table.device)
+            return table[:, j[None, :] - i[:, None] + k_len - 1]  # (h, q, k)
+        bias = self.attention_bias(k_len - q_start, k_len)
+        return None if bias is None else bias[:, : q_stop - q_start]
+
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, max_len={self.max_len}"
 

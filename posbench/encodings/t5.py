@@ -44,22 +44,24 @@ class T5Bias(PositionalEncoding):
         self.max_distance = max_distance
         self.bias = nn.Embedding(num_buckets, n_heads)  # (buckets, h)
         nn.init.normal_(self.bias.weight, std=0.02)
-        self._buckets: tuple[tuple, torch.Tensor] | None = None
+        self._offset_buckets: tuple[tuple, torch.Tensor] | None = None
 
-    def buckets(self, q_len: int, k_len: int) -> torch.Tensor:
-        """``(q_len, k_len)`` bucket indices, cached for the last shape asked for."""
+    def offset_buckets(self, k_len: int) -> torch.Tensor:
+        """``(2·k_len − 1,)`` bucket of each offset ``j − i`` from ``1 − k_len`` to ``k_len − 1``, cached
+        for the last length asked for."""
         device = self.bias.weight.device
-        key = (q_len, k_len, device)
-        if self._buckets is None or self._buckets[0] != key:
-            i = torch.arange(k_len - q_len, k_len, device=device)
-            j = torch.arange(k_len, device=device)
-            relative = j[None, :] - i[:, None]  # (q, k)
-            self._buckets = (key, relative_position_bucket(
-                relative, not self.causal, self.num_buckets, self.max_distance))
-        return self._buckets[1]
+        key = (k_len, device)
+        if self._offset_buckets is None or self._offset_buckets[0] != key:
+            offsets = torch.arange(1 - k_len, k_len, device=device)
+            self._offset_buckets = (key, relative_position_bucket(
+                offsets, not self.causal, self.num_buckets, self.max_distance))
+        return self._offset_buckets[1]
+
+    def relative_bias(self, k_len: int) -> torch.Tensor:
+        return self.bias.weight.t()[:, self.offset_buckets(k_len)]  # (h, 2k − 1)
 
     def attention_bias(self, q_len: int, k_len: int) -> torch.Tensor:
-        return self.bias.weight.t()[:, self.buckets(q_len, k_len)]  # (h, q, k)
+        return self.attention_bias_block(k_len - q_len, k_len, k_len)  # (h, q, k)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, causal={self.causal}, num_buckets={self.num_buckets}"

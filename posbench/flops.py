@@ -1,0 +1,296 @@
+"""FLOPs of a posbench model, counted three ways and reconciled.
+
+>>> from posbench import ModelConfig, build_model
+>>> from posbench.flops import count_flops
+>>> c = count_flops(build_model(ModelConfig(encoding="rope")), batch_size=1, seq_len=1024)
+>>> c.fvcore == c.torch == c.analytic
+True
+
+Out of the box the two library counters do not measure the same thing as each other or as a
+formula: fvcore counts multiply-adds, skips ``scaled_dot_product_attention`` and every elementwise
+op, but counts layer norms; ``torch.utils.flop_counter.FlopCounterMode`` counts 0 for SDPA's CPU
+kernel (``aten._scaled_dot_product_flash_attention_for_cpu``). Both are given handles here so that
+all three counts follow one convention.
+
+The convention
+--------------
+* FLOPs = 2 × multiply-adds for every matmul: the q/k/v and output projections, ``q·kᵀ``,
+  ``attn·v``, the feed-forward, the output head and (patch inputs) the patch embedding.
+* Floating-point elementwise arithmetic between two tensors (``add``, ``sub``, ``mul``) costs one
+  FLOP per output element. In this model that is exactly the encoding's own work (the embedding
+  add ``E + P``, RoPE's rotation ``x·cos + rot(x)·sin``, the logit-bias add inside attention) plus
+  the two residual adds per block. An op with a constant operand (SDPA's internal ``1/√d`` scale,
+  which a fused kernel hides), negation and integer index arithmetic are free.
+* Not counted by any of the three: softmax, layer norms, activations, reductions (mean-pooling,
+  the batch-sum of a broadcast gradient), gathers and copies (embedding lookup, concat, index).
+  They are kernel-dependent, cheap, and the same for every encoding.
+* Attention is counted as a dense kernel executes it: all ``L × L`` logits, even when causal,
+  for every encoding. The counters therefore run attention as one SDPA call over all keys
+  (``block_size = L``): the harness's causal query blocks, which skip keys after a block's last
+  query, would otherwise count fewer logits for a biased encoding than SDPA's ``is_causal``
+  kernel is credited with, and the encodings would not compare. ``analytic_causal_half`` counts
+  the score and value matmuls over the ``L(L+1)/2`` logits an ideal causal kernel computes; the
+  bias add stays dense there.
+* The count is of one steady-state call: a mask the model caches between calls (ALiBi's, and
+  T5's while no gradient flows) is built before counting and not recounted. An encoding that
+  rebuilds its position table every call is counted by the counters only (``sinusoidal_2d``:
+  ``L·d/2`` angle products, a few parts per million of a forward pass).
+* Training step (``mode="train"``) = forward + backward, no optimizer. Backward: every matmul
+  costs 2× its forward (one matmul per input gradient), except the patch embedding, whose input
+  needs no gradient (1×); attention backward is 4 matmuls (2× forward) on every kernel, so a
+  flash kernel's recomputation of ``q·kᵀ`` is not counted (torch's stock formula counts it; we
+  replace it so the figure does not depend on which kernel ran). Elementwise backward: RoPE
+  2 mul + 1 add per rotated element, one gradient-accumulation add per residual branch point
+  (2 per block) and, for a trainable bias shared by all layers (T5), ``n_layers − 1``
+  accumulation adds of its gradient, the size of the bias as attention holds it (the
+  ``(h, 2L − 1)`` table of a relative bias, else the ``(h, L, L)`` mask). The loss is not
+  counted: backward is seeded with the gradient of a sum.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+with warnings.catch_warnings():  # fvcore 0.1.5 torch.jit.scripts its losses on import; torch 2.13 deprecates that
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from fvcore.nn import FlopCountAnalysis
+    from fvcore.nn.jit_handles import (addmm_flop_jit, bmm_flop_jit, einsum_flop_jit, get_shape,
+                                       linear_flop_jit, matmul_flop_jit)
+
+from posbench import attention
+from posbench.encodings import PositionalEncoding
+from posbench.model import ModelConfig, Transformer, build_model
+
+MODES = ("infer", "train")
+
+
+@dataclass(frozen=True)
+class FlopCounts:
+    """One model, one input shape, three counts under the module's convention."""
+
+    mode: str
+    batch_size: int
+    seq_len: int
+    analytic: int
+    analytic_causal_half: int
+    fvcore: int | None  # None for mode="train": fvcore traces the forward pass only
+    torch: int
+    terms: dict[str, int]  # the analytic breakdown (:func:`analytic_flops`), sums to ``analytic``
+
+    def as_dict(self) -> dict:
+        """JSON-ready, with the ratios of each counter to the analytic count."""
+        return {**asdict(self),
+                "fvcore_over_analytic": None if self.fvcore is None else self.fvcore / self.analytic,
+                "torch_over_analytic": self.torch / self.analytic}
+
+
+def count_flops(model: Transformer, batch_size: int = 1, seq_len: int = 1024,
+                mode: str = "infer") -> FlopCounts:
+    """Analytic, fvcore and FlopCounterMode FLOPs of one forward pass (``infer``) or training step (``train``)."""
+    _check_arguments(batch_size, seq_len, mode)
+    terms = analytic_flops(model, batch_size, seq_len, mode)
+    causal_half = analytic_flops(model, batch_size, seq_len, mode, causal_half=True)
+    inputs = _example_inputs(model, batch_size, seq_len)
+    with attention.configured(block_size=seq_len):  # one SDPA call over all keys: the dense kernel
+        with torch.no_grad():
+            model(inputs)  # build the cached mask, so every counter sees the steady state
+        fvcore = fvcore_flops(model, inputs) if mode == "infer" else None
+        torch_count = torch_flops(model, inputs, mode)
+    return FlopCounts(mode=mode, batch_size=batch_size, seq_len=seq_len, analytic=sum(terms.values()),
+                      analytic_causal_half=sum(causal_half.values()), fvcore=fvcore, torch=torch_count,
+                      terms=terms)
+
+
+# ----- analytic ----------------------------------------------------------------------------------
+def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq_len: int,
+                   mode: str = "infer", *, causal_half: bool = False) -> dict[str, int]:
+    """Per-term FLOPs (the module's convention); ``sum(result.values())`` is the total.
+
+    ``causal_half``: count the score and value matmuls of a causal model over ``L(L+1)/2``
+    logits instead of ``L²``. A config is turned into a model on the meta device (no memory).
+    """
+    _check_arguments(batch_size, seq_len, mode)
+    model = _meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
+    cfg, enc, width = model.cfg, model.encoding, model.width
+    B, L, n, h = batch_size, seq_len, cfg.n_layers, cfg.n_heads
+    logits = L * (L + 1) // 2 if causal_half and cfg.causal else L * L  # per (batch, head)
+    tokens = B * L
+    bias = attention.bias_kind(enc)  # None, "relative" or "general"
+    bias_held = h * (2 * L - 1) if bias == "relative" else h * L * L  # as attention holds it
+    bias_trainable = bias is not None and any(p.requires_grad for p in enc.parameters())
+    forward = {
+        "embedding": 2 * tokens * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
+        "position_input": tokens * width if _adds_at_input(enc) else 0,
+        "projections": n * 2 * tokens * width * 4 * width,  # qkv (3w) and out (w)
+        "rotation": n * 2 * 3 * tokens * width if _overrides(enc, "rotate") else 0,  # q and k
+        "attention_scores": n * 2 * B * logits * width,  # h heads × d_head = width
+        "attention_bias": n * B * h * L * L if bias else 0,
+        "attention_values": n * 2 * B * logits * width,
+        "ffn": n * 2 * 2 * tokens * width * model.d_ff,
+        "residual": n * 2 * tokens * width,
+        "head": 2 * (B if cfg.n_classes else tokens) * width * (cfg.n_classes or cfg.vocab_size),
+    }
+    if mode == "infer":
+        return forward
+    backward = {
+        "embedding": forward["embedding"],  # weight gradient only: the input needs none
+        "position_input": 0,  # the add passes its gradient through
+        "projections": 2 * forward["projections"],
+        "rotation": forward["rotation"],  # 2 mul + 1 accumulation add per element
+        "attention_scores": 2 * forward["attention_scores"],
+        "attention_bias": (n - 1) * bias_held if bias_trainable else 0,  # one bias for all layers
+        "attention_values": 2 * forward["attention_values"],
+        "ffn": 2 * forward["ffn"],
+        "residual": forward["residual"],  # one gradient-accumulation add per branch point
+        "head": 2 * forward["head"],
+    }
+    return {term: forward[term] + backward[term] for term in forward}
+
+
+def _overrides(enc: PositionalEncoding, hook: str) -> bool:
+    return getattr(type(enc), hook) is not getattr(PositionalEncoding, hook)
+
+
+def _adds_at_input(enc: PositionalEncoding) -> bool:
+    """An input hook that keeps the width adds ``P`` to ``E``; one that widens concatenates (free)."""
+    return _overrides(enc, "inject") and enc.token_width == enc.model_width
+
+
+def _meta_model(cfg: ModelConfig) -> Transformer:
+    with torch.device("meta"):
+        return build_model(cfg)
+
+
+# ----- shared by the counters --------------------------------------------------------------------
+def _attention_matmul_flops(q_shape, k_shape, v_shape) -> int:
+    """``q·kᵀ`` and ``attn·v`` of ``(B, h, Lq, d)`` queries against ``(B, h, Lk, d)`` keys and values."""
+    *batch, q_len, d_qk = q_shape
+    k_len, d_v = k_shape[-2], v_shape[-1]
+    return 2 * math.prod(batch) * q_len * k_len * (d_qk + d_v)
+
+
+def _attention_flops(q_shape, k_shape, v_shape, bias_shape) -> int:
+    """Forward attention: the two matmuls plus the logit-bias add when a float mask is given."""
+    logits = math.prod(q_shape[:-1]) * k_shape[-2]  # (B, h, Lq, Lk)
+    return _attention_matmul_flops(q_shape, k_shape, v_shape) + (logits if _is_tensor(bias_shape) else 0)
+
+
+def _elementwise_flops(a_shape, b_shape, out_shape, floating: bool) -> int:
+    """One FLOP per floating-point output element when both operands are tensors; a constant operand is free."""
+    return math.prod(out_shape) if floating and _is_tensor(a_shape) and _is_tensor(b_shape) else 0
+
+
+def _is_tensor(shape) -> bool:
+    """A shape of a tensor with at least one dimension (0-d tensors and Python numbers are constants)."""
+    return isinstance(shape, (list, tuple)) and len(shape) > 0
+
+
+# ----- torch.utils.flop_counter ------------------------------------------------------------------
+def _torch_elementwise(a, b=None, *args, out_val=None, **kwargs) -> int:
+    return _elementwise_flops(_shape(a), _shape(b), out_val.shape, out_val.is_floating_point())
+
+
+_torch_elementwise._get_raw = True  # FlopCounterMode's flag: pass tensors, not shapes (the dtype matters)
+
+
+def _shape(value):
+    return value.shape if isinstance(value, torch.Tensor) else value
+
+
+def _torch_attention(q, k, v, *args, out_shape=None, **kwargs) -> int:
+    # the CPU kernel takes the mask as keyword ``attn_mask``; efficient/cudnn as 4th positional
+    return _attention_flops(q, k, v, kwargs.get("attn_mask", args[0] if args else None))
+
+
+def _torch_attention_backward(grad_out, q, k, v, *args, out_shape=None, **kwargs) -> int:
+    return 2 * _attention_matmul_flops(q, k, v)  # dQ, dK, dV, dP; no recompute of q·kᵀ
+
+
+_aten = torch.ops.aten
+TORCH_FORMULAS = {
+    **{op: _torch_elementwise for op in (_aten.add, _aten.add_, _aten.sub, _aten.sub_, _aten.mul, _aten.mul_)},
+    **{op: _torch_attention for op in (
+        _aten._scaled_dot_product_flash_attention_for_cpu, _aten._scaled_dot_product_flash_attention,
+        _aten._scaled_dot_product_efficient_attention, _aten._scaled_dot_product_cudnn_attention)},
+    **{op: _torch_attention_backward for op in (
+        _aten._scaled_dot_product_flash_attention_for_cpu_backward,
+        _aten._scaled_dot_product_flash_attention_backward,
+        _aten._scaled_dot_product_efficient_attention_backward,
+        _aten._scaled_dot_product_cudnn_attention_backward)},
+}  # the math path (bmm, add, softmax) needs nothing beyond the elementwise formulas
+
+
+def torch_flops(model: Transformer, inputs: torch.Tensor, mode: str = "infer") -> int:
+    """``FlopCounterMode`` with :data:`TORCH_FORMULAS`; ``train`` adds the backward of ``logits.sum()``."""
+    counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+    if mode == "infer":
+        with torch.no_grad(), counter:
+            model(inputs)
+        return counter.get_total_flops()
+    saved_grads = [p.grad for p in model.parameters()]
+    model.zero_grad(set_to_none=True)  # accumulating into existing .grad would add FLOPs
+    try:
+        with counter:
+            model(inputs).sum().backward()
+    finally:
+        for param, grad in zip(model.parameters(), saved_grads):
+            param.grad = grad
+    return counter.get_total_flops()
+
+
+# ----- fvcore ------------------------------------------------------------------------------------
+def _doubled(handle):
+    """fvcore counts a multiply-add as 1; the convention counts it as 2."""
+    return lambda inputs, outputs: 2 * handle(inputs, outputs)
+
+
+def _fvcore_elementwise(inputs, outputs) -> int:
+    out = outputs[0]
+    return _elementwise_flops(get_shape(inputs[0]), get_shape(inputs[1]), get_shape(out),
+                              out.isCompleteTensor() and out.type().dtype().is_floating_point)
+
+
+def _fvcore_attention(inputs, outputs) -> int:
+    # aten::scaled_dot_product_attention(query, key, value, attn_mask, ...)
+    return _attention_flops(*(get_shape(value) for value in inputs[:4]))
+
+
+FVCORE_HANDLES = {
+    **{op: _doubled(handle) for op, handle in (
+        ("aten::addmm", addmm_flop_jit), ("aten::bmm", bmm_flop_jit), ("aten::einsum", einsum_flop_jit),
+        ("aten::matmul", matmul_flop_jit), ("aten::mm", matmul_flop_jit), ("aten::linear", linear_flop_jit))},
+    **{op: _fvcore_elementwise for op in ("aten::add", "aten::add_", "aten::sub", "aten::sub_",
+                                          "aten::mul", "aten::mul_")},
+    "aten::scaled_dot_product_attention": _fvcore_attention,
+}  # complete: fvcore's defaults are cleared first, which drops its layer-norm count
+
+
+def fvcore_flops(model: Transformer, inputs: torch.Tensor) -> int:
+    """fvcore's forward count with :data:`FVCORE_HANDLES` instead of its defaults."""
+    analysis = FlopCountAnalysis(model, inputs).clear_op_handles().set_op_handle(**FVCORE_HANDLES)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # int(positions.max()) in lookups
+        return int(analysis.total())
+
+
+# ----- inputs and arguments ----------------------------------------------------------------------
+def _example_inputs(model: Transformer, batch_size: int, seq_len: int) -> torch.Tensor:
+    """Token ids ``(B, L)`` or float patches ``(B, L, patch_dim)`` on the model's device."""
+    param = next(model.parameters())
+    if model.cfg.patch_dim:
+        return torch.randn(batch_size, seq_len, model.cfg.patch_dim, device=param.device, dtype=param.dtype)
+    return torch.randint(model.cfg.vocab_size, (batch_size, seq_len), device=param.device)
+
+
+def _check_arguments(batch_size: int, seq_len: int, mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}; allowed: {', '.join(MODES)}")
+    for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")

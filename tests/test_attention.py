@@ -1,0 +1,236 @@
+"""The attention paths: every path gives the plain softmax(q·kᵀ/√d + bias) · v of the public hook."""
+
+import math
+
+import pytest
+import torch
+
+import posbench
+from posbench import attention, bench, encodings
+from posbench.__main__ import main
+from posbench.encodings import PositionalEncoding
+
+BIASED = [name for name in encodings.names()
+          if attention.bias_kind(encodings.build(name, d_model=32, n_heads=4, max_len=8)) is not None]
+
+
+class QueryScaledBias(PositionalEncoding):
+    """A bias that is *not* a function of j − i alone (like FIRE): −|i − j| / (i + 1) · (head + 1).
+    It gives only the public hook, so attention must use the dense or blocked path."""
+
+    def attention_bias(self, q_len, k_len):
+        i = torch.arange(k_len - q_len, k_len, dtype=torch.get_default_dtype())[:, None]
+        j = torch.arange(k_len, dtype=torch.get_default_dtype())[None, :]
+        heads = torch.arange(1, self.n_heads + 1, dtype=torch.get_default_dtype())[:, None, None]
+        return -heads * (i - j).abs() / (i + 1)  # (h, q, k)
+
+
+def build(name, causal, n_heads=4, max_len=64):
+    if name == "query_scaled":
+        return QueryScaledBias(d_model=8 * n_heads, n_heads=n_heads, max_len=max_len, causal=causal)
+    enc = encodings.build(name, d_model=8 * n_heads, n_heads=n_heads, max_len=max_len, causal=causal)
+    if name == "t5":
+        torch.nn.init.normal_(enc.bias.weight)  # the N(0, 0.02²) init would hide mistakes
+    return enc
+
+
+def plain_attention(q, k, v, bias, causal):
+    """The definition, written out: no SDPA, no blocks."""
+    logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias  # (B, h, q, k)
+    if causal:
+        q_len, k_len = logits.shape[-2:]
+        logits = logits.masked_fill(torch.ones(q_len, k_len, dtype=torch.bool).triu(k_len - q_len + 1), -math.inf)
+    return logits.softmax(-1) @ v
+
+
+def paths_of(name):
+    kind = attention.bias_kind(build(name, causal=True))
+    return ["dense", "blocked"] + (["relative"] if kind == "relative" else [])
+
+
+CASES = [(name, path) for name in [*BIASED, "query_scaled"] for path in paths_of(name)]
+
+
+def test_bias_encodings_are_found():
+    assert {"alibi", "t5"} <= set(BIASED)
+    assert attention.bias_kind(build("query_scaled", causal=True)) == "general"
+
+
+@pytest.mark.parametrize("name,path", CASES)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("seq_len", [37, 48])  # 37: a ragged last block of 5
+def test_every_path_equals_plain_attention(name, path, causal, seq_len):
+    torch.manual_seed(0)
+    enc = build(name, causal)
+    q, k, v = (torch.randn(2, 4, seq_len, 8) for _ in range(3))
+    expected = plain_attention(q, k, v, enc.attention_bias(seq_len, seq_len), causal)
+    # max_mask_bytes: the blocked path gets blocks of 8 rows (4 heads · 48 keys · 4 bytes · 8)
+    with attention.configured(force_path=path, block_size=16, max_mask_bytes=4 * 48 * 4 * 8):
+        mask = attention.build_mask(enc, seq_len, seq_len, causal)
+        got = attention.attend(q, k, v, mask, causal)
+    blocks = list(mask.blocks())
+    assert mask.path == path
+    assert blocks[-1][1] == seq_len and len(blocks) > (1 if causal or path == "blocked" else 0)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name,path", [case for case in CASES if case[1] != "dense"])
+def test_memory_aware_paths_never_build_the_full_bias(name, path, monkeypatch):
+    enc = build(name, causal=True, max_len=64)
+    full = enc.attention_bias(64, 64)
+    asked = []
+    original = enc.attention_bias
+
+    def spy(q_len, k_len):
+        asked.append(q_len * k_len)
+        return original(q_len, k_len)
+
+    monkeypatch.setattr(enc, "attention_bias", spy)
+    q, k, v = (torch.randn(1, 4, 64, 8) for _ in range(3))
+    with attention.configured(force_path=path, block_size=16, max_mask_bytes=4 * 64 * 4 * 16):
+        got = attention.attend(q, k, v, attention.build_mask(enc, 64, 64, True), True)
+    torch.testing.assert_close(got, plain_attention(q, k, v, full, True), atol=1e-5, rtol=0)
+    # the relative path builds nothing of (h, L, L); the general blocked one builds per-block slices
+    assert max(asked, default=0) <= (0 if path == "relative" else 64 * 64 - 1)
+
+
+@pytest.mark.parametrize("name", [*BIASED, "query_scaled"])
+def test_a_block_of_rows_is_the_matching_rows_of_the_hook(name):
+    enc = build(name, causal=False)
+    full = enc.attention_bias(40, 40)
+    for start, stop, k_len in [(0, 40, 40), (3, 17, 40), (39, 40, 40), (5, 9, 12)]:
+        expected = enc.attention_bias(k_len, k_len)[:, start:stop] if k_len != 40 else full[:, start:stop]
+        torch.testing.assert_close(enc.attention_bias_block(start, stop, k_len), expected, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", BIASED)
+def test_relative_table_reads_back_as_the_hook(name):
+    enc = build(name, causal=True)
+    table, full = enc.relative_bias(20), enc.attention_bias(20, 20)  # (h, 39), (h, 20, 20)
+    assert table.shape == (4, 39)
+    i, j = torch.meshgrid(torch.arange(20), torch.arange(20), indexing="ij")
+    assert torch.equal(table[:, j - i + 19], full)
+
+
+def test_gradients_through_the_relative_path_equal_the_dense_ones():
+    grads = {}
+    for path in ("dense", "relative", "blocked"):
+        torch.manual_seed(0)
+        enc = build("t5", causal=True)
+        q, k, v = (torch.randn(1, 4, 37, 8, requires_grad=True) for _ in range(3))
+        with attention.configured(force_path=path, block_size=16):
+            attention.attend(q, k, v, attention.build_mask(enc, 37, 37, True), True).square().sum().backward()
+        grads[path] = [q.grad, k.grad, v.grad, enc.bias.weight.grad]
+    assert grads["dense"][3].abs().sum() > 0
+    for path in ("relative", "blocked"):
+        for got, expected in zip(grads[path], grads["dense"]):
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", BIASED)
+def test_models_agree_on_every_path(name):
+    torch.manual_seed(0)
+    cfg = posbench.ModelConfig.from_size("tiny", encoding=name, vocab_size=11, max_len=40)
+    model = posbench.build_model(cfg).eval()
+    tokens = torch.randint(0, 11, (2, 37))
+    with torch.no_grad():
+        outputs = {}
+        for path in paths_of(name):
+            with attention.configured(force_path=path, block_size=16):
+                outputs[path] = model(tokens)
+    for path, logits in outputs.items():
+        torch.testing.assert_close(logits, outputs["dense"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["rope", *BIASED])
+def test_cached_masks_and_angles_survive_switching_modes(name):
+    """Inference mode, then training (backward must work: nothing cached in inference mode may
+    reach autograd), then no_grad: the same logits every time."""
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig.from_size("tiny", encoding=name, vocab_size=11, max_len=40))
+    tokens = torch.randint(0, 11, (2, 37))
+    with torch.inference_mode():
+        first = model(tokens)
+    trained = model(tokens)
+    trained.sum().backward()
+    with torch.no_grad():
+        last = model(tokens)
+    torch.testing.assert_close(trained.detach(), first, atol=1e-6, rtol=0)
+    torch.testing.assert_close(last, first, atol=1e-6, rtol=0)
+
+
+def test_choose_path():
+    alibi, general = build("alibi", causal=True), build("query_scaled", causal=True)
+    none = encodings.build("none", d_model=32, n_heads=4, max_len=8)
+    assert attention.choose_path(none, 8, 8, causal=True) == "is_causal"
+    assert attention.choose_path(none, 8, 8, causal=False) == "unmasked"
+    assert attention.build_mask(none, 8, 8, causal=False) is None
+    assert attention.choose_path(alibi, 4096, 4096, causal=True) == "relative"
+    full_bytes = 4 * 64 * 64 * 4
+    with attention.configured(max_mask_bytes=full_bytes):
+        assert attention.choose_path(general, 64, 64, causal=True) == "dense"
+        assert attention.choose_path(general, 64, 65, causal=True) == "blocked"
+        assert attention.choose_path(general, 64, 64, causal=True, dtype=torch.float64) == "blocked"
+    with attention.configured(force_path="blocked"):
+        assert attention.choose_path(alibi, 8, 8, causal=True) == "blocked"
+        assert attention.choose_path(none, 8, 8, causal=True) == "is_causal"  # nothing to force
+
+
+def test_bad_settings_name_the_allowed_values():
+    with pytest.raises(ValueError, match="force_path 'flash'; allowed: dense, relative, blocked"):
+        attention.AttentionSettings(force_path="flash")
+    with pytest.raises(ValueError, match="depends on j − i alone"):
+        with attention.configured(force_path="relative"):
+            attention.choose_path(build("query_scaled", causal=True), 8, 8, True)
+
+
+def test_mask_is_reused_until_the_bias_changes():
+    cache, enc = attention.MaskCache(), build("t5", causal=True)
+    with torch.no_grad():
+        first = cache.get(enc, 16, 16, True, torch.float32)
+        assert cache.get(enc, 16, 16, True, torch.float32) is first
+        assert cache.get(enc, 17, 17, True, torch.float32) is not first
+        again = cache.get(enc, 16, 16, True, torch.float32)
+        enc.bias.weight.add_(1.0)  # an optimiser step, in place
+        rebuilt = cache.get(enc, 16, 16, True, torch.float32)
+    assert rebuilt is not again and torch.equal(rebuilt.table, again.table + 1)
+    # with gradients flowing to the bias, every call builds its own (in the autograd graph)
+    assert cache.get(enc, 16, 16, True, torch.float32).table.requires_grad
+    assert cache.get(enc, 16, 16, True, torch.float32) is not cache.get(enc, 16, 16, True, torch.float32)
+
+
+# ----- the bench program (its logic; timings are never asserted) ----------------------------------
+def test_alternate_rotates_the_order_and_counts_calls():
+    calls = []
+    steps = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    samples = bench.alternate(steps, rounds=3, warmup=2)
+    assert calls == list("aabbcc") + list("abc") + list("bca") + list("cab")
+    assert {name: len(s) for name, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
+
+
+def test_text_table_pivots_rows_with_targets():
+    result = bench.PartResult("P1", [bench.Row("overhead", "rope", "median", 12.345, "ms"),
+                                     bench.Row("overhead", "rope", "ratio", 1.07, "x", "<= 1.05", False)])
+    lines = bench.text_table(result).splitlines()
+    assert lines[0] == "P1"
+    assert lines[1].split() == ["median", "ratio", "target", "met"]
+    assert lines[2].split() == ["rope", "12.3", "ms", "1.07", "<=", "1.05", "NO"]
+
+
+def test_scale_point_reports_path_memory_and_latency():
+    sections = {}
+    bench.scale_point({"encoding": "alibi", "seq_len": 32, "threads": 1, "point_seconds": 0.0}, sections)
+    assert sections["path"] == "relative"
+    assert sections["peak_mib"] >= sections["baseline_mib"] > 0
+    assert sections["latency_n"] == 0 and sections["latency_ms"] == sections["first_call_ms"] > 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--parts", "overhead,speed"], "unknown part speed; allowed: paths, overhead, peer, limit, scale"),
+    (["--scale-max-len", "3000"], "expected a power of two >= 1024, got '3000'"),
+    (["--rounds", "0"], "expected a positive integer, got '0'")])
+def test_bench_arguments_fail_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", *argv])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,182 @@
+"""The three FLOP counts agree, the handles are needed, and the analytic terms mean what they say."""
+
+import json
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from posbench import ModelConfig, attention, build_model, encodings
+from posbench.flops import TORCH_FORMULAS, analytic_flops, count_flops, torch_flops
+from fvcore.nn import FlopCountAnalysis  # after posbench, which imports it without its deprecation warnings
+
+torch.set_num_threads(1)
+
+# Tiny configs: odd head counts, lengths that are not powers of two, both attention directions,
+# token ids and patches. d_head = 20 and 8 keep rope_2d (d_head % 4) and sinusoidal_2d (d % 4) valid.
+CONFIGS = {
+    "causal-lm-3-heads-L37": (dict(vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True), 2, 37),
+    "bidirectional-patches-5-heads-L100": (
+        dict(d_model=40, n_heads=5, n_layers=2, causal=False, patch_dim=7, n_classes=10), 1, 100),
+}
+
+
+def tiny_model(encoding: str, max_len: int = 128, **options) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model(ModelConfig(encoding=encoding, max_len=max_len, **options))
+
+
+def table_rebuilt_per_call(encoding: str, seq_len: int, d_model: int) -> int:
+    """FLOPs only the counters see: sinusoidal_2d builds its row and column sinusoids every call
+    (``L × d/4`` angle products each); every other encoding caches its table."""
+    return seq_len * d_model // 2 if encoding == "sinusoidal_2d" else 0
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("encoding", encodings.names())
+def test_three_counts_agree(encoding, config, mode):
+    options, batch, seq_len = CONFIGS[config]
+    counts = count_flops(tiny_model(encoding, **options), batch, seq_len, mode)
+    table = table_rebuilt_per_call(encoding, seq_len, options["d_model"])
+    assert counts.torch == counts.analytic + table
+    assert abs(counts.torch / counts.analytic - 1) < 0.01
+    assert counts.fvcore == (counts.analytic + table if mode == "infer" else None)
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", "rope", "alibi", "t5"])
+def test_each_encodings_own_work_is_counted_by_every_counter(encoding):
+    """Against NoPE, every counter sees exactly the encoding's analytic extra (add, rotation, bias)."""
+    options, batch, seq_len = CONFIGS["causal-lm-3-heads-L37"]
+    d, n, h, tokens = options["d_model"], options["n_layers"], options["n_heads"], batch * seq_len
+    forward_extra = {"sinusoidal": tokens * d, "rope": n * 6 * tokens * d,  # E + P; 3 per rotated q, k element
+                     "alibi": n * batch * h * seq_len ** 2, "t5": n * batch * h * seq_len ** 2}[encoding]
+    for mode in ("infer", "train"):
+        with_encoding = count_flops(tiny_model(encoding, **options), batch, seq_len, mode)
+        without = count_flops(tiny_model("none", **options), batch, seq_len, mode)
+        extra = with_encoding.analytic - without.analytic
+        assert with_encoding.torch - without.torch == extra
+        if mode == "infer":
+            assert with_encoding.fvcore - without.fvcore == extra == forward_extra
+
+
+def stock_fvcore(model, inputs) -> int:
+    analysis = FlopCountAnalysis(model, inputs)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    with torch.no_grad():
+        return analysis.total()
+
+
+def stock_torch(model, inputs) -> int:
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(inputs)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("stock", [stock_fvcore, stock_torch])
+def test_stock_counters_miss_attention(stock):
+    """Out of the box both counters are linear in L (no q·kᵀ, no attn·v) and blind to the encoding."""
+    model_for = {enc: tiny_model(enc, vocab_size=23, d_model=32, n_heads=4, n_layers=2)
+                 for enc in ("none", "alibi")}
+    tokens = {L: torch.randint(23, (1, L)) for L in (24, 48)}
+    for model in model_for.values():
+        assert stock(model, tokens[48]) == 2 * stock(model, tokens[24])
+    assert stock(model_for["alibi"], tokens[24]) == stock(model_for["none"], tokens[24])
+    alibi = model_for["alibi"]
+    with_handles = count_flops(alibi, 1, 48).fvcore - 2 * count_flops(alibi, 1, 24).fvcore
+    # the L² term at 2L minus twice that at L: n_layers · 2 · (4 · width + heads) · L²
+    assert with_handles == 2 * 2 * (4 * 32 + 4) * 24 ** 2
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("encoding", ["none", "alibi"])
+def test_attention_grows_with_the_square_of_length(encoding, causal):
+    """Second difference in L: 2 · n_layers · B · (4·width + heads·bias) dense,
+    2 · n_layers · B · (2·width + heads·bias) for the causal half."""
+    B, width, heads, n = 2, 36, 3, 2
+    model = tiny_model(encoding, vocab_size=11, d_model=width, n_heads=heads, n_layers=n, causal=causal)
+    bias = heads if encoding == "alibi" else 0
+
+    def second_difference(count, L=50):
+        return count(L + 1) - 2 * count(L) + count(L - 1)
+
+    def analytic(causal_half):
+        return lambda L: sum(analytic_flops(model, B, L, causal_half=causal_half).values())
+
+    assert second_difference(analytic(False)) == 2 * n * B * (4 * width + bias)
+    half_width = 2 * width if causal else 4 * width
+    assert second_difference(analytic(True)) == 2 * n * B * (half_width + bias)
+    assert second_difference(lambda L: count_flops(model, B, L).torch) == 2 * n * B * (4 * width + bias)
+
+
+def test_counters_see_the_dense_kernel_whatever_the_query_blocks():
+    """The harness's causal query blocks skip keys; count_flops still counts the dense L × L."""
+    model = tiny_model("alibi", vocab_size=11, d_model=24, n_heads=3, n_layers=1, causal=True)
+    tokens = torch.randint(11, (1, 40))
+    dense = count_flops(model, 1, 40)
+    with attention.configured(block_size=8):
+        assert count_flops(model, 1, 40) == dense
+        with torch.no_grad():
+            model(tokens)  # build this setting's mask outside the count
+        skipped = torch_flops(model, tokens)  # blocks of 8 queries see keys up to their last query
+    assert dense.torch == dense.analytic
+    logits_seen = sum(8 * stop for stop in range(8, 41, 8))  # per (batch, head)
+    per_logit = 2 * 8 + 2 * 8 + 1  # q·kᵀ and attn·v at d_head 8, and the bias add
+    assert dense.torch - skipped == per_logit * 3 * (40 * 40 - logits_seen)  # 3 heads
+
+
+@pytest.mark.parametrize("family", ["sinusoidal", "learned"])
+def test_naive_concat_costs_four_times_the_projections_and_fixed_concat_none(family):
+    d = 32
+    measured, analytic = {}, {}
+    for mode in ("", "_concat", "_concat_fixed"):
+        model = tiny_model(family + mode, vocab_size=11, d_model=d, n_heads=4, n_layers=2)
+        analytic[mode] = analytic_flops(model, 1, 16)["projections"]
+        measured[mode] = projection_flops(model, torch.randint(11, (1, 16)))
+    assert analytic["_concat"] == 4 * analytic[""] == 4 * 2 * 16 * d * 4 * d * 2
+    assert analytic["_concat_fixed"] == analytic[""]
+    assert measured == analytic
+
+
+def projection_flops(model, inputs) -> int:
+    """FlopCounterMode's count inside the q/k/v and output projections."""
+    counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+    with torch.no_grad(), counter:
+        model(inputs)
+    per_module = counter.get_flop_counts()
+    return sum(sum(ops.values()) for name, ops in per_module.items() if name.endswith((".attn.qkv", ".attn.out")))
+
+
+def test_analytic_from_config_equals_analytic_from_model():
+    cfg = ModelConfig(encoding="t5", vocab_size=11, d_model=20, n_heads=5, n_layers=3, max_len=64)
+    for mode in ("infer", "train"):
+        assert analytic_flops(cfg, 3, 41, mode) == analytic_flops(build_model(cfg), 3, 41, mode)
+
+
+def test_counts_are_json_ready_with_ratios():
+    model = tiny_model("rope", vocab_size=11, d_model=24, n_heads=3, n_layers=1)
+    infer = json.loads(json.dumps(count_flops(model, 1, 10).as_dict()))
+    assert infer["fvcore_over_analytic"] == infer["torch_over_analytic"] == 1.0
+    assert sum(infer["terms"].values()) == infer["analytic"] > infer["analytic_causal_half"]
+    train = json.loads(json.dumps(count_flops(model, 1, 10, "train").as_dict()))
+    assert train["fvcore"] is None and train["fvcore_over_analytic"] is None
+
+
+def test_counting_a_training_step_leaves_gradients_alone():
+    model = tiny_model("t5", vocab_size=11, d_model=24, n_heads=3, n_layers=2)
+    for param in model.parameters():
+        param.grad = torch.full_like(param, 0.5)
+    count_flops(model, 2, 9, "train")
+    assert all(torch.equal(param.grad, torch.full_like(param, 0.5)) for param in model.parameters())
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(mode="backward"), "mode 'backward'; allowed: infer, train"),
+    (dict(seq_len=0), "seq_len must be a positive integer, got 0"),
+    (dict(batch_size=1.5), "batch_size must be a positive integer, got 1.5"),
+])
+def test_bad_arguments_name_the_argument(arguments, message):
+    model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        count_flops(model, **{"batch_size": 1, "seq_len": 4, **arguments})
