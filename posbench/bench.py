@@ -1,0 +1,424 @@
+"""Is the harness fast enough that latency differences are the encoding's, not ours? Measured here.
+
+Parts (``python -m posbench bench --parts …``), all on the setting of issue 6 unless said:
+
+``paths``     one attention call (ALiBi bias, causal, 8 heads, d_head 32) on each mask path, plus
+              FlexAttention with a ``score_mod`` when asked (``--flex``: ``torch.compile``).
+``overhead``  P1: forward latency of each encoding / ``none`` (causal decoder, d = 256, 4 layers,
+              8 heads, L = 1024, batch 1, fp32, inference mode).
+``peer``      P2: posbench / x-transformers at the same configuration and parameter count.
+``limit``     P3: this machine's fp32 matmul rate and the model's achieved FLOP/s (d = 512, the
+              ``medium`` size, L = 1024, batch 8, ``none``), FLOPs from :func:`posbench.flops.analytic_flops`.
+``scale``     P6: the longest power-of-two length up to 32k each encoding reaches at batch 1,
+              d = 256, with peak memory and latency; each point in its own process, so an
+              out-of-memory kill cannot end the bench.
+
+Contenders of a part are timed in alternation, round by round (the order rotating), so a load
+change on a shared machine hits all of them; each reports the median and the ratio of medians.
+A contender that misses its target is profiled (``torch.profiler``) and the table saved beside
+the results, so the note can say what limits it, measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from posbench import attention, measure
+from posbench.flops import analytic_flops
+from posbench.model import ModelConfig, build_model, count_params
+
+PARTS = ("paths", "overhead", "peer", "limit", "scale")
+OVERHEAD_TARGETS = {"none": None, "sinusoidal": 1.05, "learned": 1.05, "rope": 1.05, "alibi": 1.25, "t5": 1.25}
+PEER_TARGETS = {"none": 1.0, "learned": 1.0, "rope": 1.0, "alibi": 0.5, "t5": 0.5}
+LIMIT_TARGET = 0.5
+SCALE_TARGET = 32768
+BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2 and P6 model (= SIZES["base"])
+SEQ_LEN = 1024
+MATMUL_SIZE = 2048  # square fp32 matmul for the machine's rate: 2·n³ FLOPs
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    parts: tuple[str, ...] = PARTS
+    rounds: int = 30  # timed rounds of alternation (P1, P2, paths)
+    warmup: int = 3
+    limit_rounds: int = 5  # P3 rounds: one model forward and one matmul each
+    limit_batch: int = 8
+    scale_lengths: tuple[int, ...] = tuple(2**p for p in range(10, 16))  # 1k … 32k
+    scale_point_seconds: float = 3.0  # extra timed forwards per P6 point while under this
+    scale_budget_seconds: float = 150.0  # don't try a length whose forward is estimated longer
+    threads: int = 2
+    flex: bool = False
+
+
+@dataclass
+class Row:
+    """One measured figure; ``target`` is a comparison like ``<= 1.05`` and ``meets`` its verdict."""
+
+    part: str
+    item: str
+    metric: str
+    value: object
+    unit: str = ""
+    target: str = ""
+    meets: bool | None = None
+
+
+@dataclass
+class PartResult:
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+
+# ----- timing ------------------------------------------------------------------------------------
+def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int) -> dict[str, list[float]]:
+    """Milliseconds per call of each step: warm-up, then ``rounds`` rounds calling each once, in an
+    order that rotates by one every round."""
+    _, time_step = measure.make_timer(torch.device("cpu"))
+    names = list(steps)
+    with torch.inference_mode():
+        for name in names:
+            for _ in range(warmup):
+                steps[name]()
+        samples = {name: [] for name in names}
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                samples[name].append(time_step(steps[name]))
+    return samples
+
+
+def median(samples: list[float]) -> float:
+    return measure.latency_stats(samples)["median_ms"]
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median over rounds of the per-round ratio: the pair saw the same load."""
+    return median([a / b for a, b in zip(numerator, denominator)])
+
+
+def verdict(value: float, target: float | None, at_most: bool) -> tuple[str, bool | None]:
+    if target is None:
+        return "", None
+    return (f"<= {target:g}", value <= target) if at_most else (f">= {target:g}", value >= target)
+
+
+def profile_table(step: Callable[[], object], rows: int = 12) -> str:
+    """Self CPU time per operator over one call of ``step``: what limits it, measured."""
+    with torch.inference_mode(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+# ----- models --------------------------------------------------------------------------------------
+def posbench_model(encoding: str, seq_len: int = SEQ_LEN) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = ModelConfig(**BASE, max_len=seq_len, encoding=encoding, causal=True)
+    return build_model(cfg).eval()
+
+
+def forward_step(model: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], object]:
+    tokens = torch.randint(0, 256, (batch, seq_len))
+    return lambda: model(tokens)
+
+
+X_TRANSFORMERS_OPTIONS = {  # encoding -> (wrapper options, attention-layer options)
+    "none": ({"use_abs_pos_emb": False}, {}),
+    "learned": ({"use_abs_pos_emb": True}, {}),
+    "rope": ({"use_abs_pos_emb": False}, {"rotary_pos_emb": True, "rotary_emb_dim": BASE["d_model"] // BASE["n_heads"]}),
+    "alibi": ({"use_abs_pos_emb": False}, {"alibi_pos_bias": True}),
+    "t5": ({"use_abs_pos_emb": False}, {"rel_pos_bias": True}),
+}
+X_TRANSFORMERS_NO_FLASH = {"t5"}  # x-transformers refuses its SDPA path with T5 relative bias
+
+
+def x_transformers_model(encoding: str) -> torch.nn.Module:
+    """The peer at posbench's configuration: no biases in projections or feed-forward, d_ff = 4d,
+    head dim d/h, its SDPA path on wherever it allows it, rotary over the whole head dimension."""
+    from x_transformers import Decoder, TransformerWrapper
+
+    wrapper_options, layer_options = X_TRANSFORMERS_OPTIONS[encoding]
+    torch.manual_seed(0)
+    layers = Decoder(dim=BASE["d_model"], depth=BASE["n_layers"], heads=BASE["n_heads"],
+                     attn_dim_head=BASE["d_model"] // BASE["n_heads"], ff_mult=4, ff_no_bias=True,
+                     attn_flash=encoding not in X_TRANSFORMERS_NO_FLASH, **layer_options)
+    return TransformerWrapper(num_tokens=256, max_seq_len=SEQ_LEN, attn_layers=layers, **wrapper_options).eval()
+
+
+# ----- parts ---------------------------------------------------------------------------------------
+PATH_BLOCK_SIZES = (64, 128, 256, 512, SEQ_LEN)
+
+
+def part_paths(options: BenchOptions, out: Path) -> PartResult:
+    """One attention call on each path and block size, the same q, k, v and ALiBi bias."""
+    d_head = BASE["d_model"] // BASE["n_heads"]
+    result = PartResult(f"paths: one attention call, ALiBi, causal, B=1, h={BASE['n_heads']}, L={SEQ_LEN}, "
+                        f"d_head={d_head}, fp32 (blocks of b queries; b={SEQ_LEN}: one call over all keys)")
+    encoding = posbench_model("alibi").encoding
+    q, k, v = (torch.randn(1, BASE["n_heads"], SEQ_LEN, d_head) for _ in range(3))
+    steps = {"is_causal (no bias)": lambda: attention.attend(q, k, v, None, True)}
+    variants = [(path, attention.SETTINGS.block_size) for path in attention.FORCEABLE_PATHS]
+    variants += [("dense", SEQ_LEN)] + [("relative", b) for b in PATH_BLOCK_SIZES if b != attention.SETTINGS.block_size]
+    for path, block_size in variants:
+        with attention.configured(force_path=path, block_size=block_size):
+            mask = attention.build_mask(encoding, SEQ_LEN, SEQ_LEN, True)
+        steps[f"{path}, b={block_size}"] = lambda mask=mask: attention.attend(q, k, v, mask, True)
+    if options.flex:
+        compile_s, steps["flex (compiled)"] = flex_step(encoding, q, k, v)
+        result.notes.append(f"FlexAttention compiled in {compile_s:.1f} s (not in the median)")
+    result.samples = alternate(steps, options.rounds, options.warmup)
+    reference = median(result.samples["is_causal (no bias)"])
+    for name, samples in result.samples.items():
+        result.rows += [Row("paths", name, "median", median(samples), "ms"),
+                        Row("paths", name, "vs is_causal", median(samples) / reference, "x")]
+    result.notes.append(f"the model's path for ALiBi/T5: {attention.choose_path(encoding, SEQ_LEN, SEQ_LEN, True)}, "
+                        f"b={attention.SETTINGS.block_size}")
+    return result
+
+
+def flex_step(encoding, q, k, v) -> tuple[float, Callable[[], object]]:
+    """FlexAttention with ALiBi as a ``score_mod`` and a causal block mask, compiled (seconds, step)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    slopes = encoding.slopes
+
+    def alibi(score, batch, head, query, key):
+        return score - slopes[head] * (query - key).abs()
+
+    began = time.perf_counter()
+    block_mask = create_block_mask(lambda b, h, query, key: query >= key, None, None, q.shape[-2], k.shape[-2],
+                                   device=str(q.device))
+    compiled = torch.compile(flex_attention)
+
+    def step():
+        return compiled(q, k, v, score_mod=alibi, block_mask=block_mask)
+
+    with torch.inference_mode():
+        step()
+    return time.perf_counter() - began, step
+
+
+def part_overhead(options: BenchOptions, out: Path) -> PartResult:
+    result = PartResult(f"P1 overhead: forward latency / none (causal, d={BASE['d_model']}, "
+                        f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, L={SEQ_LEN}, batch 1, fp32)")
+    models = {name: posbench_model(name) for name in OVERHEAD_TARGETS}
+    steps = {name: forward_step(model, 1, SEQ_LEN) for name, model in models.items()}
+    result.samples = alternate(steps, options.rounds, options.warmup)
+    none = result.samples["none"]
+    for name, samples in result.samples.items():
+        ratio = median(samples) / median(none)
+        target, meets = verdict(ratio, OVERHEAD_TARGETS[name], at_most=True)
+        path = attention.choose_path(models[name].encoding, SEQ_LEN, SEQ_LEN, True)
+        result.rows += [Row("overhead", name, "median", median(samples), "ms"),
+                        Row("overhead", name, "p90", measure.latency_stats(samples)["p90_ms"], "ms"),
+                        Row("overhead", name, "path", path),
+                        Row("overhead", name, "paired ratio", paired_ratio(samples, none), "x"),
+                        Row("overhead", name, "ratio", ratio, "x", target, meets)]
+        if meets is False:
+            save_profile(out, result, f"overhead_{name}", {name: steps[name], "none": steps["none"]})
+    return result
+
+
+def part_peer(options: BenchOptions, out: Path) -> PartResult:
+    result = PartResult("P2 peer: posbench / x-transformers, same configuration (ratio of forward latencies)")
+    try:
+        result.title += f", x-transformers {version('x-transformers')}"
+    except PackageNotFoundError:
+        result.notes.append("skipped: x-transformers is not installed (pip install 'posbench[bench]')")
+        return result
+    steps, params = {}, {}
+    for name in PEER_TARGETS:
+        ours, theirs = posbench_model(name), x_transformers_model(name)
+        steps[f"{name}/posbench"], steps[f"{name}/x-transformers"] = forward_step(ours, 1, SEQ_LEN), forward_step(theirs, 1, SEQ_LEN)
+        params[name] = (count_params(ours)["total"], sum(p.numel() for p in theirs.parameters()))
+    result.samples = alternate(steps, options.rounds, options.warmup)
+    for name, target_value in PEER_TARGETS.items():
+        ours, theirs = result.samples[f"{name}/posbench"], result.samples[f"{name}/x-transformers"]
+        ratio = median(ours) / median(theirs)
+        target, meets = verdict(ratio, target_value, at_most=True)
+        result.rows += [Row("peer", name, "posbench", median(ours), "ms"),
+                        Row("peer", name, "x-transformers", median(theirs), "ms"),
+                        Row("peer", name, "params diff", 100 * (params[name][1] - params[name][0]) / params[name][0], "%"),
+                        Row("peer", name, "paired ratio", paired_ratio(ours, theirs), "x"),
+                        Row("peer", name, "ratio", ratio, "x", target, meets)]
+        if meets is False:
+            save_profile(out, result, f"peer_{name}", {key: steps[f"{name}/{key}"]
+                                                        for key in ("posbench", "x-transformers")})
+    result.notes.append(f"x-transformers runs {', '.join(sorted(X_TRANSFORMERS_NO_FLASH))} without its SDPA "
+                        f"path (it refuses attn_flash with T5 relative bias)")
+    return result
+
+
+def part_limit(options: BenchOptions, out: Path) -> PartResult:
+    cfg = ModelConfig.from_size("medium", max_len=SEQ_LEN, encoding="none", causal=True)
+    batch = options.limit_batch
+    result = PartResult(f"P3 limit: fp32 matmul rate vs the model's achieved FLOP/s (d={cfg.d_model}, "
+                        f"{cfg.n_layers} layers, {cfg.n_heads} heads, L={SEQ_LEN}, batch {batch}, none)")
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    a, b = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
+    steps = {"matmul": lambda: a @ b, "model": forward_step(model, batch, SEQ_LEN)}
+    result.samples = alternate(steps, options.limit_rounds, warmup=1)
+    matmul_rate = 2 * MATMUL_SIZE**3 / median(result.samples["matmul"]) * 1e3  # FLOP/s
+    flops = sum(analytic_flops(cfg, batch, SEQ_LEN).values())
+    executed = sum(analytic_flops(cfg, batch, SEQ_LEN, causal_half=True).values())
+    model_s = median(result.samples["model"]) / 1e3
+    share = flops / model_s / matmul_rate
+    target, meets = verdict(share, LIMIT_TARGET, at_most=False)
+    result.rows += [
+        Row("limit", f"matmul {MATMUL_SIZE}x{MATMUL_SIZE}", "GFLOP/s", matmul_rate / 1e9, "GFLOP/s"),
+        Row("limit", "model forward", "median", model_s * 1e3, "ms"),
+        Row("limit", "model forward", "GFLOP", flops / 1e9, "GFLOP"),
+        Row("limit", "model forward", "GFLOP/s", flops / model_s / 1e9, "GFLOP/s"),
+        Row("limit", "model forward", "share", share, "of matmul", target, meets),
+        Row("limit", "model forward, causal half", "GFLOP/s", executed / model_s / 1e9, "GFLOP/s"),
+        Row("limit", "model forward, causal half", "share", executed / model_s / matmul_rate, "of matmul"),
+    ]
+    result.notes.append("FLOPs: posbench.flops.analytic_flops (2·m·n·k per matmul, all L×L logits even when "
+                        "causal); 'causal half' counts the L(L+1)/2 logits a causal kernel computes")
+    if meets is False:
+        save_profile(out, result, "limit_model", {"model": steps["model"]})
+    return result
+
+
+def part_scale(options: BenchOptions, out: Path) -> PartResult:
+    result = PartResult(f"P6 scale: longest L (powers of two to {max(options.scale_lengths)}) at batch 1, "
+                        f"d={BASE['d_model']}, {BASE['n_layers']} layers, one process per point")
+    for name in OVERHEAD_TARGETS:
+        reached, last_s, failure = None, 0.0, "reached the largest length asked for"
+        for seq_len in options.scale_lengths:
+            estimate_s = last_s * (seq_len / reached) ** 2 if reached else 0.0
+            if estimate_s > options.scale_budget_seconds:
+                failure = f"L={seq_len}: not run, estimated {estimate_s:.0f} s > budget {options.scale_budget_seconds:g} s"
+                break
+            outcome = measure.run_isolated("posbench.bench:scale_point", {
+                "encoding": name, "seq_len": seq_len, "threads": options.threads,
+                "point_seconds": options.scale_point_seconds})
+            if outcome.status != "ok":
+                failure = f"L={seq_len}: {outcome.status}: {outcome.reason}"
+                break
+            point = outcome.sections
+            reached, last_s = seq_len, point["latency_ms"] / 1e3
+            result.rows += [Row("scale", f"{name} L={seq_len}", "latency", point["latency_ms"], "ms"),
+                            Row("scale", f"{name} L={seq_len}", "peak RSS", point["peak_mib"], "MiB"),
+                            Row("scale", f"{name} L={seq_len}", "path", point["path"])]
+        judged = max(options.scale_lengths) >= SCALE_TARGET  # a shortened run reaches no verdict
+        target, meets = verdict(reached or 0, SCALE_TARGET if judged else None, at_most=False)
+        result.rows += [Row("scale", name, "longest L", reached or 0, "tokens", target, meets),
+                        Row("scale", name, "stopped", failure)]
+    return result
+
+
+def scale_point(payload: dict, sections: dict) -> None:
+    """The isolated P6 measurement (run by :func:`posbench.measure.run_isolated`): one memory pass
+    (also the first, untimed-for-the-median warm call), then timed forwards while under the budget;
+    when even one forward exceeds it, the memory pass's own time is the latency (``latency_n`` 0)."""
+    torch.set_num_threads(payload["threads"])
+    seq_len = payload["seq_len"]
+    model = posbench_model(payload["encoding"], seq_len=seq_len)
+    step = forward_step(model, 1, seq_len)
+    sections["path"] = attention.choose_path(model.encoding, seq_len, seq_len, True)
+    _, time_step = measure.make_timer(torch.device("cpu"))
+    with torch.inference_mode():
+        with measure.CpuMemoryMonitor() as memory:
+            first_ms = time_step(step)
+        sections.update(peak_mib=memory.result()["peak_mib"], baseline_mib=memory.result()["baseline_mib"])
+        samples, began = [], time.perf_counter()
+        while first_ms / 1e3 < payload["point_seconds"] and (not samples or time.perf_counter() - began
+                                                              < payload["point_seconds"]):
+            samples.append(time_step(step))
+    sections.update(latency_ms=median(samples) if samples else first_ms, latency_n=len(samples),
+                    first_call_ms=first_ms)
+
+
+PART_FUNCTIONS = {"paths": part_paths, "overhead": part_overhead, "peer": part_peer,
+                  "limit": part_limit, "scale": part_scale}
+
+
+# ----- output --------------------------------------------------------------------------------------
+def save_profile(out: Path, result: PartResult, name: str, steps: dict[str, Callable[[], object]]) -> None:
+    """Profile one call of each step (the contender, and what it is compared with) into one file."""
+    path = out / f"profile_{name}.txt"
+    path.write_text("\n\n".join(f"{label}:\n{profile_table(step)}" for label, step in steps.items()))
+    result.notes.append(f"missed its target: profile in {path}")
+
+
+def format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def text_table(result: PartResult) -> str:
+    """Items as rows, metrics as columns; the targeted metric's target and verdict at the end."""
+    items, metrics, cells, verdicts = [], [], {}, {}
+    for row in result.rows:
+        items += [row.item] if row.item not in items else []
+        metrics += [row.metric] if row.metric not in metrics else []
+        cells[row.item, row.metric] = format_value(row.value) + (f" {row.unit}" if row.unit in ("ms", "MiB", "%") else "")
+        if row.target:
+            verdicts[row.item] = (row.target, "yes" if row.meets else "NO")
+    header = ["", *metrics, *(["target", "met"] if verdicts else [])]
+    lines = [[item, *(cells.get((item, m), "") for m in metrics), *(verdicts.get(item, ("", "")) if verdicts else [])]
+             for item in items]
+    widths = [max(len(str(line[c])) for line in [header, *lines]) for c in range(len(header))]
+
+    def render(line):
+        return "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip()
+
+    return "\n".join([result.title, render(header), *map(render, lines), *(f"  note: {n}" for n in result.notes)])
+
+
+def environment() -> dict:
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": _cpu_model(),
+            "machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "load_average": os.getloadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def run_bench(options: BenchOptions, out: Path) -> list[PartResult]:
+    """Run the chosen parts, writing ``bench.csv``, ``bench.txt`` and ``samples.json`` to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(options.threads)
+    start = environment()
+    results = []
+    for part in options.parts:
+        results.append(PART_FUNCTIONS[part](options, out))
+        print(text_table(results[-1]) + "\n", flush=True)
+    end = environment()
+    with (out / "bench.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(Row.__dataclass_fields__))
+        writer.writeheader()
+        writer.writerows(asdict(row) for result in results for row in result.rows)
+    header = (f"posbench bench — {start['cpu']} ({start['cpu_capability']}), torch {start['torch']}, "
+              f"{start['threads']} threads; load average {_load(start)} at start, {_load(end)} at end "
+              f"({start['time']} → {end['time']})")
+    (out / "bench.txt").write_text("\n\n".join([header, *map(text_table, results)]) + "\n")
+    (out / "samples.json").write_text(json.dumps(
+        {"options": asdict(options), "environment": {"start": start, "end": end},
+         "samples_ms": {result.title: result.samples for result in results}}, indent=1))
+    return results
+
+
+def _load(env: dict) -> str:
+    return " ".join(f"{x:.2f}" for x in env["load_average"])
