@@ -36,6 +36,7 @@ import torch
 from posbench import attention, measure
 from posbench.flops import analytic_flops
 from posbench.model import ModelConfig, build_model, count_params
+from posbench.records import cpu_model
 
 PARTS = ("paths", "overhead", "peer", "limit", "scale")
 OVERHEAD_TARGETS = {"none": None, "sinusoidal": 1.05, "learned": 1.05, "rope": 1.05, "alibi": 1.25, "t5": 1.25}
@@ -381,19 +382,9 @@ def text_table(result: PartResult) -> str:
 
 
 def environment() -> dict:
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": _cpu_model(),
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": cpu_model(),
             "machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "load_average": os.getloadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S %z")}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run_bench(options: BenchOptions, out: Path) -> list[PartResult]:
