@@ -1,0 +1,15 @@
+"""Tasks that tell positional encodings apart, one module each, behind one registry.
+
+>>> from posbench import tasks
+>>> task = tasks.get("reverse")
+>>> task.eval_lengths()
+[16, 20, 24, 32, 64, 128]
+"""
+
+from posbench.tasks.base import IGNORE, Batch, Task
+from posbench.tasks.registry import get, names, register
+
+# Importing a task module registers it.
+from posbench.tasks import copy, digits_2d, dyck, index_lookup, long_range, lm_code, lm_prose, reverse  # noqa: E402,F401
+
+__all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]

@@ -1,0 +1,34 @@
+"""``copy``: read ``n`` symbols, a separator, then write them again: ``x SEP x``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from posbench.tasks.registry import register
+from posbench.tasks.sequence import SequenceTask, prompt_then_answer
+
+
+@register
+@dataclass(frozen=True)
+class Copy(SequenceTask):
+    """Token ids: symbols ``0 … n_symbols-1``, ``SEP = n_symbols``, padding."""
+
+    name = "copy"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols + 2
+
+    def transform(self, symbols: np.ndarray) -> np.ndarray:
+        """The answer the model must write after the separator."""
+        return symbols
+
+    def sequence_length(self, length: int) -> int:
+        return 2 * length
+
+    def example(self, rng: np.random.Generator, length: int) -> tuple[np.ndarray, np.ndarray]:
+        symbols = rng.integers(0, self.n_symbols, size=length)
+        prompt = np.append(symbols, self.n_symbols)  # x SEP
+        return prompt_then_answer(prompt, self.transform(symbols))

@@ -1,0 +1,88 @@
+"""Character-level language modelling: the shared windows, vocabulary and evaluation.
+
+The vocabulary is the set of characters in the training split, plus ``UNK`` (id 0) for characters
+that only the test split has. Training draws random windows of ``train_length`` characters;
+evaluation at length ``m`` reads ``eval_chars // m`` windows of ``m`` characters spread evenly over
+the test split, so every length is scored on about the same number of characters. The metric is
+bits per character over every position of a window (as in the ALiBi paper's extrapolation tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import ClassVar, Iterator
+
+import numpy as np
+import torch
+
+from posbench.tasks.base import Batch, Task
+
+UNK = 0
+
+
+@dataclass(frozen=True)
+class Corpus:
+    train: np.ndarray  # (N_train,) character ids
+    test: np.ndarray  # (N_test,) character ids
+    vocab_size: int
+
+
+def encode_corpus(train_text: str, test_text: str) -> Corpus:
+    train_codes, test_codes = (np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32) for t in (train_text, test_text))
+    alphabet = np.unique(train_codes)  # sorted code points of the training split
+
+    def encode(codes: np.ndarray) -> np.ndarray:
+        slot = np.searchsorted(alphabet, codes).clip(max=len(alphabet) - 1)
+        return np.where(alphabet[slot] == codes, slot + 1, UNK).astype(np.int64)
+
+    return Corpus(encode(train_codes), encode(test_codes), len(alphabet) + 1)
+
+
+@dataclass(frozen=True)
+class LanguageModelTask(Task):
+    """Options: ``data`` (a path replacing the built-in text), ``eval_chars`` per evaluation length."""
+
+    metrics: ClassVar[tuple[str, ...]] = ("bits_per_char", "token_accuracy")
+
+    data: str | None = None
+    train_length: int = 64
+    steps: int = 500
+    batch_size: int = 32
+    eval_chars: int = 16384
+    eval_batch_size: int = 16
+
+    def texts(self) -> tuple[str, str]:
+        """The (train, test) text of the corpus."""
+        raise NotImplementedError
+
+    @property
+    def corpus(self) -> Corpus:
+        return _encoded(self)
+
+    def model_options(self) -> dict:
+        return {"vocab_size": self.corpus.vocab_size, "causal": True}
+
+    def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
+        text = self.corpus.train
+        starts = rng.integers(0, len(text) - self.train_length, size=batch_size)
+        return self._windows(text, starts, self.train_length)
+
+    def eval_batches(self, length: int) -> Iterator[Batch]:
+        text = self.corpus.test
+        if len(text) <= length:
+            raise ValueError(f"{self.name}: test split has {len(text)} characters, too few for windows of {length}")
+        n_windows = max(1, self.eval_chars // length)
+        starts = np.linspace(0, len(text) - length - 1, n_windows).astype(np.int64)
+        for first in range(0, n_windows, self.eval_batch_size):
+            yield self._windows(text, starts[first : first + self.eval_batch_size], length)
+
+    @staticmethod
+    def _windows(text: np.ndarray, starts: np.ndarray, length: int) -> Batch:
+        window = torch.from_numpy(text[starts[:, None] + np.arange(length + 1)])  # (B, length+1)
+        return Batch(window[:, :-1], window[:, 1:])
+
+
+@cache
+def _encoded(task: LanguageModelTask) -> Corpus:
+    return encode_corpus(*task.texts())

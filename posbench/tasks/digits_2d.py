@@ -1,0 +1,91 @@
+"""``digits_2d``: scikit-learn's 8×8 handwritten digits as a sequence of image patches.
+
+Each image is cut into ``PATCH × PATCH`` pixel patches read row by row, giving a
+``(8/PATCH) × (8/PATCH)`` grid. A 1-D encoding sees the flattened sequence; a 2-D encoding gets
+the grid (``grid`` in the model options). The task has one length (the grid): no extrapolation.
+20 % of the 1,797 images (a fixed permutation) are the test split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import importlib.util
+from functools import cache
+from pathlib import Path
+from typing import ClassVar, Iterator
+
+import numpy as np
+import torch
+
+from posbench.tasks.base import Batch, Task
+from posbench.tasks.registry import register
+
+IMAGE_SIZE = 8
+PATCH = 2
+GRID = (IMAGE_SIZE // PATCH, IMAGE_SIZE // PATCH)
+TEST_FRACTION = 0.2
+
+
+def to_patches(images: np.ndarray, patch: int = PATCH) -> np.ndarray:
+    """``(N, H, W)`` -> ``(N, (H/p)·(W/p), p·p)``: patches in row-major grid order, pixels row-major inside."""
+    n, height, width = images.shape
+    grid = images.reshape(n, height // patch, patch, width // patch, patch)  # (N, R, p, C, p)
+    return grid.transpose(0, 1, 3, 2, 4).reshape(n, (height // patch) * (width // patch), patch * patch)
+
+
+@cache
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """``(images (1797, 8, 8) in 0…16, labels (1797,))``, as ``sklearn.datasets.load_digits`` returns them.
+
+    Read straight from the file scikit-learn ships (rows of 64 pixels and a label): importing
+    scikit-learn costs seconds per training job, more than a short job's training.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("digits_2d needs scikit-learn installed (its 8×8 digits file)")
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+    data = np.loadtxt(path, delimiter=",")  # (1797, 65)
+    return data[:, :-1].reshape(-1, IMAGE_SIZE, IMAGE_SIZE), data[:, -1].astype(np.int64)
+
+
+@cache
+def splits() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """((train patches, labels), (test patches, labels)); pixels scaled to [0, 1]."""
+    images, labels = load_digits()
+    patches = to_patches(images / 16.0).astype(np.float32)
+    order = np.random.default_rng(0).permutation(len(patches))
+    n_test = int(len(order) * TEST_FRACTION)
+    test, train = order[:n_test], order[n_test:]
+    return (patches[train], labels[train]), (patches[test], labels[test])
+
+
+@register
+@dataclass(frozen=True)
+class Digits2D(Task):
+    name = "digits_2d"
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
+    causal: ClassVar[bool] = False
+
+    train_length: int = GRID[0] * GRID[1]
+    steps: int = 600
+    eval_factors: tuple[float, ...] = (1.0,)
+    eval_batch_size: int = 128
+
+    def __post_init__(self):
+        if self.train_length != GRID[0] * GRID[1] or self.eval_factors != (1.0,):
+            raise ValueError(f"digits_2d has one length, its {GRID[0]}×{GRID[1]} grid of patches: "
+                             f"train_length {GRID[0] * GRID[1]}, eval_factors (1.0,)")
+
+    def model_options(self) -> dict:
+        return {"patch_dim": PATCH * PATCH, "n_classes": 10, "causal": False, "grid": GRID}
+
+    def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
+        patches, labels = splits()[0]
+        pick = rng.integers(0, len(patches), size=batch_size)
+        return Batch(torch.from_numpy(patches[pick]), torch.from_numpy(labels[pick])[:, None])
+
+    def eval_batches(self, length: int) -> Iterator[Batch]:
+        patches, labels = splits()[1]
+        for start in range(0, len(patches), self.eval_batch_size):
+            chunk = slice(start, start + self.eval_batch_size)
+            yield Batch(torch.from_numpy(patches[chunk]), torch.from_numpy(labels[chunk])[:, None])

@@ -1,0 +1,253 @@
+"""Train one (task, encoding, size, seed) cell and evaluate it at the training length and beyond.
+
+One loop serves every task: a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`),
+the loss is cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
+10 % of the peak, gradient clipping, weight decay on the linear layers' matrices only (so rows of a
+learned position table that no training sequence reaches keep their initial values — the record
+checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
+length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers.
+
+:func:`train` returns a complete ``train`` record (see ``schemas/train.schema.json``); a run that
+diverges returns one with ``status: error`` and the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import TextIO
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posbench import encodings, records, tasks
+from posbench.model import SIZES, ModelConfig, build_model, count_params
+from posbench.tasks.base import IGNORE
+
+LOG2 = math.log(2)
+
+
+class TrainingFailed(RuntimeError):
+    """Training cannot go on (e.g. a non-finite loss); the message becomes the record's reason."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training job. ``None`` fields take the task's defaults."""
+
+    task: str
+    encoding: str
+    size: str = "tiny"
+    seed: int = 0
+    steps: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    task_options: dict = field(default_factory=dict)  # e.g. train_length, data (see the task's fields)
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    threads: int = 1
+    log_every: int = 100
+
+
+@dataclass(frozen=True)
+class Job:
+    """A config resolved against its task: everything :func:`train` needs, checked."""
+
+    config: TrainConfig
+    task: tasks.Task
+    model: ModelConfig
+    steps: int
+    batch_size: int
+    lr: float
+
+    def record_config(self) -> dict:
+        return {**asdict(self.config), "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+                "train_length": self.task.train_length, "task_options": self.task.options(),
+                "eval_lengths": self.task.eval_lengths(), "max_len": self.model.max_len}
+
+
+def resolve(config: TrainConfig) -> Job:
+    """Check a config and fill in the task's defaults; a ``ValueError`` names the bad field and the allowed values."""
+    if config.size not in SIZES:
+        raise ValueError(f"unknown size {config.size!r}; allowed: {', '.join(SIZES)}")
+    if config.encoding not in encodings.names():
+        raise ValueError(f"unknown encoding {config.encoding!r}; allowed: {', '.join(encodings.names())}")
+    if config.seed < 0:
+        raise ValueError(f"seed must be >= 0, got {config.seed}")
+    for name in ("steps", "batch_size", "lr", "threads", "log_every"):
+        value = getattr(config, name)
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    task = tasks.get(config.task, **config.task_options)
+    model = model_config(task, config.encoding, config.size)
+    return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
+               config.lr or task.lr)
+
+
+def model_config(task: tasks.Task, encoding: str, size: str) -> ModelConfig:
+    """The model for ``task``: its vocabulary/classes/patches, and positions for its longest evaluation.
+
+    A 2-D encoding gets the task's grid; a 1-D encoding reads the grid row by row (flattened).
+    A 2-D encoding on a task without a grid is an error rather than an arbitrary square grid.
+    """
+    options = dict(task.model_options())
+    grid = options.pop("grid", None)
+    max_len = max(task.sequence_length(n) for n in task.eval_lengths())
+    cfg = ModelConfig.from_size(size, max_len=max_len, encoding=encoding, **options)
+    probe = encodings.build(encoding, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=max_len)
+    reads_grid = hasattr(probe, "grid")
+    if reads_grid and grid is None:
+        grid_tasks = [n for n in tasks.names() if "grid" in tasks.get(n).model_options()]
+        raise ValueError(f"encoding {encoding!r} needs a task on a grid; tasks with a grid: {', '.join(grid_tasks)}")
+    return cfg.replace(encoding_options={"grid": grid}) if reads_grid else cfg
+
+
+@contextmanager
+def deterministic(threads: int):
+    """Deterministic kernels and a fixed thread count for the duration of a job."""
+    previous = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous[0])
+        torch.set_num_threads(previous[1])
+
+
+def make_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int, warmup_fraction: float):
+    """AdamW (decay on linear weights only) and a warm-up + cosine schedule down to 10 % of ``lr``."""
+    decayed = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    groups = [
+        {"params": [p for p in model.parameters() if id(p) in decayed], "weight_decay": weight_decay},
+        {"params": [p for p in model.parameters() if id(p) not in decayed], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98))
+    warmup = max(1, round(steps * warmup_fraction))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def scored_logits(model: nn.Module, batch: tasks.Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits and targets flattened to ``(N, classes)`` and ``(N,)`` for every task shape."""
+    logits = model(batch.inputs)  # (B, T, V) or (B, C)
+    if logits.dim() == 2:
+        logits = logits[:, None]  # (B, 1, C): one target per sequence
+    return logits.flatten(0, 1), batch.targets.flatten()
+
+
+def evaluate(model: nn.Module, task: tasks.Task, length: int) -> dict:
+    """The task's metrics on its fixed evaluation set at ``length``."""
+    loss_sum = correct = scored = exact = sequences = 0
+    model.eval()
+    with torch.no_grad():
+        for batch in task.eval_batches(length):
+            logits, targets = scored_logits(model, batch)
+            mask = targets != IGNORE
+            loss_sum += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
+            right = (logits.argmax(-1) == targets) | ~mask  # (B·T,)
+            correct += int((right & mask).sum())
+            scored += int(mask.sum())
+            exact += int(right.view(batch.targets.shape).all(dim=1).sum())
+            sequences += batch.targets.shape[0]
+    model.train()
+    loss = loss_sum / scored
+    values = {"loss": loss, "bits_per_char": loss / LOG2, "token_accuracy": correct / scored,
+              "exact_match": exact / sequences, "accuracy": correct / scored}
+    return {"metrics": {name: values[name] for name in ("loss", *task.metrics)},
+            "scored_targets": scored, "sequences": sequences}
+
+
+def position_tables(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters of an absolute (table-based) encoding with one row per position, e.g. a learned table."""
+    if not hasattr(model.encoding, "table"):
+        return {}
+    return {name: p for name, p in model.encoding.named_parameters() if p.dim() and p.shape[0] == model.cfg.max_len}
+
+
+def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor], trained_positions: int) -> dict:
+    """How this encoding met positions no training sequence reached, checked on the trained weights."""
+    tables = position_tables(model)
+    report = {"max_len": model.cfg.max_len, "trained_positions": trained_positions, "tables": {}}
+    for name, table in tables.items():
+        same = (table.detach() == initial[name]).all(dim=1)  # (max_len,) row still at its initial value
+        report["tables"][name] = {"rows": table.shape[0], "rows_beyond_training": table.shape[0] - trained_positions,
+                                  "rows_beyond_training_unchanged": int(same[trained_positions:].sum()),
+                                  "rows_within_training_changed": int((~same[:trained_positions]).sum())}
+    if tables:
+        report["handling"] = (f"table sized for the longest evaluation ({model.cfg.max_len} rows); rows at positions "
+                              f">= {trained_positions} got no gradient and keep their random initialisation")
+    else:
+        report["handling"] = ("no per-position parameters: positions beyond training come from the encoding's "
+                              "own rule (computed sinusoids/angles, relative distances or none)")
+    return report
+
+
+def train(config: TrainConfig, log: TextIO | None = None) -> dict:
+    """Run one job and return its record (status ``ok``, or ``error`` with the reason).
+
+    Progress lines go to ``log`` (default: the current ``sys.stderr``)."""
+    job = resolve(config)
+    with deterministic(config.threads):
+        return _run(job, log or sys.stderr)
+
+
+def _run(job: Job, log: TextIO) -> dict:
+    config, task = job.config, job.task
+    torch.manual_seed(config.seed)
+    model = build_model(job.model)
+    initial = {name: p.detach().clone() for name, p in position_tables(model).items()}
+    optimizer, schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps, config.warmup_fraction)
+    rng = np.random.default_rng(config.seed)
+    curve, window, status, reason = [], [], "ok", ""
+    started = time.perf_counter()
+    try:
+        for step in range(1, job.steps + 1):
+            logits, targets = scored_logits(model, task.train_batch(rng, job.batch_size))
+            loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+            if not torch.isfinite(loss):
+                raise TrainingFailed(f"non-finite loss ({loss.item()}) at step {step}")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            schedule.step()
+            window.append(loss.item())
+            if step % config.log_every == 0 or step == job.steps:
+                curve.append({"step": step, "loss": sum(window) / len(window), "lr": optimizer.param_groups[0]["lr"]})
+                window = []
+                print(f"[train {task.name}/{config.encoding} seed {config.seed}] step {step}/{job.steps} "
+                      f"loss {curve[-1]['loss']:.4f} {time.perf_counter() - started:.1f}s", file=log, flush=True)
+    except TrainingFailed as error:
+        status, reason = "error", str(error)
+    train_seconds = time.perf_counter() - started
+    evaluation = [] if status != "ok" else [
+        {"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n), **evaluate(model, task, n)}
+        for n in task.eval_lengths()]
+    record = records.new_record("train", job.record_config(), status, reason)
+    record.update({
+        "task": task.name, "encoding": config.encoding, "seed": config.seed,
+        "metrics": list(task.metrics),
+        "params": count_params(model),
+        "model": {"width": model.width, "n_layers": job.model.n_layers, "n_heads": job.model.n_heads,
+                  "max_len": job.model.max_len, "encoding_options": dict(job.model.encoding_options)},
+        "positions_beyond_training": positions_beyond_training(
+            model, initial, task.sequence_length(task.train_length)),
+        "loss_curve": curve,
+        "eval": evaluation,
+        "wall_time_s": {"train": train_seconds, "eval": time.perf_counter() - started - train_seconds,
+                        "total": time.perf_counter() - started},
+    })
+    return record

@@ -1,0 +1,174 @@
+"""Each task's data is what its docstring says: answers, brackets, motifs, patches, splits."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from posbench import tasks
+from posbench.tasks import IGNORE
+from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
+from posbench.tasks.long_range import MOTIFS, to_ids
+from posbench.tasks.lm_code import source_files, split_files
+
+ALL = ["copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range", "reverse"]
+
+
+def examples(task, length, count=50, seed=0):
+    rng = np.random.default_rng(seed)
+    return [task.example(rng, length) for _ in range(count)]
+
+
+def test_registry_names_and_errors():
+    assert tasks.names() == ALL
+    with pytest.raises(ValueError, match=r"unknown task 'sort'; allowed: copy, digits_2d"):
+        tasks.get("sort")
+    with pytest.raises(ValueError, match=r"task 'reverse' has no option 'data'; allowed: .*train_length"):
+        tasks.get("reverse", data="x.txt")
+    with pytest.raises(ValueError, match="train_length must be positive, got 0"):
+        tasks.get("copy", train_length=0)
+
+
+def test_eval_lengths_are_the_training_length_and_its_multiples():
+    assert tasks.get("reverse").eval_lengths() == [16, 20, 24, 32, 64, 128]
+    assert tasks.get("dyck", train_length=10).eval_lengths() == [10, 12, 14, 20, 40, 80]  # 12.5 -> 12: even only
+    assert tasks.get("digits_2d").eval_lengths() == [16]
+
+
+@pytest.mark.parametrize("name", ["copy", "reverse"])
+def test_copy_and_reverse_answers(name):
+    task = tasks.get(name)
+    sep = task.n_symbols
+    for inputs, targets in examples(task, 9):
+        symbols = inputs[:9]
+        assert inputs[9] == sep and len(inputs) == task.sequence_length(9) == 18
+        assert (targets[:9] == IGNORE).all()  # predicting the prompt is not scored
+        answer = targets[9:]  # predicted at SEP and at each answer token
+        expected = symbols if name == "copy" else symbols[::-1]
+        assert (answer == expected).all()
+        assert (inputs[10:] == answer[:-1]).all()  # teacher forcing feeds the answer back
+        if name == "reverse":
+            assert (task.transform(task.transform(symbols)) == symbols).all()
+
+
+def stack_tops(brackets):
+    """An independent bracket matcher: the top of the stack after each bracket (None if unbalanced)."""
+    stack, tops = [], []
+    for b in brackets:
+        if b in OPEN:
+            stack.append(b)
+        elif not stack or stack.pop() != OPEN[CLOSE.index(b)]:
+            return None
+        tops.append(stack[-1] if stack else EMPTY)
+    return tops if not stack else None
+
+
+def test_dyck_strings_are_balanced_and_targets_are_stack_tops():
+    task = tasks.get("dyck")
+    seen_types, max_depth = set(), 0
+    for brackets, targets in examples(task, 40):
+        assert len(brackets) == 40
+        assert stack_tops(list(brackets)) == list(targets)
+        seen_types |= set(brackets.tolist())
+        max_depth = max(max_depth, int(np.cumsum(np.where(np.isin(brackets, OPEN), 1, -1)).max()))
+    assert seen_types == {*OPEN, *CLOSE} and max_depth >= 4
+
+
+def test_index_lookup_answers_the_queried_index():
+    task = tasks.get("index_lookup")  # train_length 24
+    n = 8 * task.train_length
+    for inputs, targets in examples(task, n):
+        symbols, queries = inputs[:n], inputs[n + 1 :: 2] - (task.n_symbols + 1)
+        assert inputs[n] == task.n_symbols and len(inputs) == task.sequence_length(n)
+        assert len(queries) == task.n_queries and ((0 <= queries) & (queries < task.train_length)).all()
+        scored = targets[targets != IGNORE]
+        assert (scored == symbols[queries]).all() and len(scored) == task.n_queries
+    assert task.vocab_size == task.n_symbols + 1 + task.train_length + 1
+
+
+def motif_positions(sequence, motif):
+    return [i for i in range(len(sequence) - len(motif) + 1) if list(sequence[i : i + len(motif)]) == list(motif)]
+
+
+def test_long_range_motifs_appear_once_and_labels_follow_order_and_distance():
+    task = tasks.get("long_range")
+    labels = []
+    for sequence, label in examples(task, 96, count=200):
+        (a,), (b,) = motif_positions(sequence, to_ids(MOTIFS[0])), motif_positions(sequence, to_ids(MOTIFS[1]))
+        assert label == 2 * (a < b) + (abs(a - b) >= 48)
+        labels.append(label)
+    assert sorted(np.bincount(labels))[0] >= 30  # all four classes drawn, roughly balanced
+
+
+def test_digits_file_is_sklearns_dataset():
+    from posbench.tasks.digits_2d import load_digits
+
+    images, labels = load_digits()
+    assert images.shape == (1797, 8, 8) and images.min() == 0 and images.max() == 16
+    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]  # the dataset's class counts
+    assert images[0, 0].tolist() == [0, 0, 5, 13, 9, 1, 0, 0] and labels[:3].tolist() == [0, 1, 2]
+
+
+def test_digit_patches_reassemble_the_image():
+    from posbench.tasks.digits_2d import load_digits, to_patches
+
+    images = load_digits()[0][:5]
+    patches = to_patches(images)  # (5, 16, 4)
+    rebuilt = np.zeros_like(images)
+    for t in range(16):
+        row, col = divmod(t, 4)
+        rebuilt[:, 2 * row : 2 * row + 2, 2 * col : 2 * col + 2] = patches[:, t].reshape(5, 2, 2)
+    assert (rebuilt == images).all()
+
+
+def test_digits_split_and_batches():
+    from posbench.tasks.digits_2d import splits
+
+    task = tasks.get("digits_2d")
+    (train_x, _), (test_x, test_y) = splits()
+    assert len(train_x) + len(test_x) == 1797 and len(test_x) == 359
+    assert task.model_options() == {"patch_dim": 4, "n_classes": 10, "causal": False, "grid": (4, 4)}
+    batches = list(task.eval_batches(16))
+    assert sum(len(b.targets) for b in batches) == 359 and batches[0].inputs.shape[1:] == (16, 4)
+    assert torch.equal(torch.cat([b.targets for b in batches])[:, 0], torch.from_numpy(test_y))
+    with pytest.raises(ValueError, match="digits_2d has one length"):
+        tasks.get("digits_2d", train_length=32)
+
+
+def test_code_split_never_puts_one_file_on_both_sides():
+    files = source_files(None)
+    train, test = split_files(files, 10)
+    assert len(files) > 100 and set(train).isdisjoint(test) and sorted(train + test) == files
+    assert 0.03 < len(test) / len(files) < 0.2
+    assert split_files(files, 10) == (train, test)  # stable: by the name's CRC-32, not by chance
+
+
+def test_prose_override_vocabulary_and_windows(tmp_path: Path):
+    path = tmp_path / "text.txt"
+    path.write_text("abcab" * 200 + "z" * 50)  # the test split (last 105 chars) ends in 50 'z', unseen in training
+    task = tasks.get("lm_prose", data=str(path), train_length=8)
+    corpus = task.corpus
+    assert corpus.vocab_size == 4  # UNK, a, b, c
+    assert set(corpus.train.tolist()) == {1, 2, 3} and set(corpus.test.tolist()) == {0, 1, 2, 3}
+    assert (corpus.test == 0).sum() == 50
+    batch = task.train_batch(np.random.default_rng(0), 4)
+    assert batch.inputs.shape == (4, 8) and torch.equal(batch.inputs[:, 1:], batch.targets[:, :-1])
+
+
+def test_builtin_corpora_load():
+    prose, code = tasks.get("lm_prose"), tasks.get("lm_code")
+    assert len(prose.corpus.train) > 300_000 and 80 < prose.corpus.vocab_size < 200
+    assert len(code.corpus.test) > prose.eval_chars
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_batches_have_one_shape_and_fixed_evaluation(name):
+    task = tasks.get(name)
+    batch = task.train_batch(np.random.default_rng(0), 4)
+    assert batch.inputs.shape[0] == batch.targets.shape[0] == 4
+    assert batch.targets.shape[1] in (1, batch.inputs.shape[1])
+    longest = task.eval_lengths()[-1]
+    first, again = next(iter(task.eval_batches(longest))), next(iter(task.eval_batches(longest)))
+    assert torch.equal(first.inputs, again.inputs) and torch.equal(first.targets, again.targets)
+    assert first.inputs.shape[1] == task.sequence_length(longest)
