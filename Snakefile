@@ -16,6 +16,7 @@ if not workflow.overwrite_configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/probe.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

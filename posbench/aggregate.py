@@ -6,6 +6,7 @@ Tables (CSV and Parquet) under the output folder:
 * ``cost``           one row per profile record: parameters, FLOPs, latency (ms), memory (MiB);
 * ``accuracy``       one row per train record: the primary metric at the training length;
 * ``extrapolation``  one row per (train record, evaluation length);
+* ``probe``          one row per (probe record, target, probe): token/position recovery and geometry;
 * ``meta.json``      machines, code versions (and whether they are mixed), environments.
 """
 
@@ -101,6 +102,30 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     return accuracy, extrapolation
 
 
+def probe_rows(record: dict) -> list[dict]:
+    """One row per (target, probe) of a probe record: held-out accuracy (``value``) beside chance, the
+    information bound, and the cell's geometry; a failed cell is one row with its reason."""
+    cfg, embedding, shape = record["config"], record.get("embedding") or {}, record.get("geometry") or {}
+    training = embedding.get("training") or {}
+    angles = shape.get("principal_angles_deg") or [None]
+    cell = {**_common(record), "embedding": cfg.get("embedding"), "encoding": cfg.get("encoding"),
+            "family": record.get("family"), "combine": record.get("combine"), "d_model": cfg.get("d_model"),
+            "width": record.get("width"), "token_width": record.get("token_width"),
+            "position_width": record.get("position_width"), "vocab": record.get("vocab", cfg.get("vocab")),
+            "seq_len": cfg.get("seq_len"), "seed": cfg.get("seed"),
+            "train_steps": training.get("steps"), "train_bits_per_char": training.get("held_out_bits_per_char"),
+            "token_rms_norm": embedding.get("token_rms_norm"), "position_rms_norm": embedding.get("position_rms_norm"),
+            "k_token": shape.get("k_token"), "k_position": shape.get("k_position"),
+            "subspace_overlap": shape.get("subspace_overlap"), "min_principal_angle_deg": angles[0],
+            "position_energy_in_token_subspace": shape.get("position_energy_in_token_subspace"),
+            "random_subspace_energy": shape.get("random_subspace_energy"),
+            "wall_time_s": (record.get("wall_time_s") or {}).get("total")}
+    results = record.get("recovery") or [{}]
+    return [{**cell, "target": r.get("target"), "probe": r.get("probe"), "value": r.get("accuracy"),
+             "chance": r.get("chance_accuracy"), "ce_bits": r.get("ce_bits"), "entropy_bits": r.get("entropy_bits"),
+             "mi_bits": r.get("mi_lower_bound_bits")} for r in results]
+
+
 def _metric(evaluation: dict | None, name: str | None):
     if evaluation is None or name is None:
         return None
@@ -118,8 +143,10 @@ def aggregate(root: Path, out: Path) -> dict:
             accuracy, extrapolation = train_rows(record)
             tables["accuracy"].append(accuracy)
             tables["extrapolation"].extend(extrapolation)
+        elif record["kind"] == "probe":
+            tables["probe"].extend(probe_rows(record))
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("cost", "accuracy", "extrapolation"):
+    for name in ("cost", "accuracy", "extrapolation", "probe"):
         frame = pd.DataFrame(tables[name])
         _atomic(out / f"{name}.csv", lambda p: frame.to_csv(p, index=False))
         _atomic(out / f"{name}.parquet", lambda p: frame.to_parquet(p, index=False))

@@ -2,7 +2,7 @@
 
 The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
 with one line naming the key and what is allowed, before any job runs) and takes the record paths
-from :func:`profile_records` and :func:`train_records`.
+from :func:`profile_records`, :func:`train_records` and :func:`probe_records`.
 """
 
 from __future__ import annotations
@@ -107,9 +107,12 @@ def _check_names(config: dict) -> None:
     if learned and profile["max_len"] is not None and profile["max_len"] < longest:
         raise ConfigError(f"config key 'profile.max_len': learned table of {profile['max_len']} rows is shorter "
                           f"than profile.seq_lens up to {longest}; set it >= {longest} or null")
-    if not profile_cells(config) and not train_cells(config):
-        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes and train.tasks × seeds "
-                          "select no cell; list at least one")
+    from posbench.probe import probe_encodings
+
+    _check_members("probe.encodings", config["probe"]["encodings"], probe_encodings())
+    if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
+        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks × seeds and "
+                          "probe.encodings × widths select no cell; list at least one")
 
 
 def _check_members(key: str, values, allowed, single: bool = False) -> None:
@@ -159,8 +162,20 @@ def train_cells(config: dict) -> list[dict]:
             for task, names in t["tasks"].items() for e in names for seed in t["seeds"]]
 
 
+def probe_cells(config: dict) -> list[dict]:
+    """Random embeddings over ``vocabs``; trained ones over lm_prose's vocabulary (``tokens`` names which)."""
+    p = config["probe"]
+    random = [dict(embedding="random", tokens=f"V{v}", encoding=e, seq_len=L, d_model=d, seed=s)
+              for e, d, v, L, s in product(p["encodings"], p["random_widths"], p["vocabs"], p["seq_lens"], p["seeds"])]
+    trained = [dict(embedding="trained", tokens="lm_prose", encoding=e, seq_len=L, d_model=d, seed=s)
+               for e, d, L, s in product(p["encodings"], p["trained_widths"], p["seq_lens"], p["seeds"])]
+    return random + trained
+
+
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
 TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/seed{seed}.json"
+PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
+                "seed{seed}.json")
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:
@@ -171,3 +186,8 @@ def profile_records(config: dict, devices: list[str]) -> list[str]:
 def train_records(config: dict) -> list[str]:
     base = dict(results=config["results"], machine=machine_label(config))
     return [TRAIN_RECORD.format(**base, **cell) for cell in train_cells(config)]
+
+
+def probe_records(config: dict) -> list[str]:
+    base = dict(results=config["results"], machine=machine_label(config))
+    return [PROBE_RECORD.format(**base, **cell) for cell in probe_cells(config)]

@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from posbench.workflow import probe_cells, validate_config
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -46,8 +48,11 @@ def test_smoke_sweep_writes_every_record_and_table(smoke):
     assert set(cost["status"]) == {"ok"} and set(accuracy["status"]) == {"ok"}
     assert (cost["flops_analytic"] > 0).all() and (cost["latency_median_ms"] > 0).all()
     assert accuracy["value"].notna().all()
+    n_probe = len(probe_cells(validate_config(preset)))
+    assert set(pd.read_csv(results / "tables" / "probe.csv")["status"]) == {"ok"}
     meta = json.loads((results / "tables" / "meta.json").read_text())
-    assert meta["n_records"] == n_profile + n_train and not meta["unreadable"]
+    assert meta["n_records"] == n_profile + n_train + n_probe and not meta["unreadable"]
+    assert (results / "report.pdf").stat().st_size > 0
 
 
 def test_rerun_with_nothing_changed_runs_no_job(smoke):
@@ -76,15 +81,19 @@ def test_sigkill_halfway_then_resume_keeps_finished_records(tmp_path):
     records = tmp_path / "results" / "records"
     sweep = snakemake(tmp_path, "--configfile", str(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
-    while len(list(records.rglob("*.json"))) < 3 and time.time() < deadline and sweep.poll() is None:
+
+    def finished():
+        # a job killed after its record landed but before Snakemake saw it exit is re-run: not "finished"
+        unfinished = incomplete_outputs(tmp_path)
+        return {p: b for p, b in record_bytes(records).items() if p.resolve() not in unfinished}
+
+    while len(finished()) < 3 and time.time() < deadline and sweep.poll() is None:
         time.sleep(0.2)
     os.killpg(sweep.pid, signal.SIGKILL)  # Snakemake and the jobs it started, mid-sweep
     sweep.wait()
-    # a job killed after its record landed but before Snakemake saw it exit is re-run: not "finished"
-    unfinished = incomplete_outputs(tmp_path)
-    finished = {p: b for p, b in record_bytes(records).items() if p.resolve() not in unfinished}
-    assert 3 <= len(finished) < 9, "the kill must land halfway through the sweep"
-    for path in finished:
+    done = finished()
+    assert 3 <= len(done) < 9, "the kill must land halfway through the sweep"
+    for path in done:
         json.loads(path.read_text())  # complete, valid JSON: writes are atomic
 
     assert snakemake(tmp_path, "--configfile", str(config), "--unlock").returncode == 0
@@ -92,6 +101,6 @@ def test_sigkill_halfway_then_resume_keeps_finished_records(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = record_bytes(records)
     assert len(after) == 9
-    assert all(after[path] == content for path, content in finished.items()), "finished records were rewritten"
+    assert all(after[path] == content for path, content in done.items()), "finished records were rewritten"
     ran = len(re.findall(r"Job \d+: train ", resumed.stdout + resumed.stderr))
-    assert ran == 9 - len(finished)
+    assert ran == 9 - len(done)

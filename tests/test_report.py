@@ -148,13 +148,18 @@ def test_computed_claims_have_reference_values(tmp_path):
 
 
 def test_probe_table_decides_the_information_claim(tmp_path):
-    rows = [{"status": "ok", "combine": combine, "width": width, "target": target, "seed": seed,
-             "value": 0.95 + noise(seed, 0.01) - (0.2 if combine == "add" and width == 16 else 0)}
-            for combine in ("add", "concat") for width in (16, 64) for target in ("token", "position") for seed in SEEDS]
+    rows = [{"status": "ok", "combine": combine, "d_model": d, "embedding": "random", "probe": probe,
+             "target": target, "seed": seed,
+             "value": 0.95 + noise(seed, 0.01) - (0.2 if combine == "add" and d == 16 and probe == "linear" else 0)}
+            for combine in ("add", "concat_fixed", "concat") for d in (16, 64) for target in ("token", "position")
+            for probe in ("linear", "mlp") for seed in SEEDS]
     pd.DataFrame(rows).to_csv(tmp_path / "probe.csv", index=False)
-    assert claims.claim_information(data.load(tmp_path)).verdict == verdicts.NOT_SUPPORTED
-    pd.DataFrame([r for r in rows if r["width"] == 64]).to_csv(tmp_path / "probe.csv", index=False)
+    claim = claims.claim_information(data.load(tmp_path))
+    assert claim.verdict == verdicts.NOT_SUPPORTED and "d16 0.75/0.95" in claim.ours
+    pd.DataFrame([r for r in rows if r["d_model"] == 64]).to_csv(tmp_path / "probe.csv", index=False)
     assert claims.claim_information(data.load(tmp_path)).verdict == verdicts.SUPPORTED
+    pd.DataFrame([r for r in rows if r["d_model"] == 64 and r["seed"] < 2]).to_csv(tmp_path / "probe.csv", index=False)
+    assert claims.claim_information(data.load(tmp_path)).verdict == verdicts.INCONCLUSIVE
 
 
 # ----- the PDF -----------------------------------------------------------------------------------

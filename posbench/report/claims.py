@@ -225,31 +225,38 @@ def claim_sinusoidal_extrapolation(tables: Tables) -> Claim:
 
 
 # ----- 8. information kept -----------------------------------------------------------------------
-PROBE_COLUMNS = ("combine", "width", "target", "value")
+PROBE_COLUMNS = ("combine", "d_model", "embedding", "probe", "target", "value")
 
 
 def claim_information(tables: Tables) -> Claim:
+    """Add vs the fixed-width concat at the same d (the same vector width, so a fair test of whether
+    adding loses something concatenating keeps), read out by a linear probe, per embedding kind."""
     article = "Adding does not lose information"
     rule = ("supported when a linear probe recovers token identity and position from E+P within the seed "
-            "spread of [E;P] at every width (>= 3 seeds)")
+            "spread of the fixed-width concat [E;P] at the same d, at every d and for every embedding (>= 3 seeds)")
     if (why := tables.missing("probe", *PROBE_COLUMNS)):
         return Claim(article, f"not measured yet: {why}", "", INCONCLUSIVE, rule)
-    summary = seed_summary(tables.ok("probe", *PROBE_COLUMNS), ["target", "width", "combine"])
+    linear = tables.ok("probe", *PROBE_COLUMNS).query("probe == 'linear'")
+    summary = seed_summary(linear, ["embedding", "target", "d_model", "combine"])
     findings = []
-    for (target, width), cell in summary.groupby(["target", "width"]):
-        by = cell.set_index("combine")
-        if not {"add", "concat"} <= set(by.index) or by["n"].min() < MIN_SEEDS:
-            findings.append(Finding(INCONCLUSIVE, f"{target} @ {width}: missing side or < {MIN_SEEDS} seeds"))
-            continue
-        lost = by.loc["concat", "mean"] - by.loc["add", "mean"]
-        kept = lost <= max(by["spread"])
-        findings.append(Finding(SUPPORTED if kept else NOT_SUPPORTED,
-                                f"{target} @ width {width}: add {by.loc['add', 'mean']:#.4g} vs concat "
-                                f"{by.loc['concat', 'mean']:#.4g}"))
+    for (embedding, target), rows in summary.groupby(["embedding", "target"]):
+        verdicts_here, gaps = [], []
+        for d_model, cell in rows.groupby("d_model"):
+            by = cell.set_index("combine")
+            if not {"add", "concat_fixed"} <= set(by.index) or by["n"].min() < MIN_SEEDS:
+                verdicts_here.append(INCONCLUSIVE)
+                continue
+            add, concat = by.loc["add", "mean"], by.loc["concat_fixed", "mean"]
+            verdicts_here.append(SUPPORTED if concat - add <= max(by["spread"]) else NOT_SUPPORTED)
+            gaps.append(f"d{d_model} {add:.2f}/{concat:.2f}")
+        verdict = (NOT_SUPPORTED if NOT_SUPPORTED in verdicts_here else
+                   SUPPORTED if verdicts_here and INCONCLUSIVE not in verdicts_here else INCONCLUSIVE)
+        findings.append(Finding(verdict, f"{target}, {embedding} embeddings (add/fixed concat): "
+                                         + (", ".join(gaps) or f"< {MIN_SEEDS} seeds")))
     conclusive = [f for f in findings if f.verdict != INCONCLUSIVE]
     verdict = (INCONCLUSIVE if not conclusive else
                NOT_SUPPORTED if any(f.verdict == NOT_SUPPORTED for f in conclusive) else SUPPORTED)
-    return Claim(article, "measured: " + "; ".join(f.evidence for f in findings), "", verdict, rule)
+    return Claim(article, "measured, linear probe: " + "; ".join(f.evidence for f in findings), "", verdict, rule)
 
 
 CLAIMS = (claim_concat_cost, claim_learned_vs_sinusoidal, claim_periods, claim_shift_linearity, claim_t5,

@@ -7,11 +7,12 @@ rule aggregate:
     input:
         PROFILE_RECORDS,
         TRAIN_RECORDS,
+        PROBE_RECORDS,
     output:
         TABLES,
         expand(
             f"{RESULTS}/tables/{{table}}.parquet",
-            table=["cost", "accuracy", "extrapolation"],
+            table=["cost", "accuracy", "extrapolation", "probe"],
         ),
     log:
         f"{RESULTS}/logs/aggregate.log",

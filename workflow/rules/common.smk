@@ -21,8 +21,10 @@ if DROPPED:
     )
 PROFILE_RECORDS = pw.profile_records(config, DEVICES)
 TRAIN_RECORDS = pw.train_records(config)
+PROBE_RECORDS = pw.probe_records(config)
 TABLES = expand(
-    f"{RESULTS}/tables/{{table}}.csv", table=["cost", "accuracy", "extrapolation"]
+    f"{RESULTS}/tables/{{table}}.csv",
+    table=["cost", "accuracy", "extrapolation", "probe"],
 )
 
 
