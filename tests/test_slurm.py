@@ -89,7 +89,7 @@ def run_workflow_on_slurm(snakefile_dir_or_repo, extra_args, timeout_s):
 
 def sbatch_calls(log, rule):
     """The `sbatch` command lines the plugin logged for `rule`'s jobs."""
-    return re.findall(rf"sbatch call: (sbatch .*--comment rule_{rule}\b.*)", log)
+    return re.findall(rf"sbatch call: (sbatch .*--comment rule_{rule}(?:_wildcards_\S*)?\s.*)", log)
 
 
 def slurm_job_states(log):
