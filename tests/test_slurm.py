@@ -182,13 +182,13 @@ def test_smoke_preset_on_slurm_gives_the_cells_of_a_local_run(smoke_run):
     import yaml
 
     from posbench import records
-    from posbench.workflow import profile_records, resolve_devices, train_records, validate_config
+    from posbench.workflow import probe_records, profile_records, resolve_devices, train_records, validate_config
 
     returncode, log, workdir = smoke_run
     assert returncode == 0, log[-5000:]
     config = validate_config(yaml.safe_load((REPO / "workflow" / "smoke.yaml").read_text()))
     devices, _ = resolve_devices(config["devices"])
-    expected = {workdir / p for p in profile_records(config, devices) + train_records(config)}
+    expected = {workdir / p for p in profile_records(config, devices) + train_records(config) + probe_records(config)}
     written = set((workdir / config["results"] / "records").rglob("*.json"))
     assert written == expected
     assert {records.read_record(p)["status"] for p in written} == {"ok"}
