@@ -104,3 +104,17 @@ def test_sigkill_halfway_then_resume_keeps_finished_records(tmp_path):
     assert all(after[path] == content for path, content in done.items()), "finished records were rewritten"
     ran = len(re.findall(r"Job \d+: train ", resumed.stdout + resumed.stderr))
     assert ran == 9 - len(done)
+
+
+def test_snakemake_report_has_every_figure_with_its_caption(smoke):
+    results, _ = smoke
+    html = results.parent.parent / "report.html"
+    run = snakemake(results.parent.parent, "--configfile", str(ROOT / "workflow" / "smoke.yaml"), "--report", str(html))
+    assert run.returncode == 0, run.stderr[-3000:]
+    text = html.read_text(errors="replace")
+    words = " ".join(re.findall(r"[A-Za-z0-9]+", text))
+    for caption in sorted((ROOT / "workflow" / "report").glob("*.rst")):
+        opening = " ".join(re.findall(r"[A-Za-z0-9]+", caption.read_text())[:3])
+        assert opening in words, f"caption {caption.name} missing from the HTML report"
+    for figure in (results / "plots").glob("*.png"):
+        assert figure.name in text

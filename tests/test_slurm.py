@@ -143,7 +143,7 @@ def test_over_memory_job_is_killed_and_reported(fixture_run):
 def test_resources_reach_sbatch(fixture_run):
     _, log, _ = fixture_run
     (cpu_call,) = sbatch_calls(log, "help")
-    assert " --mem 500 " in cpu_call and " -t 30 " in cpu_call, cpu_call
+    assert " --mem 1500 " in cpu_call and " -t 30 " in cpu_call, cpu_call
     assert " --cpus-per-task=1 " in cpu_call and " --ntasks=1 " in cpu_call, cpu_call
     (two_thread_call,) = sbatch_calls(log, "help_lines")
     assert " --cpus-per-task=2 " in two_thread_call, two_thread_call
