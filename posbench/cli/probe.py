@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from posbench import records
+from posbench.cli import write_and_exit_code
 from posbench.probe import EMBEDDINGS, ProbeConfig, check, probe, probe_encodings
 
 HELP = ("probe one encoding × width × vocabulary × length × seed: token and position recovery (linear, MLP), "
@@ -60,8 +60,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"posbench probe: error: {error}", file=sys.stderr)
         return 2
     record = probe(config)
-    records.write_record(args.out, record)
-    if record["status"] != "ok":
-        print(f"posbench probe: {record['status']}: {record['reason']}", file=sys.stderr)
-        return 1
-    return 0
+    return write_and_exit_code("probe", args.out, record)

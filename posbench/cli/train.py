@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from posbench import encodings, records, tasks
+from posbench import encodings, tasks
+from posbench.cli import write_and_exit_code
 from posbench.model import SIZES
 from posbench.train import TrainConfig, resolve, train
 
@@ -62,8 +63,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"posbench train: error: {error}", file=sys.stderr)
         return 2
     record = train(config)
-    records.write_record(args.out, record)
-    if record["status"] != "ok":
-        print(f"posbench train: {record['status']}: {record['reason']}", file=sys.stderr)
-        return 1
-    return 0
+    return write_and_exit_code("train", args.out, record)
