@@ -17,9 +17,10 @@ The convention
 * FLOPs = 2 × multiply-adds for every matmul: the q/k/v and output projections, ``q·kᵀ``,
   ``attn·v``, the feed-forward, the output head and (patch inputs) the patch embedding.
 * Floating-point elementwise arithmetic between two tensors (``add``, ``sub``, ``mul``) costs one
-  FLOP per output element. In this model that is exactly the encoding's own work (the embedding
-  add ``E + P``, RoPE's rotation ``x·cos + rot(x)·sin``, the logit-bias add inside attention) plus
-  the two residual adds per block. An op with a constant operand (SDPA's internal ``1/√d`` scale,
+  FLOP per real output element; a complex multiply costs 6 (4 real multiplies, 2 adds), a complex
+  add 2. In this model that is exactly the encoding's own work (the embedding add ``E + P``, RoPE's
+  rotation — one complex multiply per pair of dimensions, 3 FLOPs per rotated element — and the
+  logit-bias add inside attention) plus the two residual adds per block. An op with a constant operand (SDPA's internal ``1/√d`` scale,
   which a fused kernel hides), negation and integer index arithmetic are free.
 * Not counted by any of the three: softmax, layer norms, activations, reductions (mean-pooling,
   the batch-sum of a broadcast gradient), gathers and copies (embedding lookup, concat, index).
@@ -40,7 +41,7 @@ The convention
   needs no gradient (1×); attention backward is 4 matmuls (2× forward) on every kernel, so a
   flash kernel's recomputation of ``q·kᵀ`` is not counted (torch's stock formula counts it; we
   replace it so the figure does not depend on which kernel ran). Elementwise backward: RoPE
-  2 mul + 1 add per rotated element, one gradient-accumulation add per residual branch point
+  one complex multiply by the conjugate turn (3 FLOPs per rotated element), one gradient-accumulation add per residual branch point
   (2 per block) and, for a trainable bias shared by all layers (T5), ``n_layers − 1``
   accumulation adds of its gradient, the size of the bias as attention holds it (the
   ``(h, 2L − 1)`` table of a relative bias, else the ``(h, L, L)`` mask). The loss is not
@@ -67,6 +68,7 @@ from posbench.encodings import PositionalEncoding
 from posbench.model import ModelConfig, Transformer, build_model
 
 MODES = ("infer", "train")
+ELEMENTWISE_OPS = ("add", "sub", "mul")  # the arithmetic the convention counts, each also in place
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "embedding": forward["embedding"],  # weight gradient only: the input needs none
         "position_input": 0,  # the add passes its gradient through
         "projections": 2 * forward["projections"],
-        "rotation": forward["rotation"],  # 2 mul + 1 accumulation add per element
+        "rotation": forward["rotation"],  # the gradient turned back: one complex multiply per pair
         "attention_scores": 2 * forward["attention_scores"],
         "attention_bias": (n - 1) * bias_held if bias_trainable else 0,  # one bias for all layers
         "attention_values": 2 * forward["attention_values"],
@@ -180,9 +182,16 @@ def _attention_flops(q_shape, k_shape, v_shape, bias_shape) -> int:
     return _attention_matmul_flops(q_shape, k_shape, v_shape) + (logits if _is_tensor(bias_shape) else 0)
 
 
-def _elementwise_flops(a_shape, b_shape, out_shape, floating: bool) -> int:
-    """One FLOP per floating-point output element when both operands are tensors; a constant operand is free."""
-    return math.prod(out_shape) if floating and _is_tensor(a_shape) and _is_tensor(b_shape) else 0
+def _elementwise_flops(a_shape, b_shape, out_shape, per_element: int) -> int:
+    """``per_element`` FLOPs per output element when both operands are tensors; a constant operand is free."""
+    return math.prod(out_shape) * per_element if _is_tensor(a_shape) and _is_tensor(b_shape) else 0
+
+
+def _flops_per_element(dtype: torch.dtype, op: str) -> int:
+    """Real arithmetic: 1 (integers: 0). Complex: a multiply is 4 real multiplies and 2 adds, an add 2 adds."""
+    if dtype.is_complex:
+        return 6 if op == "mul" else 2
+    return 1 if dtype.is_floating_point else 0
 
 
 def _is_tensor(shape) -> bool:
@@ -191,11 +200,12 @@ def _is_tensor(shape) -> bool:
 
 
 # ----- torch.utils.flop_counter ------------------------------------------------------------------
-def _torch_elementwise(a, b=None, *args, out_val=None, **kwargs) -> int:
-    return _elementwise_flops(_shape(a), _shape(b), out_val.shape, out_val.is_floating_point())
+def _torch_elementwise(op: str):
+    def formula(a, b=None, *args, out_val=None, **kwargs) -> int:
+        return _elementwise_flops(_shape(a), _shape(b), out_val.shape, _flops_per_element(out_val.dtype, op))
 
-
-_torch_elementwise._get_raw = True  # FlopCounterMode's flag: pass tensors, not shapes (the dtype matters)
+    formula._get_raw = True  # FlopCounterMode's flag: pass tensors, not shapes (the dtype matters)
+    return formula
 
 
 def _shape(value):
@@ -213,7 +223,8 @@ def _torch_attention_backward(grad_out, q, k, v, *args, out_shape=None, **kwargs
 
 _aten = torch.ops.aten
 TORCH_FORMULAS = {
-    **{op: _torch_elementwise for op in (_aten.add, _aten.add_, _aten.sub, _aten.sub_, _aten.mul, _aten.mul_)},
+    **{getattr(_aten, name + inplace): _torch_elementwise(name)
+       for name in ELEMENTWISE_OPS for inplace in ("", "_")},
     **{op: _torch_attention for op in (
         _aten._scaled_dot_product_flash_attention_for_cpu, _aten._scaled_dot_product_flash_attention,
         _aten._scaled_dot_product_efficient_attention, _aten._scaled_dot_product_cudnn_attention)},
@@ -249,10 +260,13 @@ def _doubled(handle):
     return lambda inputs, outputs: 2 * handle(inputs, outputs)
 
 
-def _fvcore_elementwise(inputs, outputs) -> int:
-    out = outputs[0]
-    return _elementwise_flops(get_shape(inputs[0]), get_shape(inputs[1]), get_shape(out),
-                              out.isCompleteTensor() and out.type().dtype().is_floating_point)
+def _fvcore_elementwise(op: str):
+    def handle(inputs, outputs) -> int:
+        out = outputs[0]
+        per_element = _flops_per_element(out.type().dtype(), op) if out.isCompleteTensor() else 0
+        return _elementwise_flops(get_shape(inputs[0]), get_shape(inputs[1]), get_shape(out), per_element)
+
+    return handle
 
 
 def _fvcore_attention(inputs, outputs) -> int:
@@ -264,8 +278,7 @@ FVCORE_HANDLES = {
     **{op: _doubled(handle) for op, handle in (
         ("aten::addmm", addmm_flop_jit), ("aten::bmm", bmm_flop_jit), ("aten::einsum", einsum_flop_jit),
         ("aten::matmul", matmul_flop_jit), ("aten::mm", matmul_flop_jit), ("aten::linear", linear_flop_jit))},
-    **{op: _fvcore_elementwise for op in ("aten::add", "aten::add_", "aten::sub", "aten::sub_",
-                                          "aten::mul", "aten::mul_")},
+    **{f"aten::{name}{inplace}": _fvcore_elementwise(name) for name in ELEMENTWISE_OPS for inplace in ("", "_")},
     "aten::scaled_dot_product_attention": _fvcore_attention,
 }  # complete: fvcore's defaults are cleared first, which drops its layer-norm count
 

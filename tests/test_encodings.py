@@ -141,14 +141,24 @@ def test_rope_logits_depend_only_on_offset(float64):
 
 
 def test_rope_matches_complex_rotation_reference(float64):
-    """Halves pairing: dims (i, i + d/2) form the complex number x_i + i·x_{i+d/2}, turned by pos·θ_i."""
+    """Neighbour pairing: dims (2i, 2i+1) form the complex number x_2i + i·x_2i+1, turned by pos·θ_i."""
     d_head, L = 16, 9
     enc = build("rope", d_model=d_head * 2, n_heads=2, max_len=L)
     x = torch.randn(L, d_head)
     theta = 10000.0 ** (-torch.arange(0, d_head, 2) / d_head)
-    z = torch.complex(x[:, : d_head // 2], x[:, d_head // 2:]) * torch.polar(
+    z = torch.complex(x[:, 0::2], x[:, 1::2]) * torch.polar(
         torch.ones(L, d_head // 2), torch.arange(L)[:, None] * theta)
-    assert torch.allclose(enc.rotate(x, torch.arange(L)), torch.cat([z.real, z.imag], -1), atol=1e-12)
+    assert torch.allclose(enc.rotate(x, torch.arange(L)), torch.stack([z.real, z.imag], -1).flatten(-2),
+                          atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rope_rotates_half_precision_in_float32_and_keeps_its_dtype(dtype):
+    enc = build("rope", d_model=64, n_heads=4, max_len=16)
+    x = torch.randn(2, 4, 16, 16).to(dtype)
+    rotated = enc.rotate(x, torch.arange(16))
+    assert rotated.dtype == dtype
+    assert torch.equal(rotated, enc.rotate(x.float(), torch.arange(16)).to(dtype))
 
 
 def test_rope_preserves_norms(float64):
