@@ -161,6 +161,16 @@ def test_rope_rotates_half_precision_in_float32_and_keeps_its_dtype(dtype):
     assert torch.equal(rotated, enc.rotate(x.float(), torch.arange(16)).to(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_still_rotates_after_the_module_is_cast(dtype):
+    """``Module.to(dtype)`` casts buffers; the rotation must survive it (a complex buffer would lose its sines)."""
+    enc = build("rope", d_model=64, n_heads=4, max_len=16)
+    x = torch.randn(4, 16, 16)
+    expected = enc.rotate(x, torch.arange(16))
+    cast = build("rope", d_model=64, n_heads=4, max_len=16).to(dtype)
+    assert torch.allclose(cast.rotate(x, torch.arange(16)), expected, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
+
+
 def test_rope_preserves_norms(float64):
     enc = build("rope", max_len=32)
     x = torch.randn(2, 4, 32, 8)

@@ -22,7 +22,11 @@ ROPE_BASE = 10000.0
 class RotaryAngles(nn.Module):
     """Unit complex numbers ``exp(i · pos · base^(-2i/width))``, cached for ``max_len`` positions,
     computed beyond. The rows for the last positions tensor are kept, so the q and k of every layer
-    share one lookup."""
+    share one lookup.
+
+    The cache is a real buffer ``(max_len, width/2, 2)`` (real and imaginary parts): ``Module.to(dtype)``
+    casts a complex buffer to a real dtype by dropping its imaginary part, which would silently turn
+    every rotation into a scaling."""
 
     def __init__(self, width: int, max_len: int, base: float = ROPE_BASE):
         super().__init__()
@@ -30,7 +34,8 @@ class RotaryAngles(nn.Module):
             raise ValueError(f"rotary width must be even, got {width}")
         inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width/2,)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.register_buffer("turns", self._turns(torch.arange(max_len)), persistent=False)  # (max_len, width/2)
+        turns = torch.view_as_real(self._turns(torch.arange(max_len)))  # (max_len, width/2, 2)
+        self.register_buffer("turns", turns, persistent=False)
         self.max_len = max_len
         self._rows: tuple[torch.Tensor, tuple, torch.Tensor] | None = None
 
@@ -42,7 +47,8 @@ class RotaryAngles(nn.Module):
         if self._rows is not None and self._rows[0] is positions and self._rows[1] == state:
             return self._rows[2]
         if positions.numel() and int(positions.max()) < self.max_len:
-            rows = self.turns[positions]
+            cached = self.turns[positions]  # (L, width/2, 2), in the model's dtype
+            rows = torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
         else:
             rows = self._turns(positions)
         self._rows = (positions, state, rows)
