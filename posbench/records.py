@@ -50,13 +50,17 @@ def validate(record: dict) -> dict:
 
 def write_record(path: str | os.PathLike, record: dict) -> Path:
     """Validate, then write atomically: readers see the old file, or the new one whole."""
-    validate(record)
+    return write_json(path, validate(record))
+
+
+def write_json(path: str | os.PathLike, document: dict) -> Path:
+    """Write ``document`` atomically (a temporary file beside it, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
+            json.dump(document, f, indent=1, sort_keys=True)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())

@@ -172,22 +172,49 @@ def probe_cells(config: dict) -> list[dict]:
     return random + trained
 
 
+# A record per cell; a job per batch of cells (posbench.batch), whose only declared output is its manifest.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
 TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/seed{seed}.json"
 PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
                 "seed{seed}.json")
+PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}.json"  # all lengths
+TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}.json"  # all seeds
+PROBE_BATCH = "{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}.json"  # widths × seeds
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:
-    base = dict(results=config["results"], machine=machine_label(config))
-    return [PROFILE_RECORD.format(**base, **cell) for cell in profile_cells(config, devices)]
+    return _paths(PROFILE_RECORD, config, profile_cells(config, devices))
 
 
 def train_records(config: dict) -> list[str]:
-    base = dict(results=config["results"], machine=machine_label(config))
-    return [TRAIN_RECORD.format(**base, **cell) for cell in train_cells(config)]
+    return _paths(TRAIN_RECORD, config, train_cells(config))
 
 
 def probe_records(config: dict) -> list[str]:
+    return _paths(PROBE_RECORD, config, probe_cells(config))
+
+
+def batch_manifests(config: dict, devices: list[str]) -> list[str]:
+    """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
+    return (_paths(PROFILE_BATCH, config, profile_cells(config, devices))
+            + _paths(TRAIN_BATCH, config, train_cells(config)) + _paths(PROBE_BATCH, config, probe_cells(config)))
+
+
+def probe_widths(config: dict, embedding: str) -> list[int]:
+    return config["probe"]["random_widths" if embedding == "random" else "trained_widths"]
+
+
+def _paths(template: str, config: dict, cells: list[dict]) -> list[str]:
+    """``template`` for each cell, in order, each path once (a batch template names several cells once)."""
     base = dict(results=config["results"], machine=machine_label(config))
-    return [PROBE_RECORD.format(**base, **cell) for cell in probe_cells(config)]
+    return list(dict.fromkeys(template.format(**base, **cell) for cell in cells))
+
+
+def record_template(template: str, **known) -> str:
+    """``template`` with ``known`` fields filled and the others left as ``{field}``: a batch's ``--out``."""
+    return template.format_map(_KeepUnknown(known))
+
+
+class _KeepUnknown(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posbench.workflow import ConfigError, profile_records, resolve_devices, train_records, validate_config
+from posbench.workflow import (TRAIN_RECORD, ConfigError, batch_manifests, profile_records, record_template,
+                               resolve_devices, train_records, validate_config)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +70,19 @@ def test_defaults_are_filled_and_cells_derived():
         "results/records/laptop/profile/cpu/infer/tiny/rope/L64.json",
         "results/records/laptop/profile/cuda/infer/tiny/rope/L64.json"]
     assert train_records(cfg) == ["results/records/laptop/train/reverse/tiny/rope/seed0.json"]
+
+
+def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
+    cfg = validate_config({**config(), "machine": "laptop", "probe": {"encodings": ["sinusoidal"],
+                           "random_widths": [16, 32], "trained_widths": [], "seeds": [0, 1]}})
+    cfg["profile"]["seq_lens"] = [64, 128]
+    cfg["train"]["seeds"] = [0, 1, 2]
+    assert batch_manifests(cfg, ["cpu"]) == [
+        "results/batches/laptop/profile/cpu/infer/tiny/rope.json",
+        "results/batches/laptop/train/reverse/tiny/rope.json",
+        "results/batches/laptop/probe/random/sinusoidal/V64/L64.json"]
+    assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5")
+            == "r/records/m/train/copy/tiny/t5/seed{seed}.json")
 
 
 def test_explicit_devices_are_kept_auto_drops_what_is_missing():

@@ -1,18 +1,23 @@
 """``python -m posbench probe``: read token and position back out of one encoding's input vectors.
 
-Bad arguments print one line naming the argument and the allowed values, exit 2, and write nothing.
+Several widths and seeds run in one process (:mod:`posbench.batch`), a record per (width, seed); one
+already there for the same config is kept. Bad arguments print one line naming the argument and the
+allowed values, exit 2, and write nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
+from itertools import product
+from pathlib import Path
 
-from posbench.cli import write_and_exit_code
+from posbench import batch
 from posbench.probe import EMBEDDINGS, ProbeConfig, check, probe, probe_encodings
 
-HELP = ("probe one encoding × width × vocabulary × length × seed: token and position recovery (linear, MLP), "
-        "the information bound and the subspace geometry -> a JSON record")
+HELP = ("probe one encoding × vocabulary × length at one or more widths and seeds: token and position recovery "
+        "(linear, MLP), the information bound and the subspace geometry -> a JSON record per width and seed")
 
 
 def _integer(minimum: int):
@@ -31,33 +36,42 @@ def _integer(minimum: int):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", required=True, choices=probe_encodings(), metavar="ENCODING",
                         help=f"one of: {', '.join(probe_encodings())}")
-    parser.add_argument("--d-model", required=True, type=_integer(4), metavar="D",
-                        help="model width d, a multiple of 4 (a naive concat's inputs are d + d wide)")
+    parser.add_argument("--d-model", required=True, type=_integer(4), nargs="+", metavar="D",
+                        help="model width(s) d, each a multiple of 4 (a naive concat's inputs are d + d wide)")
     parser.add_argument("--embedding", default="random", choices=EMBEDDINGS,
                         help="random: Gaussian, matched in norm to the position vectors; trained: from a short "
                              "lm_prose run (default: random)")
     parser.add_argument("--vocab", type=_integer(2), metavar="V",
                         help="tokens of random embeddings (default 64); trained ones use lm_prose's vocabulary")
     parser.add_argument("--seq-len", type=_integer(2), default=64, metavar="L", help="positions 0 … L-1 (default: 64)")
-    parser.add_argument("--seed", type=_integer(0), default=0, help="seed of embeddings, LM run, splits and probes")
+    parser.add_argument("--seed", type=_integer(0), nargs="+", default=[0],
+                        help="seed(s) of embeddings, LM run, splits and probes (default: 0)")
     parser.add_argument("--train-steps", type=_integer(1), default=300,
                         help="trained embeddings: optimizer steps of the lm_prose run (default: 300)")
     parser.add_argument("--train-layers", type=_integer(1), default=1, help="layers of that model (default: 1)")
     parser.add_argument("--max-pairs", type=_integer(16), default=4096,
                         help="(token, position) pairs probed, at most the whole grid (default: 4096)")
     parser.add_argument("--threads", type=_integer(1), default=1, help="torch CPU threads (default: 1)")
-    parser.add_argument("--out", required=True, metavar="PATH.json", help="where the record goes (written atomically)")
+    parser.add_argument("--out", required=True, metavar="PATH.json",
+                        help="where each record goes (written atomically); with several widths or seeds it "
+                             "contains {d_model} and {seed}")
+    parser.add_argument("--manifest", type=Path, metavar="PATH.json",
+                        help="written last: the records of this run and their status (a workflow job's output)")
 
 
 def run(args: argparse.Namespace) -> int:
     vocab = args.vocab if args.vocab is not None or args.embedding == "trained" else 64
-    config = ProbeConfig(encoding=args.encoding, d_model=args.d_model, vocab=vocab, seq_len=args.seq_len,
-                         seed=args.seed, embedding=args.embedding, train_steps=args.train_steps,
-                         train_layers=args.train_layers, max_pairs=args.max_pairs, threads=args.threads)
+    configs = [ProbeConfig(encoding=args.encoding, d_model=d_model, vocab=vocab, seq_len=args.seq_len, seed=seed,
+                           embedding=args.embedding, train_steps=args.train_steps, train_layers=args.train_layers,
+                           max_pairs=args.max_pairs, threads=args.threads)
+               for d_model, seed in product(dict.fromkeys(args.d_model), dict.fromkeys(args.seed))]
     try:
-        check(config)
+        for config in configs:
+            check(config)
+        paths = batch.record_paths(args.out, [{"d_model": c.d_model, "seed": c.seed} for c in configs])
     except ValueError as error:
         print(f"posbench probe: error: {error}", file=sys.stderr)
         return 2
-    record = probe(config)
-    return write_and_exit_code("probe", args.out, record)
+    cells = [batch.Cell(path, asdict(config), lambda config=config: probe(config))
+             for path, config in zip(paths, configs)]
+    return batch.run_cells("probe", cells, args.manifest)

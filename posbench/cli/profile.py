@@ -1,10 +1,12 @@
-"""``python -m posbench profile``: measure one cell and write one JSON record.
+"""``python -m posbench profile``: measure cells and write one JSON record per cell.
 
-A cell is encoding × size × sequence length × device (× batch, dtype, mode). The parent process
-checks the arguments (bad ones: one line on stderr, exit 2, nothing written), writes ``skipped``
-for a device this machine lacks, and otherwise runs :func:`measure_cell` in a fresh process
-(:func:`posbench.measure.run_isolated`), so an out-of-memory — even a kill by the kernel — becomes
-an ``oom`` record. ``ok``, ``oom`` and ``skipped`` exit 0; ``error`` writes its record and exits 1.
+A cell is encoding × size × sequence length × device (× batch, dtype, mode); one call may give
+several lengths (:mod:`posbench.batch`: a length whose record is already there, for the same config,
+is kept). The parent process checks the arguments (bad ones: one line on stderr, exit 2, nothing
+written), writes ``skipped`` for a device this machine lacks, and otherwise runs each cell's
+:func:`measure_cell` in a fresh process (:func:`posbench.measure.run_isolated`), so an
+out-of-memory — even a kill by the kernel — becomes an ``oom`` record and no cell's memory figures
+carry another's. ``ok``, ``oom`` and ``skipped`` exit 0; ``error`` writes its record and exits 1.
 
 Inside the child, in this order: build the model (fixed seed), a memory pass (the first thing
 after the build, so nothing earlier has inflated the baseline), the latency pass, one profiled
@@ -18,15 +20,17 @@ import contextlib
 import os
 import re
 import sys
+from pathlib import Path
 
 import torch
 
-from posbench import encodings, measure, records
+from posbench import batch, encodings, measure, records
 from posbench.attention import choose_path
 from posbench.flops import count_flops
 from posbench.model import SIZES, ModelConfig, build_model, count_params
 
-HELP = "Measure one cell (encoding, size, length, device): latency, memory, FLOPs, parameters -> one JSON record."
+HELP = ("Measure cells (encoding, size, one or more lengths, device): latency, memory, FLOPs, parameters "
+        "-> a JSON record per cell.")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MODES = ("infer", "train")
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d+)?")
@@ -67,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell.add_argument("--encoding", required=True, choices=encodings.names(), metavar="E",
                       help=f"one of: {', '.join(encodings.names())}")
     cell.add_argument("--size", required=True, choices=list(SIZES), metavar="S", help=f"one of: {', '.join(SIZES)}")
-    cell.add_argument("--seq-len", required=True, type=_positive_int, metavar="L", help="tokens per sequence")
+    cell.add_argument("--seq-len", required=True, type=_positive_int, nargs="+", metavar="L",
+                      help="tokens per sequence; several lengths are measured one after another")
     cell.add_argument("--device", default="cpu", type=_device, metavar="D",
                       help=f"{DEVICE_ALLOWED}; one this machine lacks gives a 'skipped' record (default cpu)")
     cell.add_argument("--batch", default=1, type=_positive_int, metavar="B", help="sequences per step (default 1)")
@@ -83,16 +88,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--min-seconds", default=1.0, type=_non_negative_float, metavar="S",
                         help="and timed for at least this long (default 1.0)")
     timing.add_argument("--seed", default=0, type=_non_negative_int, help="weights and inputs (default 0)")
-    parser.add_argument("--out", required=True, metavar="PATH.json", help="where the record goes (written atomically)")
+    parser.add_argument("--out", required=True, metavar="PATH.json",
+                        help="where each record goes (written atomically); with several lengths it contains {seq_len}")
+    parser.add_argument("--manifest", type=Path, metavar="PATH.json",
+                        help="written last: the records of this run and their status (a workflow job's output)")
     parser.epilog = ("Status ok, oom (a failed allocation or a kill of the measuring process) and skipped (a device "
                      "this machine lacks) exit 0; error writes its record and exits 1; a bad argument writes "
                      "nothing and exits 2.")
 
 
-def cell_config(args: argparse.Namespace) -> dict:
+def cell_config(args: argparse.Namespace, seq_len: int) -> dict:
     """The inputs that define a cell: the record's ``config``, hashed into ``config_hash``."""
-    return {"encoding": args.encoding, "size": args.size, "seq_len": args.seq_len,
-            "max_len": args.max_len or args.seq_len, "device": args.device, "batch": args.batch,
+    return {"encoding": args.encoding, "size": args.size, "seq_len": seq_len,
+            "max_len": args.max_len or seq_len, "device": args.device, "batch": args.batch,
             "dtype": args.dtype, "mode": args.mode, "threads": args.threads, "warmup": args.warmup,
             "min_repeats": args.min_repeats, "min_seconds": args.min_seconds, "seed": args.seed}
 
@@ -135,13 +143,23 @@ def missing_device(device: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cell = cell_config(args)
-    problem = length_problem(cell)
+    cells = [cell_config(args, seq_len) for seq_len in dict.fromkeys(args.seq_len)]
+    try:
+        problem = next(filter(None, map(length_problem, cells)), None)
+        paths = batch.record_paths(args.out, [{"seq_len": cell["seq_len"]} for cell in cells])
+    except batch.OutTemplateError as error:
+        problem = str(error)
     if problem:
         sys.stderr.write(f"posbench profile: error: {problem}\n")
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)  # the record's environment reports the measured setting
+    return batch.run_cells("profile", [batch.Cell(path, cell, lambda cell=cell: profile(cell))
+                                       for path, cell in zip(paths, cells)], args.manifest)
+
+
+def profile(cell: dict) -> dict:
+    """One cell's record: ``skipped`` on a device this machine lacks, else measured in a fresh process."""
     reason = missing_device(cell["device"])
     if reason:
         outcome = measure.ChildOutcome("skipped", reason)
@@ -149,9 +167,8 @@ def run(args: argparse.Namespace) -> int:
         outcome = measure.run_isolated("posbench.cli.profile:measure_cell", cell)
     record = records.new_record("profile", cell, outcome.status, outcome.reason)
     record.update(outcome.sections)
-    records.write_record(args.out, record)
     print(summary(record), file=sys.stderr)
-    return 1 if outcome.status == "error" else 0
+    return record
 
 
 def summary(record: dict) -> str:

@@ -1,16 +1,22 @@
-"""``python -m posbench train``: train one (task, encoding, size, seed) cell and write its record."""
+"""``python -m posbench train``: train (task, encoding, size) for one or more seeds, a record per seed.
+
+Several seeds run in one process (:mod:`posbench.batch`): a seed whose record is already there, for
+the same config, is kept and not trained again.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from posbench import encodings, tasks
-from posbench.cli import write_and_exit_code
+from pathlib import Path
+
+from posbench import batch, encodings, tasks
 from posbench.model import SIZES
 from posbench.train import TrainConfig, resolve, train
 
-HELP = "train one task × encoding × size × seed, evaluate at the training length and beyond, write a JSON record"
+HELP = ("train one task × encoding × size for one or more seeds, evaluate at the training length and beyond, "
+        "write a JSON record per seed")
 
 
 def positive_int(text: str) -> int:
@@ -40,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", required=True, choices=encodings.names(), metavar="ENCODING",
                         help=f"one of: {', '.join(encodings.names())}")
     parser.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default: tiny)")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for initialisation and training data")
+    parser.add_argument("--seed", type=non_negative_int, nargs="+", default=[0],
+                        help="seed(s) for initialisation and training data, run one after another (default: 0)")
     parser.add_argument("--steps", type=positive_int, help="optimizer steps (default: the task's)")
     parser.add_argument("--batch-size", type=positive_int, help="training batch size (default: the task's)")
     parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: the task's)")
@@ -49,18 +56,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", metavar="PATH", help="lm_prose: a UTF-8 text file; lm_code: a folder of *.py files")
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--log-every", type=positive_int, default=100, help="a progress line every N steps (stderr)")
-    parser.add_argument("--out", required=True, metavar="PATH.json", help="where the record goes (written atomically)")
+    parser.add_argument("--out", required=True, metavar="PATH.json",
+                        help="where each record goes (written atomically); with several seeds it contains {seed}")
+    parser.add_argument("--manifest", type=Path, metavar="PATH.json",
+                        help="written last: the records of this run and their status (a workflow job's output)")
 
 
 def run(args: argparse.Namespace) -> int:
     task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data)) if v is not None}
-    config = TrainConfig(task=args.task, encoding=args.encoding, size=args.size, seed=args.seed, steps=args.steps,
-                         batch_size=args.batch_size, lr=args.lr, task_options=task_options,
-                         threads=args.threads, log_every=args.log_every)
+    configs = [TrainConfig(task=args.task, encoding=args.encoding, size=args.size, seed=seed, steps=args.steps,
+                           batch_size=args.batch_size, lr=args.lr, task_options=task_options,
+                           threads=args.threads, log_every=args.log_every) for seed in dict.fromkeys(args.seed)]
     try:
-        resolve(config)
+        jobs = [resolve(config) for config in configs]
+        paths = batch.record_paths(args.out, [{"seed": config.seed} for config in configs])
     except (ValueError, OSError) as error:
         print(f"posbench train: error: {error}", file=sys.stderr)
         return 2
-    record = train(config)
-    return write_and_exit_code("train", args.out, record)
+    cells = [batch.Cell(path, job.record_config(), lambda config=config: train(config))
+             for path, job, config in zip(paths, jobs, configs)]
+    return batch.run_cells("train", cells, args.manifest)

@@ -1,13 +1,12 @@
 from pathlib import Path
 
-# Every record under results/records/ (all machines) -> tables; failed cells stay as rows.
+# Every record under results/records/ (all machines) -> tables; failed cells stay as rows. The
+# inputs are the batch manifests of this config: each is written after all of its records.
 
 
 rule aggregate:
     input:
-        PROFILE_RECORDS,
-        TRAIN_RECORDS,
-        PROBE_RECORDS,
+        BATCHES,
     output:
         TABLES,
         expand(
@@ -20,7 +19,7 @@ rule aggregate:
         "../../envs/posbench.yaml"
     params:
         py=PY,
-        records=lambda wildcards, output: Path(output[0]).parent.parent / "records",
+        records=f"{RESULTS}/records",
         tables=lambda wildcards, output: Path(output[0]).parent,
     message:
         "aggregate {RESULTS}/records into {RESULTS}/tables"

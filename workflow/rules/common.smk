@@ -19,9 +19,7 @@ if DROPPED:
         f"posbench: devices kept {', '.join(DEVICES)}; dropped {'; '.join(DROPPED)}",
         file=sys.stderr,
     )
-PROFILE_RECORDS = pw.profile_records(config, DEVICES)
-TRAIN_RECORDS = pw.train_records(config)
-PROBE_RECORDS = pw.probe_records(config)
+BATCHES = pw.batch_manifests(config, DEVICES)
 TABLES = expand(
     f"{RESULTS}/tables/{{table}}.csv",
     table=["cost", "accuracy", "extrapolation", "probe"],
@@ -36,4 +34,3 @@ wildcard_constraints:
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",
     task=r"[a-z0-9_]+",
-    seed=r"[0-9]+",

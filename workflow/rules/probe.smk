@@ -1,18 +1,18 @@
-# One job per probe cell: a few seconds with random embeddings, up to ~40 s with a trained lm_prose
-# model, on one core. Jobs may run side by side (they claim one unit of `timing`, as training does).
+# One job per (embedding, encoding, vocabulary, length), probing every width × seed in turn: a few
+# seconds a cell with random embeddings, up to ~40 s with a trained lm_prose model, on one core.
+# Jobs may run side by side (they claim one unit of `timing`, as training does).
 
 
 rule probe:
     output:
-        pw.PROBE_RECORD.replace("{results}", RESULTS),
+        pw.PROBE_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}/d{{d_model}}/seed{{seed}}.log",
+        f"{RESULTS}/logs/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}/d{{d_model}}/seed{{seed}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}.tsv"
     wildcard_constraints:
         embedding=r"random|trained",
         tokens=r"V[0-9]+|lm_prose",
-        d_model=r"[0-9]+",
     conda:
         "../../envs/posbench.yaml"
     threads: config["probe"]["threads"]
@@ -21,11 +21,17 @@ rule probe:
     params:
         py=PY,
         vocab=lambda wc: f"--vocab {wc.tokens[1:]}" if wc.tokens.startswith("V") else "",
+        widths=lambda wc: " ".join(map(str, pw.probe_widths(config, wc.embedding))),
+        seeds=" ".join(map(str, config["probe"]["seeds"])),
         steps=config["probe"]["train_steps"],
+        records=lambda wc: pw.record_template(
+            pw.PROBE_RECORD, results=RESULTS, **dict(wc.items())
+        ),
     message:
-        "probe {wildcards.encoding} d={wildcards.d_model} {wildcards.embedding} {wildcards.tokens} L={wildcards.seq_len} seed {wildcards.seed}"
+        "probe {wildcards.encoding} {wildcards.embedding} {wildcards.tokens} L={wildcards.seq_len}: d={params.widths}, seeds {params.seeds}"
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench probe --encoding {wildcards.encoding}"
-        " --d-model {wildcards.d_model} --embedding {wildcards.embedding} {params.vocab}"
-        " --seq-len {wildcards.seq_len} --seed {wildcards.seed} --train-steps {params.steps}"
-        " --threads {threads} --out {output} > {log} 2>&1"
+        " --d-model {params.widths} --embedding {wildcards.embedding} {params.vocab}"
+        " --seq-len {wildcards.seq_len} --seed {params.seeds} --train-steps {params.steps}"
+        " --threads {threads} --out {params.records:q} --manifest {output} > {log} 2>&1"
+        " || test -s {output}"

@@ -1,13 +1,14 @@
-# One job per (task, encoding, size, seed): 20–40 s each on one core; they may run side by side.
+# One job per (task, encoding, size), training every seed in turn (20–40 s each on one core), so
+# Python's and torch's start-up is paid once per job; jobs may run side by side.
 
 
 rule train:
     output:
-        pw.TRAIN_RECORD.replace("{results}", RESULTS),
+        pw.TRAIN_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/seed{{seed}}.log",
+        f"{RESULTS}/logs/{{machine}}/train/{{task}}/{{size}}/{{encoding}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/seed{{seed}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/train/{{task}}/{{size}}/{{encoding}}.tsv"
     conda:
         "../../envs/posbench.yaml"
     threads: config["train"]["threads"]
@@ -15,6 +16,7 @@ rule train:
         timing=1,
     params:
         py=PY,
+        seeds=" ".join(map(str, config["train"]["seeds"])),
         steps=lambda wc: (
             f"--steps {config['train']['steps']}" if config["train"]["steps"] else ""
         ),
@@ -23,10 +25,14 @@ rule train:
             if wc.task in config["train"]["data"]
             else ""
         ),
+        records=lambda wc: pw.record_template(
+            pw.TRAIN_RECORD, results=RESULTS, **dict(wc.items())
+        ),
     message:
-        "train {wildcards.task} {wildcards.encoding} {wildcards.size} seed {wildcards.seed}"
+        "train {wildcards.task} {wildcards.encoding} {wildcards.size} seeds {params.seeds}"
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
-        " --encoding {wildcards.encoding} --size {wildcards.size} --seed {wildcards.seed}"
-        " --threads {threads} {params.steps} {params.data} --out {output} > {log} 2>&1"
+        " --encoding {wildcards.encoding} --size {wildcards.size} --seed {params.seeds}"
+        " --threads {threads} {params.steps} {params.data}"
+        " --out {params.records:q} --manifest {output} > {log} 2>&1"
         " || test -s {output}"

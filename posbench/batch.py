@@ -1,0 +1,84 @@
+"""Several cells in one process, so Python's and torch's start-up is paid once per job, not per cell.
+
+Snakemake deletes every declared output of a job it did not see finish. A batch job therefore
+declares only its *manifest*, written last; each cell's record is its own atomic file beside it.
+After a kill, the rerun keeps every record whose config hash is the one its cell would write now
+(byte for byte, not recomputed) and measures only the rest. A record of a changed config (more
+steps, say) is measured again.
+
+Exit status of a batch: 1 when any cell's record says ``error`` (its record is written all the
+same), else 0; ``ok``, ``oom`` and ``skipped`` are results.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import jsonschema
+
+from posbench import records
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: where its record goes, the config it records, and how to measure it."""
+
+    out: Path
+    config: dict  # the record's ``config``: a kept record must carry the same hash
+    measure: Callable[[], dict]  # -> the record
+
+
+class OutTemplateError(ValueError):
+    """``--out`` does not give each cell of the batch its own path."""
+
+
+def record_paths(template: str, values: list[dict]) -> list[Path]:
+    """``template`` formatted with each cell's ``values`` (``{seed}``, ``{seq_len}``, …); one path per cell."""
+    try:
+        paths = [Path(template.format(**cell)) for cell in values]
+    except (KeyError, IndexError, ValueError) as error:
+        allowed = ", ".join("{" + key + "}" for key in values[0])
+        raise OutTemplateError(f"argument --out: {template!r} has a field that is not one of {allowed} "
+                               f"({type(error).__name__}: {error})") from None
+    if len(set(paths)) < len(paths):
+        several = [key for key in values[0] if len({str(cell[key]) for cell in values}) > 1]
+        needed = " and ".join("{" + key + "}" for key in several)
+        raise OutTemplateError(f"argument --out: {template!r} gives several cells one path; "
+                               f"with several values it must contain {needed}")
+    return paths
+
+
+def kept_record(cell: Cell) -> dict | None:
+    """The record already at ``cell.out`` if it is whole, valid and of this very config; else ``None``."""
+    try:
+        record = records.read_record(cell.out)
+    except (OSError, ValueError, jsonschema.ValidationError):
+        return None
+    return record if record["config_hash"] == records.config_hash(cell.config) else None
+
+
+def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> int:
+    """Measure each cell not already recorded, write its record, then the manifest; the exit status."""
+    entries = []
+    for index, cell in enumerate(cells, 1):
+        record = kept_record(cell)
+        action = "kept" if record else "wrote"
+        if record is None:
+            record = cell.measure()
+            records.write_record(cell.out, record)
+        reason = f" — {record['reason']}" if record["reason"] else ""
+        print(f"posbench {command} [{index}/{len(cells)}] {action} {cell.out}: {record['status']}{reason}",
+              file=sys.stderr, flush=True)
+        entries.append({"record": str(cell.out), "status": record["status"],
+                        "config_hash": record["config_hash"], "action": action})
+    if manifest:
+        records.write_json(manifest, {"kind": "batch", "command": command, "records": entries})
+    counts = {status: sum(e["status"] == status for e in entries) for status in records.STATUSES}
+    print(f"posbench {command}: {len(entries)} cells ("
+          + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+          + f"), {sum(e['action'] == 'kept' for e in entries)} kept from an earlier run"
+          + (f"; manifest {manifest}" if manifest else ""), file=sys.stderr)
+    return 1 if counts["error"] else 0

@@ -1,0 +1,69 @@
+"""Several cells per process: a record per cell, a manifest last, finished records kept on a rerun."""
+
+import json
+
+import pytest
+
+from posbench import records
+from posbench.__main__ import main
+
+TRAIN = ["train", "--task", "copy", "--encoding", "alibi", "--train-length", "3", "--log-every", "100"]
+
+
+def run_train(tmp_path, *args):
+    return main([*TRAIN, "--out", str(tmp_path / "seed{seed}.json"), "--manifest", str(tmp_path / "batch.json"),
+                 *args])
+
+
+def test_several_seeds_write_a_record_each_and_a_manifest(tmp_path):
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0", "1", "2") == 0
+    manifest = json.loads((tmp_path / "batch.json").read_text())
+    assert [entry["record"] for entry in manifest["records"]] == [str(tmp_path / f"seed{s}.json") for s in (0, 1, 2)]
+    assert {entry["action"] for entry in manifest["records"]} == {"wrote"}
+    assert [records.read_record(tmp_path / f"seed{s}.json")["config"]["seed"] for s in (0, 1, 2)] == [0, 1, 2]
+
+
+def test_a_rerun_keeps_finished_records_byte_for_byte_and_measures_the_rest(tmp_path, capsys):
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
+    before = (tmp_path / "seed0.json").read_bytes()
+    (tmp_path / "seed1.json").write_text('{"kind": "train", "status": "o')  # a torn file is no record
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0", "1") == 0
+    assert (tmp_path / "seed0.json").read_bytes() == before
+    actions = [entry["action"] for entry in json.loads((tmp_path / "batch.json").read_text())["records"]]
+    assert actions == ["kept", "wrote"] and records.read_record(tmp_path / "seed1.json")["status"] == "ok"
+    assert "[1/2] kept" in capsys.readouterr().err
+
+
+def test_a_record_of_another_config_is_measured_again(tmp_path):
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
+    assert run_train(tmp_path, "--steps", "3", "--seed", "0") == 0
+    assert records.read_record(tmp_path / "seed0.json")["config"]["steps"] == 3
+
+
+@pytest.mark.parametrize("out, message", [
+    ("r.json", "argument --out: 'r.json' gives several cells one path; with several values it must contain {seed}"),
+    ("r{step}.json", "argument --out: 'r{step}.json' has a field that is not one of {seed}"),
+])
+def test_an_out_template_that_cannot_name_each_cell_exits_2_with_one_line(tmp_path, capsys, out, message):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert main([*TRAIN, "--steps", "2", "--seed", "0", "1", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err and not list(tmp_path.iterdir())
+
+
+def test_profile_batches_lengths_each_in_its_own_process(tmp_path):
+    out = tmp_path / "L{seq_len}.json"
+    assert main(["profile", "--encoding", "rope", "--size", "tiny", "--seq-len", "8", "16", "--min-repeats", "1",
+                 "--min-seconds", "0", "--warmup", "0", "--out", str(out), "--manifest", str(tmp_path / "b.json")]) == 0
+    lengths = [records.read_record(tmp_path / f"L{L}.json")["config"]["seq_len"] for L in (8, 16)]
+    assert lengths == [8, 16]
+    assert [e["status"] for e in json.loads((tmp_path / "b.json").read_text())["records"]] == ["ok", "ok"]
+
+
+def test_probe_batches_widths_and_seeds(tmp_path):
+    out = tmp_path / "d{d_model}" / "seed{seed}.json"
+    assert main(["probe", "--encoding", "sinusoidal", "--d-model", "8", "16", "--seed", "0", "1", "--vocab", "4",
+                 "--seq-len", "4", "--out", str(out)]) == 0
+    cells = sorted((r["d_model"], r["seed"]) for r in map(records.read_record, tmp_path.rglob("seed*.json")))
+    assert cells == [(8, 0), (8, 1), (16, 0), (16, 1)]
