@@ -13,6 +13,7 @@ same), else 0; ``ok``, ``oom`` and ``skipped`` are results.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -61,9 +62,13 @@ def kept_record(cell: Cell) -> dict | None:
 
 
 def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> int:
-    """Measure each cell not already recorded, write its record, then the manifest; the exit status."""
+    """Measure each cell not already recorded, write its record, then the manifest; the exit status.
+
+    The manifest gives each cell's wall time in this process (``seconds``), so a job's wall time minus
+    their sum is what the job spent outside its cells: start-up, argument checks, the manifest."""
     entries = []
     for index, cell in enumerate(cells, 1):
+        started = time.perf_counter()
         record = kept_record(cell)
         action = "kept" if record else "wrote"
         if record is None:
@@ -72,8 +77,8 @@ def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> 
         reason = f" — {record['reason']}" if record["reason"] else ""
         print(f"posbench {command} [{index}/{len(cells)}] {action} {cell.out}: {record['status']}{reason}",
               file=sys.stderr, flush=True)
-        entries.append({"record": str(cell.out), "status": record["status"],
-                        "config_hash": record["config_hash"], "action": action})
+        entries.append({"record": str(cell.out), "status": record["status"], "config_hash": record["config_hash"],
+                        "action": action, "seconds": time.perf_counter() - started})
     if manifest:
         records.write_json(manifest, {"kind": "batch", "command": command, "records": entries})
     counts = {status: sum(e["status"] == status for e in entries) for status in records.STATUSES}

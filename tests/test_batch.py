@@ -20,6 +20,8 @@ def test_several_seeds_write_a_record_each_and_a_manifest(tmp_path):
     manifest = json.loads((tmp_path / "batch.json").read_text())
     assert [entry["record"] for entry in manifest["records"]] == [str(tmp_path / f"seed{s}.json") for s in (0, 1, 2)]
     assert {entry["action"] for entry in manifest["records"]} == {"wrote"}
+    for entry in manifest["records"]:  # a cell's wall time covers its training
+        assert entry["seconds"] >= records.read_record(entry["record"])["wall_time_s"]["total"] > 0
     assert [records.read_record(tmp_path / f"seed{s}.json")["config"]["seed"] for s in (0, 1, 2)] == [0, 1, 2]
 
 
