@@ -2,8 +2,9 @@
 
 Pairing convention: RoFormer's own *neighbours*: dimensions ``(2i, 2i+1)`` of a head form the complex
 number ``x_{2i} + i·x_{2i+1}``, turned by ``pos · base^(-2i/d_head)``. GPT-NeoX / LLaMA-HF pair
-``(i, i + d_head/2)`` instead; the two differ only by a fixed permutation of the head dimensions
-applied to both q and k, so every logit ``q·k`` is the same. Neighbours let the rotation be one
+``(i, i + d_head/2)`` instead; the two differ only by a fixed permutation of the head dimensions:
+permuting the rows of ``W_q`` and ``W_k`` turns one model into the other, so both pairings span the
+same models (a given seed draws a different one of them). Neighbours let the rotation be one
 complex multiplication over a view of q or k: a single pass over memory, where the real-valued
 form (``x·cos + swap(x)·sin``) needs a copy and three more passes and cost RoPE twice as much on CPU.
 """
