@@ -2,9 +2,10 @@
 
 Snakemake deletes every declared output of a job it did not see finish. A batch job therefore
 declares only its *manifest*, written last; each cell's record is its own atomic file beside it.
-After a kill, the rerun keeps every record whose config hash is the one its cell would write now
-(byte for byte, not recomputed) and measures only the rest. A record of a changed config (more
-steps, say) is measured again.
+After a kill, the rerun keeps every record that its cell would write now — same config hash, same
+code (git commit) and package versions, and a result (``ok`` or ``oom``) — byte for byte, and
+measures only the rest: a changed config (more steps, say), other code, or a ``skipped`` or
+``error`` cell is measured again.
 
 Exit status of a batch: 1 when any cell's record says ``error`` (its record is written all the
 same), else 0; ``ok``, ``oom`` and ``skipped`` are results.
@@ -40,10 +41,10 @@ def record_paths(template: str, values: list[dict]) -> list[Path]:
     """``template`` formatted with each cell's ``values`` (``{seed}``, ``{seq_len}``, …); one path per cell."""
     try:
         paths = [Path(template.format(**cell)) for cell in values]
-    except (KeyError, IndexError, ValueError) as error:
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as error:
         allowed = ", ".join("{" + key + "}" for key in values[0])
-        raise OutTemplateError(f"argument --out: {template!r} has a field that is not one of {allowed} "
-                               f"({type(error).__name__}: {error})") from None
+        raise OutTemplateError(f"argument --out: {template!r} is not a path template; allowed fields: {allowed}, "
+                               f"and {{{{ }}}} for a literal brace ({type(error).__name__}: {error})") from None
     if len(set(paths)) < len(paths):
         several = [key for key in values[0] if len({str(cell[key]) for cell in values}) > 1]
         needed = " and ".join("{" + key + "}" for key in several)
@@ -52,13 +53,23 @@ def record_paths(template: str, values: list[dict]) -> list[Path]:
     return paths
 
 
-def kept_record(cell: Cell) -> dict | None:
-    """The record already at ``cell.out`` if it is whole, valid and of this very config; else ``None``."""
+KEPT_STATUSES = ("ok", "oom")  # results; a skipped or failed cell is tried again
+
+
+def kept_record(cell: Cell, code: dict) -> dict | None:
+    """The record already at ``cell.out`` if it is whole, valid, of this very config, measured by this
+    ``code`` (:func:`code_identity`) and a result; else ``None``."""
     try:
         record = records.read_record(cell.out)
     except (OSError, ValueError, jsonschema.ValidationError):
         return None
-    return record if record["config_hash"] == records.config_hash(cell.config) else None
+    same = record["config_hash"] == records.config_hash(cell.config) and code_identity(record["environment"]) == code
+    return record if same and record["status"] in KEPT_STATUSES else None
+
+
+def code_identity(environment: dict) -> dict:
+    """What must not have changed for a record to stand: the posbench commit and the package versions."""
+    return {"git_commit": environment["git_commit"], "packages": environment["packages"]}
 
 
 def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> int:
@@ -66,10 +77,10 @@ def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> 
 
     The manifest gives each cell's wall time in this process (``seconds``), so a job's wall time minus
     their sum is what the job spent outside its cells: start-up, argument checks, the manifest."""
-    entries = []
+    entries, code = [], code_identity(records.environment())
     for index, cell in enumerate(cells, 1):
         started = time.perf_counter()
-        record = kept_record(cell)
+        record = kept_record(cell, code)
         action = "kept" if record else "wrote"
         if record is None:
             record = cell.measure()

@@ -173,13 +173,16 @@ def probe_cells(config: dict) -> list[dict]:
 
 
 # A record per cell; a job per batch of cells (posbench.batch), whose only declared output is its manifest.
+# A manifest's name lists the batch's values (L256-1024, seeds0-1-2, …): a sweep that gains a seed,
+# length or width names a new manifest, so its job runs whatever Snakemake's rerun triggers are.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
 TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/seed{seed}.json"
 PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
                 "seed{seed}.json")
-PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}.json"  # all lengths
-TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}.json"  # all seeds
-PROBE_BATCH = "{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}.json"  # widths × seeds
+PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_lens}.json"
+TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/seeds{seeds}.json"
+PROBE_BATCH = "{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_models}.seeds{seeds}.json"
+LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:
@@ -196,12 +199,27 @@ def probe_records(config: dict) -> list[str]:
 
 def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
-    return (_paths(PROFILE_BATCH, config, profile_cells(config, devices))
-            + _paths(TRAIN_BATCH, config, train_cells(config)) + _paths(PROBE_BATCH, config, probe_cells(config)))
+    p, t, q = config["profile"], config["train"], config["probe"]
+    profile = [{**cell, "seq_lens": joined(p["seq_lens"])} for cell in profile_cells(config, devices)]
+    train = [{**cell, "seeds": joined(t["seeds"])} for cell in train_cells(config)]
+    probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
+             for cell in probe_cells(config)]
+    return (_paths(PROFILE_BATCH, config, profile) + _paths(TRAIN_BATCH, config, train)
+            + _paths(PROBE_BATCH, config, probe))
 
 
 def probe_widths(config: dict, embedding: str) -> list[int]:
     return config["probe"]["random_widths" if embedding == "random" else "trained_widths"]
+
+
+def joined(values: list[int]) -> str:
+    """A list of numbers as a manifest's name holds it; :func:`split` reads it back for the command line."""
+    return LIST_SEPARATOR.join(map(str, values))
+
+
+def split(text: str) -> str:
+    """``256-1024`` -> ``256 1024``: a manifest name's list as command-line arguments."""
+    return " ".join(text.split(LIST_SEPARATOR))
 
 
 def _paths(template: str, config: dict, cells: list[dict]) -> list[str]:

@@ -42,9 +42,26 @@ def test_a_record_of_another_config_is_measured_again(tmp_path):
     assert records.read_record(tmp_path / "seed0.json")["config"]["steps"] == 3
 
 
+@pytest.mark.parametrize("spoil", [
+    lambda record: record["environment"].update(git_commit="0" * 40),
+    lambda record: record["environment"]["packages"].update(torch="1.0.0"),
+    lambda record: record.update(status="error", reason="diverged"),
+    lambda record: record.update(status="skipped", reason="no CUDA device visible"),
+], ids=["other-commit", "other-torch", "error", "skipped"])
+def test_a_record_of_other_code_or_without_a_result_is_measured_again(tmp_path, spoil):
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
+    record = records.read_record(tmp_path / "seed0.json")
+    spoil(record)
+    records.write_record(tmp_path / "seed0.json", record)
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
+    assert records.read_record(tmp_path / "seed0.json") != record
+    assert json.loads((tmp_path / "batch.json").read_text())["records"][0]["action"] == "wrote"
+
+
 @pytest.mark.parametrize("out, message", [
     ("r.json", "argument --out: 'r.json' gives several cells one path; with several values it must contain {seed}"),
-    ("r{step}.json", "argument --out: 'r{step}.json' has a field that is not one of {seed}"),
+    ("r{step}.json", "argument --out: 'r{step}.json' is not a path template; allowed fields: {seed}"),
+    ("r{seed.x}.json", "argument --out: 'r{seed.x}.json' is not a path template; allowed fields: {seed}"),
 ])
 def test_an_out_template_that_cannot_name_each_cell_exits_2_with_one_line(tmp_path, capsys, out, message):
     with pytest.MonkeyPatch.context() as patch:

@@ -171,6 +171,13 @@ def test_rope_still_rotates_after_the_module_is_cast(dtype):
     assert torch.allclose(cast.rotate(x, torch.arange(16)), expected, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
 
 
+def test_rope_turns_positions_beyond_the_cache_exactly_in_a_half_precision_model():
+    enc = build("rope", d_model=64, n_heads=4, max_len=16)
+    x, beyond = torch.randn(4, 3, 16), torch.arange(5000, 5003)
+    expected = enc.rotate(x, beyond)  # float32 model
+    assert torch.allclose(enc.to(torch.bfloat16).rotate(x, beyond), expected, atol=1e-6)
+
+
 def test_rope_preserves_norms(float64):
     enc = build("rope", max_len=32)
     x = torch.randn(2, 4, 32, 8)

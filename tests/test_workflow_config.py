@@ -78,9 +78,11 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
     cfg["profile"]["seq_lens"] = [64, 128]
     cfg["train"]["seeds"] = [0, 1, 2]
     assert batch_manifests(cfg, ["cpu"]) == [
-        "results/batches/laptop/profile/cpu/infer/tiny/rope.json",
-        "results/batches/laptop/train/reverse/tiny/rope.json",
-        "results/batches/laptop/probe/random/sinusoidal/V64/L64.json"]
+        "results/batches/laptop/profile/cpu/infer/tiny/rope/L64-128.json",
+        "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2.json",
+        "results/batches/laptop/probe/random/sinusoidal/V64/L64/d16-32.seeds0-1.json"]
+    cfg["train"]["seeds"].append(3)  # a new seed is a new job, whatever Snakemake's rerun triggers
+    assert "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2-3.json" in batch_manifests(cfg, ["cpu"])
     assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5")
             == "r/records/m/train/copy/tiny/t5/seed{seed}.json")
 

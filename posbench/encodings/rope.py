@@ -27,38 +27,39 @@ class RotaryAngles(nn.Module):
 
     The cache is a real buffer ``(max_len, width/2, 2)`` (real and imaginary parts): ``Module.to(dtype)``
     casts a complex buffer to a real dtype by dropping its imaginary part, which would silently turn
-    every rotation into a scaling."""
+    every rotation into a scaling. The frequencies stay a float64 attribute, not a buffer, so a
+    half-precision model still turns positions beyond the cache by exact angles."""
 
     def __init__(self, width: int, max_len: int, base: float = ROPE_BASE):
         super().__init__()
         if width % 2:
             raise ValueError(f"rotary width must be even, got {width}")
-        inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width/2,)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        turns = torch.view_as_real(self._turns(torch.arange(max_len)))  # (max_len, width/2, 2)
-        self.register_buffer("turns", turns, persistent=False)
+        self.inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width/2,)
+        turns = self._turns(torch.arange(max_len), torch.get_default_dtype())  # (max_len, width/2) complex
+        self.register_buffer("turns", torch.view_as_real(turns), persistent=False)  # (max_len, width/2, 2)
         self.max_len = max_len
         self._rows: tuple[torch.Tensor, tuple, torch.Tensor] | None = None
 
     def rows(self, positions: torch.Tensor) -> torch.Tensor:
-        """Complex turns ``(L, width/2)`` of ``positions (L,)``; the same tensor object (unchanged
-        since, and in the same inference mode) gets the same rows back without a lookup."""
+        """Complex turns ``(L, width/2)`` of ``positions (L,)``, in the cache's precision (at least
+        float32); the same tensor object (unchanged since, in the same inference mode, the module
+        not moved or cast) gets the same rows back without a lookup."""
         version = None if positions.is_inference() else positions._version  # inference tensors have none
-        state = (version, torch.is_inference_mode_enabled())
+        state = (version, torch.is_inference_mode_enabled(), self.turns.dtype, self.turns.device)
         if self._rows is not None and self._rows[0] is positions and self._rows[1] == state:
             return self._rows[2]
         if positions.numel() and int(positions.max()) < self.max_len:
             cached = self.turns[positions]  # (L, width/2, 2), in the model's dtype
             rows = torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
         else:
-            rows = self._turns(positions)
+            rows = self._turns(positions, self.turns.dtype)
         self._rows = (positions, state, rows)
         return rows
 
-    def _turns(self, positions: torch.Tensor) -> torch.Tensor:
-        """``(L,)`` positions -> ``(L, width/2)`` unit complex numbers of the default dtype's precision."""
+    def _turns(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """``(L,)`` positions -> ``(L, width/2)`` unit complex numbers, complex64 or (for float64) complex128."""
         angle = positions.to(torch.float64)[:, None] * self.inv_freq.to(positions.device)  # (L, w/2)
-        complex_dtype = torch.promote_types(torch.get_default_dtype(), torch.complex64)
+        complex_dtype = torch.promote_types(torch.promote_types(dtype, torch.float32), torch.complex64)
         return torch.polar(torch.ones_like(angle), angle).to(complex_dtype)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -34,3 +34,6 @@ wildcard_constraints:
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",
     task=r"[a-z0-9_]+",
+    seq_lens=r"[0-9]+(-[0-9]+)*",
+    seeds=r"[0-9]+(-[0-9]+)*",
+    d_models=r"[0-9]+(-[0-9]+)*",

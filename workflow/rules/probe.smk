@@ -7,9 +7,9 @@ rule probe:
     output:
         pw.PROBE_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}.log",
+        f"{RESULTS}/logs/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}/d{{d_models}}.seeds{{seeds}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/probe/{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}/d{{d_models}}.seeds{{seeds}}.tsv"
     wildcard_constraints:
         embedding=r"random|trained",
         tokens=r"V[0-9]+|lm_prose",
@@ -21,8 +21,8 @@ rule probe:
     params:
         py=PY,
         vocab=lambda wc: f"--vocab {wc.tokens[1:]}" if wc.tokens.startswith("V") else "",
-        widths=lambda wc: " ".join(map(str, pw.probe_widths(config, wc.embedding))),
-        seeds=" ".join(map(str, config["probe"]["seeds"])),
+        widths=lambda wc: pw.split(wc.d_models),
+        seeds=lambda wc: pw.split(wc.seeds),
         steps=config["probe"]["train_steps"],
         records=lambda wc: pw.record_template(
             pw.PROBE_RECORD, results=RESULTS, **dict(wc.items())

@@ -8,9 +8,9 @@ rule profile:
     output:
         pw.PROFILE_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}.log",
+        f"{RESULTS}/logs/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}/L{{seq_lens}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}/L{{seq_lens}}.tsv"
     conda:
         "../../envs/posbench.yaml"
     threads: config["profile"]["threads"]
@@ -20,7 +20,7 @@ rule profile:
     params:
         py=PY,
         p=config["profile"],
-        seq_lens=" ".join(map(str, config["profile"]["seq_lens"])),
+        seq_lens=lambda wc: pw.split(wc.seq_lens),
         # one table size for the whole sweep: a learned encoding's parameters don't vary by cell
         max_len=config["profile"]["max_len"]
         or max(config["profile"]["seq_lens"], default=1),

@@ -6,9 +6,9 @@ rule train:
     output:
         pw.TRAIN_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/train/{{task}}/{{size}}/{{encoding}}.log",
+        f"{RESULTS}/logs/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/seeds{{seeds}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/train/{{task}}/{{size}}/{{encoding}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/seeds{{seeds}}.tsv"
     conda:
         "../../envs/posbench.yaml"
     threads: config["train"]["threads"]
@@ -16,7 +16,7 @@ rule train:
         timing=1,
     params:
         py=PY,
-        seeds=" ".join(map(str, config["train"]["seeds"])),
+        seeds=lambda wc: pw.split(wc.seeds),
         steps=lambda wc: (
             f"--steps {config['train']['steps']}" if config["train"]["steps"] else ""
         ),
