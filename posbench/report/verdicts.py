@@ -237,41 +237,39 @@ def judge_multimodal(tables: Tables) -> RowVerdict:
     return _judge_tasks(tables, ("digits_2d",), other_scheme_wins)
 
 
-_ADD_RULE = ("Supported when no {others} beats the best added encoding (E+P) by more than the seed spread "
-             "(the larger seed std of the two), each with >= 3 seeds{where}.")
-_OTHER_RULE = ("Supported when {others} beats the best added encoding (E+P) by more than the seed spread "
-               "(the larger seed std of the two), each with >= 3 seeds{where}.")
+_RULE = ("Supported when {others} beats the best added encoding (E+P) by more than the seed spread "
+         "(the larger seed std of the two), each with >= 3 seeds{where}.")
 USE_ADD, CONSIDER_OTHER = "何时使用相加？", "何时考虑其他方案？"
 HEADINGS = {USE_ADD: "When to add?", CONSIDER_OTHER: "When to consider other schemes?"}
 
 ROWS = (
     GuidanceRow(USE_ADD, "标准NLP任务（文本分类、翻译、问答）",
                 "Standard NLP tasks (text classification, translation, question answering)",
-                _ADD_RULE.format(others="other scheme", where="; lm_prose bits/char at the training length"),
+                _RULE.format(others="no other scheme", where="; lm_prose bits/char at the training length"),
                 judge_standard_nlp),
     GuidanceRow(USE_ADD, "序列长度相对固定（< 512）",
                 "Sequence length fairly fixed (< 512)",
-                _ADD_RULE.format(others="other scheme", where="; lm_prose and lm_code at their training length "
+                _RULE.format(others="no other scheme", where="; lm_prose and lm_code at their training length "
                                  "(< 512); majority over tasks"),
                 judge_fixed_length),
     GuidanceRow(USE_ADD, "参数预算有限",
                 "Limited parameter budget",
-                _ADD_RULE.format(others="concat variant within the added model's parameter count (+1 %)",
+                _RULE.format(others="no concat variant within the added model's parameter count (+1 %)",
                                  where="; lm_prose; naive concat (over budget) shown beside"),
                 judge_budget),
     GuidanceRow(CONSIDER_OTHER, "超长序列（基因组、长文档）",
                 "Very long sequences (genomes, long documents)",
-                _OTHER_RULE.format(others="another scheme", where="; lm_prose and long_range evaluated at 2×, 4×, 8× "
+                _RULE.format(others="another scheme", where="; lm_prose and long_range evaluated at 2×, 4×, 8× "
                                    "the training length; majority over cells; latency growth is evidence only"),
                 judge_long_sequences),
     GuidanceRow(CONSIDER_OTHER, "需要精确位置控制（代码生成、结构化数据）",
                 "Precise position control needed (code generation, structured data)",
-                _OTHER_RULE.format(others="another scheme", where="; copy, reverse, index_lookup, dyck, lm_code at "
+                _RULE.format(others="another scheme", where="; copy, reverse, index_lookup, dyck, lm_code at "
                                    "the training length; majority over tasks"),
                 judge_precise_position),
     GuidanceRow(CONSIDER_OTHER, "多模态融合（视觉+语言）",
                 "Multimodal fusion (vision + language)",
-                _OTHER_RULE.format(others="another scheme (1-D or 2-D RoPE, concat, ...)",
+                _RULE.format(others="another scheme (1-D or 2-D RoPE, concat, ...)",
                                    where="; digits_2d accuracy; sinusoidal_2d counts as added"),
                 judge_multimodal),
 )
