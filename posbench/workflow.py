@@ -183,6 +183,7 @@ PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{enc
 TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/seeds{seeds}.json"
 PROBE_BATCH = "{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_models}.seeds{seeds}.json"
 LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
+NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:

@@ -26,6 +26,11 @@ TABLES = expand(
 )
 
 
+def record_out(template):
+    """A batch job's --out: ``template`` with the job's wildcards filled, the batched fields left."""
+    return lambda wc: pw.record_template(template, results=RESULTS, **dict(wc.items()))
+
+
 wildcard_constraints:
     machine=r"[A-Za-z0-9_.-]+",
     device=r"cpu|mps|cuda(:[0-9]+)?",
@@ -34,6 +39,6 @@ wildcard_constraints:
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",
     task=r"[a-z0-9_]+",
-    seq_lens=r"[0-9]+(-[0-9]+)*",
-    seeds=r"[0-9]+(-[0-9]+)*",
-    d_models=r"[0-9]+(-[0-9]+)*",
+    seq_lens=pw.NUMBER_LIST,
+    seeds=pw.NUMBER_LIST,
+    d_models=pw.NUMBER_LIST,

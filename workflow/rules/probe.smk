@@ -24,9 +24,7 @@ rule probe:
         widths=lambda wc: pw.split(wc.d_models),
         seeds=lambda wc: pw.split(wc.seeds),
         steps=config["probe"]["train_steps"],
-        records=lambda wc: pw.record_template(
-            pw.PROBE_RECORD, results=RESULTS, **dict(wc.items())
-        ),
+        records=record_out(pw.PROBE_RECORD),
     message:
         "probe {wildcards.encoding} {wildcards.embedding} {wildcards.tokens} L={wildcards.seq_len}: d={params.widths}, seeds {params.seeds}"
     shell:

@@ -24,9 +24,7 @@ rule profile:
         # one table size for the whole sweep: a learned encoding's parameters don't vary by cell
         max_len=config["profile"]["max_len"]
         or max(config["profile"]["seq_lens"], default=1),
-        records=lambda wc: pw.record_template(
-            pw.PROFILE_RECORD, results=RESULTS, **dict(wc.items())
-        ),
+        records=record_out(pw.PROFILE_RECORD),
     message:
         "profile {wildcards.encoding} {wildcards.size} L={params.seq_lens} on {wildcards.device} ({wildcards.mode})"
     shell:

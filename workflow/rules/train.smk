@@ -25,9 +25,7 @@ rule train:
             if wc.task in config["train"]["data"]
             else ""
         ),
-        records=lambda wc: pw.record_template(
-            pw.TRAIN_RECORD, results=RESULTS, **dict(wc.items())
-        ),
+        records=record_out(pw.TRAIN_RECORD),
     message:
         "train {wildcards.task} {wildcards.encoding} {wildcards.size} seeds {params.seeds}"
     shell:
