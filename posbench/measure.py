@@ -37,6 +37,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from posbench import records
+
 MIB = 2**20
 RSS_SAMPLE_INTERVAL_S = 0.001
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -369,9 +371,7 @@ def _child_main(target: str, payload_path: str, outcome_path: str) -> int:
         else:
             traceback.print_exc()
             outcome = ChildOutcome("error", first_line(error), sections)
-    tmp = Path(outcome_path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(outcome.__dict__))
-    os.replace(tmp, outcome_path)
+    records.write_json(outcome_path, outcome.__dict__)
     return 0
 
 
