@@ -39,9 +39,20 @@ def load_records(root: Path) -> tuple[list[dict], list[str]]:
 
 
 def _common(record: dict) -> dict:
+    """Columns every table has: where and by what code the record was made, its status, and the
+    declared traits of its encoding (``pe_hook``, ``pe_combine``, …), which the report reads
+    instead of encoding names."""
     env = record["environment"]
     return {"machine": env["machine"], "git_commit": env["git_commit"], "status": record["status"],
-            "reason": record["reason"]}
+            "reason": record["reason"], **_traits(record["config"].get("encoding"))}
+
+
+def _traits(encoding: str | None) -> dict:
+    from posbench import encodings
+
+    if encoding in encodings.names():
+        return encodings.traits(encoding).as_columns()
+    return {f"pe_{name}": None for name in encodings.Traits.__dataclass_fields__}
 
 
 def cost_row(record: dict) -> dict:

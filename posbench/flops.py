@@ -32,10 +32,10 @@ The convention
   kernel is credited with, and the encodings would not compare. ``analytic_causal_half`` counts
   the score and value matmuls over the ``L(L+1)/2`` logits an ideal causal kernel computes; the
   bias add stays dense there.
-* The count is of one steady-state call: a mask the model caches between calls (ALiBi's, and
-  T5's while no gradient flows) is built before counting and not recounted. An encoding that
-  rebuilds its position table every call is counted by the counters only (``sinusoidal_2d``:
-  ``L·d/2`` angle products, a few parts per million of a forward pass).
+* The count is of one call, the logit bias built in it: ALiBi looks its penalties up in a table
+  computed at construction (like a sinusoid table) and T5 gathers bucket scalars, both free under
+  the convention. An encoding that rebuilds its position table every call is counted by the
+  counters only (``sinusoidal_2d``: ``L·d/2`` angle products, a few parts per million of a forward pass).
 * Training step (``mode="train"``) = forward + backward, no optimizer. Backward: every matmul
   costs 2× its forward (one matmul per input gradient), except the patch embedding, whose input
   needs no gradient (1×); attention backward is 4 matmuls (2× forward) on every kernel, so a
@@ -64,7 +64,6 @@ with warnings.catch_warnings():  # fvcore 0.1.5 torch.jit.scripts its losses on 
                                        linear_flop_jit, matmul_flop_jit)
 
 from posbench import attention
-from posbench.encodings import PositionalEncoding
 from posbench.model import ModelConfig, Transformer, build_model
 
 MODES = ("infer", "train")
@@ -99,8 +98,6 @@ def count_flops(model: Transformer, batch_size: int = 1, seq_len: int = 1024,
     causal_half = analytic_flops(model, batch_size, seq_len, mode, causal_half=True)
     inputs = _example_inputs(model, batch_size, seq_len)
     with attention.configured(block_size=seq_len):  # one SDPA call over all keys: the dense kernel
-        with torch.no_grad():
-            model(inputs)  # build the cached mask, so every counter sees the steady state
         fvcore = fvcore_flops(model, inputs) if mode == "infer" else None
         torch_count = torch_flops(model, inputs, mode)
     return FlopCounts(mode=mode, batch_size=batch_size, seq_len=seq_len, analytic=sum(terms.values()),
@@ -127,9 +124,9 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
     bias_trainable = bias is not None and any(p.requires_grad for p in enc.parameters())
     forward = {
         "embedding": 2 * tokens * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
-        "position_input": tokens * width if _adds_at_input(enc) else 0,
+        "position_input": tokens * width if enc.traits.combine == "add" else 0,  # E + P; a concat is free
         "projections": n * 2 * tokens * width * 4 * width,  # qkv (3w) and out (w)
-        "rotation": n * 2 * 3 * tokens * width if _overrides(enc, "rotate") else 0,  # q and k
+        "rotation": n * 2 * 3 * tokens * width if enc.traits.hook == "qk" else 0,  # q and k
         "attention_scores": n * 2 * B * logits * width,  # h heads × d_head = width
         "attention_bias": n * B * h * L * L if bias else 0,
         "attention_values": n * 2 * B * logits * width,
@@ -152,15 +149,6 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "head": 2 * forward["head"],
     }
     return {term: forward[term] + backward[term] for term in forward}
-
-
-def _overrides(enc: PositionalEncoding, hook: str) -> bool:
-    return getattr(type(enc), hook) is not getattr(PositionalEncoding, hook)
-
-
-def _adds_at_input(enc: PositionalEncoding) -> bool:
-    """An input hook that keeps the width adds ``P`` to ``E``; one that widens concatenates (free)."""
-    return _overrides(enc, "inject") and enc.token_width == enc.model_width
 
 
 def _meta_model(cfg: ModelConfig) -> Transformer:
@@ -288,7 +276,7 @@ def fvcore_flops(model: Transformer, inputs: torch.Tensor) -> int:
     analysis = FlopCountAnalysis(model, inputs).clear_op_handles().set_op_handle(**FVCORE_HANDLES)
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # int(positions.max()) in lookups
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         return int(analysis.total())
 
 

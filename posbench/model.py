@@ -2,8 +2,9 @@
 
 The model never asks which encoding it has: it calls ``inject`` on the token embeddings,
 ``rotate`` on queries and keys, and turns ``attention_bias`` into a logit mask once per forward pass
-(:mod:`posbench.attention` picks how; the bias is shared by all layers, as in T5). Widths come from
-the encoding, so a naive concat really runs the whole network at width d + d_p.
+(:mod:`posbench.attention` picks how; the bias is shared by all layers, as in T5), each with the
+same :class:`~posbench.positions.Positions` value: the batch's own, or the encoding's plain ones.
+Widths come from the encoding, so a naive concat really runs the whole network at width d + d_p.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import torch
 from torch import nn
 
 from posbench import encodings
-from posbench.attention import MaskCache, attend
+from posbench.attention import attend, build_mask
+from posbench.positions import Positions
 
 # Named sizes, defined here only. d_ff defaults to 4 × the model width.
 SIZES: dict[str, dict[str, int]] = {
@@ -66,7 +68,7 @@ class SelfAttention(nn.Module):
         B, L, width = x.shape
         qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
-        q, k = encoding.rotate(q, positions), encoding.rotate(k, positions)
+        q, k = encoding.rotate(q, k, positions)
         y = attend(q, k, v, mask, causal)  # (B, h, L, d_head)
         return self.out(y.transpose(1, 2).reshape(B, L, width))
 
@@ -112,13 +114,13 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(width, cfg.n_heads, self.d_ff) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, cfg.n_classes or cfg.vocab_size, bias=False)
-        self.masks = MaskCache()
 
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        seq_len = inputs.shape[1]
-        positions = self.encoding.positions(seq_len, inputs.device)  # (L,) or (L, 2)
+    def forward(self, inputs: torch.Tensor, positions: Positions | None = None) -> torch.Tensor:
+        """``positions``: where the tokens sit (e.g. randomized ids); default the encoding's plain ones."""
+        if positions is None:
+            positions = self.encoding.positions(inputs.shape[1], inputs.device)  # ids (L,) or (L, 2)
         x = self.encoding.inject(self.embed(inputs), positions)  # (B, L, width)
-        mask = self.masks.get(self.encoding, seq_len, seq_len, self.cfg.causal, x.dtype)
+        mask = build_mask(self.encoding, positions, positions, self.cfg.causal, x.dtype)
         for block in self.blocks:
             x = block(x, self.encoding, positions, mask, self.cfg.causal)
         x = self.norm(x)

@@ -48,6 +48,7 @@ from torch import nn
 from posbench import encodings, records
 from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.model import build_model
+from posbench.positions import Positions
 from posbench.tasks.base import IGNORE
 from posbench.train import TrainConfig, TrainingFailed, deterministic, evaluate, make_optimizer, resolve, scored_logits
 
@@ -67,8 +68,8 @@ SPLIT = ("distinct (token, position) pairs uniform over the V x L grid (all of i
 def probe_encodings() -> tuple[str, ...]:
     """The encodings that put a position vector into the input (added or concatenated), 1-D only."""
     def is_input_1d(name: str) -> bool:
-        encoding = encodings.build(name, d_model=8, n_heads=1, max_len=4)
-        return isinstance(encoding, AbsoluteEncoding) and not hasattr(encoding, "grid")
+        traits = encodings.traits(name)
+        return traits.hook == "input" and traits.axes == "1d"
 
     return tuple(name for name in encodings.names() if is_input_1d(name))
 
@@ -141,10 +142,10 @@ def model_space(encoding: AbsoluteEncoding, embedding: torch.Tensor, seq_len: in
     ``inject(E_t, pos) = [inject(E_t, 0) − inject(0, 0)] + inject(0, pos)``.
     """
     with torch.no_grad():
-        first = torch.zeros(len(embedding), dtype=torch.long)  # every token at position 0
+        first = Positions.from_ids(torch.zeros(len(embedding), dtype=torch.long))  # every token at position 0
         tokens = encoding.inject(embedding[None], first) - encoding.inject(torch.zeros_like(embedding)[None], first)
         zero = torch.zeros(1, seq_len, encoding.token_width)
-        positions = encoding.inject(zero, torch.arange(seq_len))
+        positions = encoding.inject(zero, Positions.arange(seq_len))
     return InputVectors(tokens[0], positions[0])  # (V, W), (L, W)
 
 
@@ -366,7 +367,7 @@ def probe(config: ProbeConfig, log: TextIO | None = None) -> dict:
               f"I >= {r['mi_lower_bound_bits']:.2f} of {r['entropy_bits']:.2f} bits", file=log)
     record = _record(config, "ok", "", started)
     record.update({
-        "family": type(encoding).__name__.lower(), "combine": encoding.mode, "vocab": vocab,
+        "family": type(encoding).__name__.lower(), "combine": encoding.combine, "vocab": vocab,
         "width": vectors.tokens.shape[1], "token_width": encoding.token_width, "position_width": encoding.d_pos,
         "embedding": embedding,
         "pairs": {"grid": vocab * config.seq_len, **{name: len(pairs) for name, pairs in splits.items()}, "split": SPLIT},

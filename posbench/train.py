@@ -100,8 +100,7 @@ def model_config(task: tasks.Task, encoding: str, size: str) -> ModelConfig:
     grid = options.pop("grid", None)
     max_len = max(task.sequence_length(n) for n in task.eval_lengths())
     cfg = ModelConfig.from_size(size, max_len=max_len, encoding=encoding, **options)
-    probe = encodings.build(encoding, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=max_len)
-    reads_grid = hasattr(probe, "grid")
+    reads_grid = encodings.traits(encoding).axes == "2d"
     if reads_grid and grid is None:
         grid_tasks = [n for n in tasks.names() if "grid" in tasks.get(n).model_options()]
         raise ValueError(f"encoding {encoding!r} needs a task on a grid; tasks with a grid: {', '.join(grid_tasks)}")
@@ -171,8 +170,8 @@ def evaluate(model: nn.Module, task: tasks.Task, length: int) -> dict:
 
 
 def position_tables(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters of an absolute (table-based) encoding with one row per position, e.g. a learned table."""
-    if not hasattr(model.encoding, "table"):
+    """Parameters of a bounded encoding with one row per position, e.g. a learned table."""
+    if not model.encoding.traits.bounded:
         return {}
     return {name: p for name, p in model.encoding.named_parameters() if p.dim() and p.shape[0] == model.cfg.max_len}
 

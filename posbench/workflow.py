@@ -102,11 +102,13 @@ def _check_names(config: dict) -> None:
     for task, path in train["data"].items():
         if not Path(path).is_file():
             raise ConfigError(f"config key 'train.data.{task}': file {path!r} does not exist")
-    learned = [e for e in profile["encodings"] if e.startswith("learned")]
+    from posbench import encodings
+
+    bounded = [e for e in profile["encodings"] if encodings.traits(e).bounded]
     longest = max(profile["seq_lens"], default=0)
-    if learned and profile["max_len"] is not None and profile["max_len"] < longest:
-        raise ConfigError(f"config key 'profile.max_len': learned table of {profile['max_len']} rows is shorter "
-                          f"than profile.seq_lens up to {longest}; set it >= {longest} or null")
+    if bounded and profile["max_len"] is not None and profile["max_len"] < longest:
+        raise ConfigError(f"config key 'profile.max_len': {bounded[0]}'s table of {profile['max_len']} rows is "
+                          f"shorter than profile.seq_lens up to {longest}; set it >= {longest} or null")
     from posbench.probe import probe_encodings
 
     _check_members("probe.encodings", config["probe"]["encodings"], probe_encodings())

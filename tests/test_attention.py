@@ -9,6 +9,9 @@ import posbench
 from posbench import attention, bench, encodings
 from posbench.__main__ import main
 from posbench.encodings import PositionalEncoding
+from posbench.positions import Positions
+
+P = Positions.arange
 
 BIASED = [name for name in encodings.names()
           if attention.bias_kind(encodings.build(name, d_model=32, n_heads=4, max_len=8)) is not None]
@@ -16,11 +19,11 @@ BIASED = [name for name in encodings.names()
 
 class QueryScaledBias(PositionalEncoding):
     """A bias that is *not* a function of j − i alone (like FIRE): −|i − j| / (i + 1) · (head + 1).
-    It gives only the public hook, so attention must use the dense or blocked path."""
+    It gives only the public hook, so attention must use a general path."""
 
-    def attention_bias(self, q_len, k_len):
-        i = torch.arange(k_len - q_len, k_len, dtype=torch.get_default_dtype())[:, None]
-        j = torch.arange(k_len, dtype=torch.get_default_dtype())[None, :]
+    def attention_bias(self, query, key):
+        i = query.ids.to(torch.get_default_dtype())[:, None]
+        j = key.ids.to(torch.get_default_dtype())[None, :]
         heads = torch.arange(1, self.n_heads + 1, dtype=torch.get_default_dtype())[:, None, None]
         return -heads * (i - j).abs() / (i + 1)  # (h, q, k)
 
@@ -45,7 +48,7 @@ def plain_attention(q, k, v, bias, causal):
 
 def paths_of(name):
     kind = attention.bias_kind(build(name, causal=True))
-    return ["dense", "blocked"] + (["relative"] if kind == "relative" else [])
+    return ["general_dense", "general_blocked"] + (["relative"] if kind == "relative" else [])
 
 
 CASES = [(name, path) for name in [*BIASED, "query_scaled"] for path in paths_of(name)]
@@ -63,50 +66,51 @@ def test_every_path_equals_plain_attention(name, path, causal, seq_len):
     torch.manual_seed(0)
     enc = build(name, causal)
     q, k, v = (torch.randn(2, 4, seq_len, 8) for _ in range(3))
-    expected = plain_attention(q, k, v, enc.attention_bias(seq_len, seq_len), causal)
+    expected = plain_attention(q, k, v, enc.attention_bias(P(seq_len), P(seq_len)), causal)
     # max_mask_bytes: the blocked path gets blocks of 8 rows (4 heads · 48 keys · 4 bytes · 8)
     with attention.configured(force_path=path, block_size=16, max_mask_bytes=4 * 48 * 4 * 8):
-        mask = attention.build_mask(enc, seq_len, seq_len, causal)
+        mask = attention.build_mask(enc, P(seq_len), P(seq_len), causal)
         got = attention.attend(q, k, v, mask, causal)
     blocks = list(mask.blocks())
     assert mask.path == path
-    assert blocks[-1][1] == seq_len and len(blocks) > (1 if causal or path == "blocked" else 0)
+    assert blocks[-1][1] == seq_len and len(blocks) > (1 if causal or path == "general_blocked" else 0)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name,path", [case for case in CASES if case[1] != "dense"])
+@pytest.mark.parametrize("name,path", [case for case in CASES if case[1] != "general_dense"])
 def test_memory_aware_paths_never_build_the_full_bias(name, path, monkeypatch):
     enc = build(name, causal=True, max_len=64)
-    full = enc.attention_bias(64, 64)
+    full = enc.attention_bias(P(64), P(64))
     asked = []
     original = enc.attention_bias
 
-    def spy(q_len, k_len):
-        asked.append(q_len * k_len)
-        return original(q_len, k_len)
+    def spy(query, key):
+        asked.append(len(query) * len(key))
+        return original(query, key)
 
     monkeypatch.setattr(enc, "attention_bias", spy)
     q, k, v = (torch.randn(1, 4, 64, 8) for _ in range(3))
     with attention.configured(force_path=path, block_size=16, max_mask_bytes=4 * 64 * 4 * 16):
-        got = attention.attend(q, k, v, attention.build_mask(enc, 64, 64, True), True)
+        got = attention.attend(q, k, v, attention.build_mask(enc, P(64), P(64), True), True)
     torch.testing.assert_close(got, plain_attention(q, k, v, full, True), atol=1e-5, rtol=0)
     # the relative path builds nothing of (h, L, L); the general blocked one builds per-block slices
     assert max(asked, default=0) <= (0 if path == "relative" else 64 * 64 - 1)
 
 
 @pytest.mark.parametrize("name", [*BIASED, "query_scaled"])
-def test_a_block_of_rows_is_the_matching_rows_of_the_hook(name):
+def test_a_block_of_positions_gives_the_matching_rows_of_the_hook(name):
     enc = build(name, causal=False)
-    full = enc.attention_bias(40, 40)
+    positions = P(40)
+    full = enc.attention_bias(positions, positions)  # (h, 40, 40)
     for start, stop, k_len in [(0, 40, 40), (3, 17, 40), (39, 40, 40), (5, 9, 12)]:
-        expected = enc.attention_bias(k_len, k_len)[:, start:stop] if k_len != 40 else full[:, start:stop]
-        torch.testing.assert_close(enc.attention_bias_block(start, stop, k_len), expected, atol=0, rtol=0)
+        block = enc.attention_bias(positions[start:stop], positions[:k_len])
+        torch.testing.assert_close(block, full[:, start:stop, :k_len], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("name", BIASED)
 def test_relative_table_reads_back_as_the_hook(name):
     enc = build(name, causal=True)
-    table, full = enc.relative_bias(20), enc.attention_bias(20, 20)  # (h, 39), (h, 20, 20)
+    table, full = enc.relative_bias(torch.arange(-19, 20), 19), enc.attention_bias(P(20), P(20))  # (h, 39), (h, 20, 20)
     assert table.shape == (4, 39)
     i, j = torch.meshgrid(torch.arange(20), torch.arange(20), indexing="ij")
     assert torch.equal(table[:, j - i + 19], full)
@@ -114,16 +118,16 @@ def test_relative_table_reads_back_as_the_hook(name):
 
 def test_gradients_through_the_relative_path_equal_the_dense_ones():
     grads = {}
-    for path in ("dense", "relative", "blocked"):
+    for path in ("general_dense", "relative", "general_blocked"):
         torch.manual_seed(0)
         enc = build("t5", causal=True)
         q, k, v = (torch.randn(1, 4, 37, 8, requires_grad=True) for _ in range(3))
         with attention.configured(force_path=path, block_size=16):
-            attention.attend(q, k, v, attention.build_mask(enc, 37, 37, True), True).square().sum().backward()
+            attention.attend(q, k, v, attention.build_mask(enc, P(37), P(37), True), True).square().sum().backward()
         grads[path] = [q.grad, k.grad, v.grad, enc.bias.weight.grad]
-    assert grads["dense"][3].abs().sum() > 0
-    for path in ("relative", "blocked"):
-        for got, expected in zip(grads[path], grads["dense"]):
+    assert grads["general_dense"][3].abs().sum() > 0
+    for path in ("relative", "general_blocked"):
+        for got, expected in zip(grads[path], grads["general_dense"]):
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -139,12 +143,12 @@ def test_models_agree_on_every_path(name):
             with attention.configured(force_path=path, block_size=16):
                 outputs[path] = model(tokens)
     for path, logits in outputs.items():
-        torch.testing.assert_close(logits, outputs["dense"], atol=1e-5, rtol=0)
+        torch.testing.assert_close(logits, outputs["general_dense"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("name", ["rope", *BIASED])
-def test_cached_masks_and_angles_survive_switching_modes(name):
-    """Inference mode, then training (backward must work: nothing cached in inference mode may
+def test_logits_survive_switching_modes(name):
+    """Inference mode, then training (backward must work: nothing made in inference mode may
     reach autograd), then no_grad: the same logits every time."""
     torch.manual_seed(0)
     model = posbench.build_model(posbench.ModelConfig.from_size("tiny", encoding=name, vocab_size=11, max_len=40))
@@ -164,39 +168,57 @@ def test_choose_path():
     none = encodings.build("none", d_model=32, n_heads=4, max_len=8)
     assert attention.choose_path(none, 8, 8, causal=True) == "is_causal"
     assert attention.choose_path(none, 8, 8, causal=False) == "unmasked"
-    assert attention.build_mask(none, 8, 8, causal=False) is None
+    assert attention.build_mask(none, P(8), P(8), causal=False) is None
     assert attention.choose_path(alibi, 4096, 4096, causal=True) == "relative"
     full_bytes = 4 * 64 * 64 * 4
     with attention.configured(max_mask_bytes=full_bytes):
-        assert attention.choose_path(general, 64, 64, causal=True) == "dense"
-        assert attention.choose_path(general, 64, 65, causal=True) == "blocked"
-        assert attention.choose_path(general, 64, 64, causal=True, dtype=torch.float64) == "blocked"
-    with attention.configured(force_path="blocked"):
-        assert attention.choose_path(alibi, 8, 8, causal=True) == "blocked"
+        assert attention.choose_path(general, 64, 64, causal=True) == "general_dense"
+        assert attention.choose_path(general, 64, 65, causal=True) == "general_blocked"
+        assert attention.choose_path(general, 64, 64, causal=True, dtype=torch.float64) == "general_blocked"
+        assert attention.choose_path(alibi, 64, 64, causal=True, contiguous=False) == "general_dense"
+    with attention.configured(force_path="general_blocked"):
+        assert attention.choose_path(alibi, 8, 8, causal=True) == "general_blocked"
         assert attention.choose_path(none, 8, 8, causal=True) == "is_causal"  # nothing to force
 
 
 def test_bad_settings_name_the_allowed_values():
-    with pytest.raises(ValueError, match="force_path 'flash'; allowed: dense, relative, blocked"):
+    with pytest.raises(ValueError, match="force_path 'flash'; allowed: relative, general_dense, general_blocked"):
         attention.AttentionSettings(force_path="flash")
     with pytest.raises(ValueError, match="depends on j − i alone"):
         with attention.configured(force_path="relative"):
             attention.choose_path(build("query_scaled", causal=True), 8, 8, True)
 
 
-def test_mask_is_reused_until_the_bias_changes():
-    cache, enc = attention.MaskCache(), build("t5", causal=True)
+def test_a_step_on_the_bias_reaches_the_next_forward_pass():
+    """Nothing is cached across calls: T5's bias changed in place changes the next logits."""
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig.from_size("tiny", encoding="t5", vocab_size=11, max_len=40))
+    tokens = torch.randint(0, 11, (2, 37))
     with torch.no_grad():
-        first = cache.get(enc, 16, 16, True, torch.float32)
-        assert cache.get(enc, 16, 16, True, torch.float32) is first
-        assert cache.get(enc, 17, 17, True, torch.float32) is not first
-        again = cache.get(enc, 16, 16, True, torch.float32)
-        enc.bias.weight.add_(1.0)  # an optimiser step, in place
-        rebuilt = cache.get(enc, 16, 16, True, torch.float32)
-    assert rebuilt is not again and torch.equal(rebuilt.table, again.table + 1)
-    # with gradients flowing to the bias, every call builds its own (in the autograd graph)
-    assert cache.get(enc, 16, 16, True, torch.float32).table.requires_grad
-    assert cache.get(enc, 16, 16, True, torch.float32) is not cache.get(enc, 16, 16, True, torch.float32)
+        before = model(tokens)
+        model.encoding.bias.weight.add_(1.0)
+        assert not torch.allclose(model(tokens), before)
+
+
+@pytest.mark.parametrize("name", BIASED)
+def test_randomized_positions_bias_by_their_ids(name):
+    """Sorted ids that are not 0 … L−1 (randomized positions): the bias is the offset table read at
+    id differences, through the general path, and the same ids written as a contiguous run give the
+    relative path's logits."""
+    torch.manual_seed(0)
+    enc = build(name, causal=True)
+    ids = torch.tensor([0, 3, 4, 9, 17, 30])
+    query = Positions.from_ids(ids)
+    table = enc.relative_bias(torch.arange(-30, 31), 30)  # (h, 61)
+    torch.testing.assert_close(enc.attention_bias(query, query), table[:, ids[None, :] - ids[:, None] + 30])
+    cfg = posbench.ModelConfig.from_size("tiny", encoding=name, vocab_size=11, max_len=40)
+    model = posbench.build_model(cfg).eval()
+    tokens = torch.randint(0, 11, (2, 37))
+    with torch.no_grad():
+        as_ids = model(tokens, Positions.from_ids(torch.arange(37)))  # not known to be contiguous
+        plain = model(tokens)
+    assert attention.choose_path(model.encoding, 37, 37, True, contiguous=False) == "general_dense"
+    torch.testing.assert_close(as_ids, plain, atol=1e-5, rtol=0)
 
 
 # ----- the bench program (its logic; timings are never asserted) ----------------------------------

@@ -8,6 +8,9 @@ import torch
 from posbench import encodings
 from posbench.encodings.alibi import alibi_slopes
 from posbench.encodings.t5 import relative_position_bucket
+from posbench.positions import Positions
+
+P = Positions.arange
 
 REQUIRED = {"none", "sinusoidal", "learned", "sinusoidal_concat", "learned_concat",
             "sinusoidal_concat_fixed", "learned_concat_fixed", "rope", "alibi", "t5",
@@ -79,7 +82,7 @@ def test_sinusoidal_low_dimensions_turn_fastest(float64):
 
 def test_sinusoidal_extends_beyond_its_cache(float64):
     enc = build("sinusoidal", max_len=8)
-    far = enc.lookup(torch.tensor([100]))
+    far = enc.lookup(Positions.from_ids(torch.tensor([100])))
     assert torch.allclose(far, build("sinusoidal", max_len=128).table(101)[100:])
 
 
@@ -98,7 +101,7 @@ def test_gradients_reach_position_parameters(name):
     params = list(enc.parameters())
     assert params, "a learned encoding must own parameters"
     x = enc.inject(torch.randn(2, 10, enc.token_width), enc.positions(10))  # (2, 10, width)
-    bias = enc.attention_bias(10, 10)
+    bias = enc.attention_bias(P(10), P(10))
     loss = x.pow(2).sum() + (0 if bias is None else bias.pow(2).sum())
     loss.backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
@@ -128,8 +131,14 @@ def test_concat_keeps_token_and_position_apart():
 
 # ----- RoPE ---------------------------------------------------------------------------------
 
-def rotary_logits(enc, q, k, positions):
-    return enc.rotate(q, positions) @ enc.rotate(k, positions).transpose(-1, -2)
+def rotate(enc, x, ids):
+    """``x`` rotated as a query at integer ``ids`` (the hook turns q and k alike for RoPE)."""
+    return enc.rotate(x, x, Positions.from_ids(ids))[0]
+
+
+def rotary_logits(enc, q, k, ids):
+    q, k = enc.rotate(q, k, Positions.from_ids(ids))
+    return q @ k.transpose(-1, -2)
 
 
 def test_rope_logits_depend_only_on_offset(float64):
@@ -148,7 +157,7 @@ def test_rope_matches_complex_rotation_reference(float64):
     theta = 10000.0 ** (-torch.arange(0, d_head, 2) / d_head)
     z = torch.complex(x[:, 0::2], x[:, 1::2]) * torch.polar(
         torch.ones(L, d_head // 2), torch.arange(L)[:, None] * theta)
-    assert torch.allclose(enc.rotate(x, torch.arange(L)), torch.stack([z.real, z.imag], -1).flatten(-2),
+    assert torch.allclose(rotate(enc, x, torch.arange(L)), torch.stack([z.real, z.imag], -1).flatten(-2),
                           atol=1e-12)
 
 
@@ -156,9 +165,9 @@ def test_rope_matches_complex_rotation_reference(float64):
 def test_rope_rotates_half_precision_in_float32_and_keeps_its_dtype(dtype):
     enc = build("rope", d_model=64, n_heads=4, max_len=16)
     x = torch.randn(2, 4, 16, 16).to(dtype)
-    rotated = enc.rotate(x, torch.arange(16))
+    rotated = rotate(enc, x, torch.arange(16))
     assert rotated.dtype == dtype
-    assert torch.equal(rotated, enc.rotate(x.float(), torch.arange(16)).to(dtype))
+    assert torch.equal(rotated, rotate(enc, x.float(), torch.arange(16)).to(dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -166,22 +175,22 @@ def test_rope_still_rotates_after_the_module_is_cast(dtype):
     """``Module.to(dtype)`` casts buffers; the rotation must survive it (a complex buffer would lose its sines)."""
     enc = build("rope", d_model=64, n_heads=4, max_len=16)
     x = torch.randn(4, 16, 16)
-    expected = enc.rotate(x, torch.arange(16))
+    expected = rotate(enc, x, torch.arange(16))
     cast = build("rope", d_model=64, n_heads=4, max_len=16).to(dtype)
-    assert torch.allclose(cast.rotate(x, torch.arange(16)), expected, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
+    assert torch.allclose(rotate(cast, x, torch.arange(16)), expected, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
 
 
 def test_rope_turns_positions_beyond_the_cache_exactly_in_a_half_precision_model():
     enc = build("rope", d_model=64, n_heads=4, max_len=16)
     x, beyond = torch.randn(4, 3, 16), torch.arange(5000, 5003)
-    expected = enc.rotate(x, beyond)  # float32 model
-    assert torch.allclose(enc.to(torch.bfloat16).rotate(x, beyond), expected, atol=1e-6)
+    expected = rotate(enc, x, beyond)  # float32 model
+    assert torch.allclose(rotate(enc.to(torch.bfloat16), x, beyond), expected, atol=1e-6)
 
 
 def test_rope_preserves_norms(float64):
     enc = build("rope", max_len=32)
     x = torch.randn(2, 4, 32, 8)
-    assert torch.allclose(enc.rotate(x, torch.arange(32)).norm(dim=-1), x.norm(dim=-1))
+    assert torch.allclose(rotate(enc, x, torch.arange(32)).norm(dim=-1), x.norm(dim=-1))
 
 
 def test_rope_2d_depends_only_on_row_and_column_offsets(float64):
@@ -198,7 +207,7 @@ def test_rope_2d_depends_only_on_row_and_column_offsets(float64):
 
 def test_grid_positions_read_row_by_row():
     enc = build("sinusoidal_2d", max_len=12, grid=(3, 4))
-    assert enc.positions(6).tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1]]
+    assert enc.positions(6).ids.tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1]]
 
 
 def test_sinusoidal_2d_is_row_sinusoid_then_column_sinusoid(float64):
@@ -219,7 +228,7 @@ def test_alibi_slopes_match_the_paper():
 
 def test_alibi_is_a_penalty_on_distance():
     enc = build("alibi", n_heads=8, max_len=16)
-    bias = enc.attention_bias(16, 16)  # (8, 16, 16)
+    bias = enc.attention_bias(P(16), P(16))  # (8, 16, 16)
     assert bias.shape == (8, 16, 16)
     assert bias[0, 10, 3].item() == pytest.approx(-0.5 * 7)
     assert bias[7, 3, 10].item() == pytest.approx(-(2.0 ** -8) * 7)
@@ -232,7 +241,7 @@ def test_logit_bias_depends_only_on_offset(name, causal):
     enc = build(name, n_heads=4, max_len=200, causal=causal)
     if name == "t5":
         torch.nn.init.normal_(enc.bias.weight)
-    bias = enc.attention_bias(200, 200)
+    bias = enc.attention_bias(P(200), P(200))
     for k in (1, 5, 150):
         assert torch.equal(bias[:, :-k, :-k], bias[:, k:, k:])
 
@@ -240,7 +249,7 @@ def test_logit_bias_depends_only_on_offset(name, causal):
 def test_logit_bias_for_a_suffix_of_queries_is_the_matching_rows():
     for name in ("alibi", "t5"):
         enc = build(name, max_len=64, causal=True)
-        assert torch.equal(enc.attention_bias(5, 40), enc.attention_bias(40, 40)[:, 35:])
+        assert torch.equal(enc.attention_bias(P(40)[35:], P(40)), enc.attention_bias(P(40), P(40))[:, 35:])
 
 
 # ----- T5 -----------------------------------------------------------------------------------
@@ -258,4 +267,4 @@ def test_t5_buckets_match_reference_values(relative, bidirectional, bucket):
 def test_t5_has_one_scalar_per_bucket_and_head():
     enc = build("t5", n_heads=6)
     assert sum(p.numel() for p in enc.parameters()) == 32 * 6
-    assert enc.attention_bias(7, 7).shape == (6, 7, 7)
+    assert enc.attention_bias(P(7), P(7)).shape == (6, 7, 7)

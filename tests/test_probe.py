@@ -11,6 +11,7 @@ from posbench.__main__ import main
 from posbench.aggregate import probe_rows
 from posbench.probe import (InputVectors, ProbeConfig, check, fit_probe, geometry, model_space, principal_angles,
                             principal_basis, probe, random_embedding, recovery, score, split_pairs)
+from posbench.positions import Positions
 from posbench.workflow import ConfigError, probe_records, validate_config
 
 torch.set_num_threads(1)
@@ -102,7 +103,7 @@ def test_model_space_parts_add_up_to_what_inject_makes(name):
     vectors = model_space(encoding, embedding, LENGTH)
     pairs = splits()["test"]
     with torch.no_grad():
-        injected = encoding.inject(embedding[pairs[:, 0]][None], pairs[:, 1])[0]  # (N, model_width)
+        injected = encoding.inject(embedding[pairs[:, 0]][None], Positions.from_ids(pairs[:, 1]))[0]  # (N, model_width)
     torch.testing.assert_close(vectors.inputs(pairs), injected)
     assert vectors.tokens.shape == (VOCAB, encoding.model_width)
 

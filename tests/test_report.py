@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import pypdf
 
+from posbench import encodings
 from posbench.report import build_report, claims, data, style, verdicts
 
 SEEDS = (0, 1, 2)
@@ -40,8 +41,9 @@ def make_tables(folder, seeds=SEEDS) -> None:
     for task, (metric, higher, train_len, means) in TASKS.items():
         for encoding, mean in means.items():
             for seed in seeds:
-                cell = {**common, "task": task, "encoding": encoding, "size": "tiny", "seed": seed, "metric": metric,
-                        "higher_is_better": higher, "train_len": train_len}
+                cell = {**common, **encodings.traits(encoding).as_columns(), "task": task, "encoding": encoding,
+                        "size": "tiny", "seed": seed, "metric": metric, "higher_is_better": higher,
+                        "train_len": train_len}
                 value = mean + noise(seed)
                 accuracy.append({**cell, "value": value, "token_accuracy": np.nan,
                                  "params_total": 100_000 * (2 if encoding == "sinusoidal_concat" else 1),
@@ -80,7 +82,8 @@ def make_tables(folder, seeds=SEEDS) -> None:
 
 
 def seed_rows(encoding_means: dict[str, float], higher: bool = True, seeds=SEEDS, scale=0.01) -> pd.DataFrame:
-    return pd.DataFrame([{"encoding": e, "value": m + noise(s, scale), "higher_is_better": higher}
+    return pd.DataFrame([{"encoding": e, **encodings.traits(e).as_columns(), "value": m + noise(s, scale),
+                          "higher_is_better": higher}
                          for e, m in encoding_means.items() for s in seeds])
 
 

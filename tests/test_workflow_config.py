@@ -39,7 +39,7 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "missing data file": (config(train={"data": {"lm_prose": "/no/such/file.txt"}}),
                           "'train.data.lm_prose': file '/no/such/file.txt' does not exist"),
     "learned beyond its table": (config(profile={"encodings": ["learned"], "seq_lens": [64, 512], "max_len": 256}),
-                                 "'profile.max_len': learned table of 256 rows is shorter than"),
+                                 "'profile.max_len': learned's table of 256 rows is shorter than"),
     "empty sweep": (config(profile={"encodings": []}, train={"tasks": {}}), "empty sweep"),
     "unknown task": (config(train={"tasks": {"translate": ["rope"]}}),
                      "'train.tasks.translate': unknown 'translate'; allowed:"),

@@ -110,9 +110,9 @@ def model_config(cell: dict) -> ModelConfig:
 
 
 def length_problem(cell: dict) -> str | None:
-    """Why the encoding cannot take ``seq_len`` positions (a learned table too short), or ``None``.
+    """Why the encoding cannot take ``seq_len`` positions (a bounded table too short), or ``None``.
 
-    Asks the encoding itself, through its input hook, so no encoding name is special-cased here.
+    Reads the encoding's declared ``max_positions``, so no encoding name is special-cased here.
     """
     cfg = model_config(cell)
     try:
@@ -120,12 +120,10 @@ def length_problem(cell: dict) -> str | None:
                                    max_len=cfg.max_len, causal=cfg.causal)
     except ValueError as error:
         return f"argument --encoding: {error}"
-    positions = encoding.positions(cell["seq_len"])
-    try:
-        encoding.inject(torch.zeros(1, cell["seq_len"], encoding.token_width), positions)
-    except ValueError as error:
-        return (f"argument --seq-len: {cell['seq_len']} positions but {cell['encoding']} is built for "
-                f"--max-len {cell['max_len']} ({error}); allowed: 1 to {cell['max_len']}, or a larger --max-len")
+    limit = encoding.max_positions
+    if limit is not None and cell["seq_len"] > limit:
+        return (f"argument --seq-len: {cell['seq_len']} positions but {cell['encoding']}'s table has {limit} rows "
+                f"(--max-len {cell['max_len']}); allowed: 1 to {limit}, or a larger --max-len")
     return None
 
 

@@ -2,14 +2,14 @@
 
 >>> from posbench import encodings
 >>> enc = encodings.build("alibi", d_model=256, n_heads=8, max_len=1024)
->>> enc.attention_bias(4, 4).shape
+>>> enc.attention_bias(enc.positions(4), enc.positions(4)).shape
 torch.Size([8, 4, 4])
 """
 
-from posbench.encodings.base import PositionalEncoding
-from posbench.encodings.registry import build, names, register
+from posbench.encodings.base import PositionalEncoding, Traits
+from posbench.encodings.registry import build, names, register, traits
 
 # Importing a family module registers its encodings.
 from posbench.encodings import absolute, alibi, grid, none, rope, t5  # noqa: E402,F401
 
-__all__ = ["PositionalEncoding", "build", "names", "register"]
+__all__ = ["PositionalEncoding", "Traits", "build", "names", "register", "traits"]

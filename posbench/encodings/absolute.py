@@ -10,12 +10,12 @@ Three ways to combine a token embedding E with a position vector P (``mode``):
 
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 
 from posbench.encodings.base import PositionalEncoding, _require_positive
 from posbench.encodings.registry import register
+from posbench.positions import Positions
 
 SINUSOID_BASE = 10000.0
 
@@ -44,6 +44,7 @@ class AbsoluteEncoding(PositionalEncoding):
     """
 
     MODES = ("add", "concat", "concat_fixed")
+    hook = "input"
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  mode: str, d_pos: int | None = None):
@@ -60,6 +61,10 @@ class AbsoluteEncoding(PositionalEncoding):
             raise ValueError(f"d_pos must be below d_model ({d_model}) for concat_fixed, got {self.d_pos}")
 
     @property
+    def combine(self) -> str:
+        return self.mode
+
+    @property
     def token_width(self) -> int:
         return self.d_model - self.d_pos if self.mode == "concat_fixed" else self.d_model
 
@@ -71,11 +76,11 @@ class AbsoluteEncoding(PositionalEncoding):
         """Position vectors for positions ``0 … n_positions-1``: ``(n_positions, d_pos)``."""
         raise NotImplementedError
 
-    def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        """``(L,)`` integer positions -> ``(L, d_pos)``."""
-        return self.table(int(positions.max()) + 1)[positions]
+    def lookup(self, positions: Positions) -> torch.Tensor:
+        """``(L,)`` positions -> ``(L, d_pos)``."""
+        raise NotImplementedError
 
-    def inject(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def inject(self, tokens: torch.Tensor, positions: Positions) -> torch.Tensor:
         pos = self.lookup(positions).to(tokens.dtype)  # (L, d_pos)
         if self.mode == "add":
             return tokens + pos
@@ -98,18 +103,22 @@ class Sinusoidal(AbsoluteEncoding):
             return self.cached[:n_positions]
         return sinusoid_table(torch.arange(n_positions, device=self.cached.device), self.d_pos)
 
-    def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        if positions.numel() and int(positions.max()) < self.max_len:
-            return self.cached[positions]
-        return sinusoid_table(positions, self.d_pos).to(self.cached.device)
+    def lookup(self, positions: Positions) -> torch.Tensor:
+        if positions.max_position < self.max_len:
+            return self.cached[positions.ids]
+        return sinusoid_table(positions.ids, self.d_pos).to(self.cached.device)
 
 
 class Learned(AbsoluteEncoding):
     """A trained table of ``max_len`` rows (GPT-2, BERT), initialised N(0, 0.02²).
 
     There is no row for a position at or beyond ``max_len``: asking for one is an error, never a
-    silent clamp. Size the table for the longest length the run evaluates.
+    silent clamp (checked against the positions' host-known maximum, so no device sync). Size the
+    table for the longest length the run evaluates.
     """
+
+    bounded = True
+    trained_positions = True
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, **options):
         super().__init__(d_model, n_heads, max_len, causal, **options)
@@ -119,9 +128,9 @@ class Learned(AbsoluteEncoding):
         self._check_length(n_positions)
         return self.weight[:n_positions]
 
-    def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        self._check_length(int(positions.max()) + 1 if positions.numel() else 0)
-        return self.weight[positions]
+    def lookup(self, positions: Positions) -> torch.Tensor:
+        self._check_length(positions.max_position + 1 if len(positions) else 0)
+        return self.weight[positions.ids]
 
     def _check_length(self, n_positions: int) -> None:
         if n_positions > self.max_len:

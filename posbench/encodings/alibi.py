@@ -32,21 +32,31 @@ def alibi_slopes(n_heads: int) -> list[float]:
 class Alibi(PositionalEncoding):
     """Symmetric distance penalty (the same form serves causal and bidirectional models).
 
-    The bias depends on ``j − i`` alone, so it is given as a ``(h, 2L − 1)`` table
-    (:meth:`relative_bias`); attention reads it as views and never builds the ``(h, L, L)`` bias.
+    The bias depends on ``j − i`` alone, so it is given by :meth:`relative_bias`; on contiguous
+    positions attention reads one ``(h, 2L − 1)`` table as views and never builds the ``(h, L, L)`` bias.
+    The penalties of offsets within ``max_len`` are computed once, like a sinusoid table, and
+    looked up; offsets beyond are computed.
     """
+
+    hook = "logits"
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False):
         super().__init__(d_model, n_heads, max_len, causal)
         slopes = torch.tensor(alibi_slopes(n_heads))
         self.register_buffer("slopes", slopes, persistent=False)  # (h,)
+        offsets = torch.arange(1 - max_len, max_len)  # j − i
+        self.register_buffer("penalties", self._penalties(slopes, offsets), persistent=False)  # (h, 2·max_len − 1)
 
-    def relative_bias(self, k_len: int) -> torch.Tensor:
-        offsets = torch.arange(1 - k_len, k_len, device=self.slopes.device)  # j − i
-        return -self.slopes[:, None] * offsets.abs().to(self.slopes.dtype)  # (h, 2k − 1)
+    @staticmethod
+    def _penalties(slopes: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """``−m_h·|offset|``: ``(h, *offsets.shape)``."""
+        distance = offsets.abs().to(slopes.dtype)
+        return -slopes.view(-1, *[1] * offsets.dim()) * distance
 
-    def attention_bias(self, q_len: int, k_len: int) -> torch.Tensor:
-        return self.attention_bias_block(k_len - q_len, k_len, k_len)  # (h, q, k)
+    def relative_bias(self, offsets: torch.Tensor, max_distance: int) -> torch.Tensor:
+        if max_distance < self.max_len:
+            return self.penalties[:, offsets + self.max_len - 1]  # (h, *offsets.shape)
+        return self._penalties(self.slopes, offsets)
 
 
 register("alibi")(Alibi)

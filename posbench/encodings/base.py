@@ -7,15 +7,42 @@ more of them:
 2. query / key     rotate ``q`` and ``k`` by their position     -> :meth:`PositionalEncoding.rotate`
 3. attention logit add ``B[h, i, j]`` to ``q·k / sqrt(d_head)``  -> :meth:`PositionalEncoding.attention_bias`
 
-The base class implements each hook as "leave it alone", so a scheme overrides only the hooks it
-uses and the model calls all three unconditionally. Widths live here too, because concatenation
-changes them: the token embedding is ``token_width`` wide and the residual stream ``model_width``.
+Every hook takes a :class:`~posbench.positions.Positions` value (ids, offset, axes, modality, a
+host-known maximum), never bare lengths. The base class implements each hook as "leave it alone",
+so a scheme overrides only the hooks it uses and the model calls all three unconditionally. What
+a scheme *is* (which hook, how it combines, its axes, whether its table is bounded or trained) is
+declared in :class:`Traits`, so no code outside an encoding's own module decides by its name.
+Widths live here too, because concatenation changes them: the token embedding is
+``token_width`` wide and the residual stream ``model_width``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+
+from posbench.positions import Positions
+
+HOOKS = ("none", "input", "qk", "logits")
+COMBINES = ("none", "add", "concat", "concat_fixed")
+AXES = ("1d", "2d")
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What an encoding is, declared by its class: the report, workflow, training and probes read this."""
+
+    hook: str  # where position enters: none | input | qk | logits
+    combine: str  # how an input encoding meets the token embedding: none | add | concat | concat_fixed
+    axes: str  # 1d (a sequence) | 2d (row, column of a grid)
+    bounded: bool  # one row per position up to max_len: a longer input is refused (a learned table)
+    trained: bool  # has trained position parameters
+
+    def as_columns(self) -> dict:
+        """Table columns, prefixed so they never collide with a record's own fields."""
+        return {f"pe_{name}": value for name, value in self.__dict__.items()}
 
 
 class PositionalEncoding(nn.Module):
@@ -28,6 +55,11 @@ class PositionalEncoding(nn.Module):
         causal: whether the model masks the future (T5 buckets differ for causal models).
     """
 
+    hook = "none"
+    axes = "1d"
+    bounded = False
+    trained_positions = False
+
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False):
         super().__init__()
         _require_positive(d_model=d_model, n_heads=n_heads, max_len=max_len)
@@ -35,6 +67,21 @@ class PositionalEncoding(nn.Module):
         self.n_heads = n_heads
         self.max_len = max_len
         self.causal = causal
+
+    # ----- traits --------------------------------------------------------------------------
+    @property
+    def combine(self) -> str:
+        """How the input hook combines position with the token embedding (``none`` for other hooks)."""
+        return "none"
+
+    @property
+    def traits(self) -> Traits:
+        return Traits(self.hook, self.combine, self.axes, self.bounded, self.trained_positions)
+
+    @property
+    def max_positions(self) -> int | None:
+        """The most positions this encoding can take (a bounded table's rows), or ``None`` for no limit."""
+        return self.max_len if self.bounded else None
 
     # ----- widths --------------------------------------------------------------------------
     @property
@@ -48,49 +95,39 @@ class PositionalEncoding(nn.Module):
         return self.d_model
 
     # ----- positions -----------------------------------------------------------------------
-    def positions(self, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-        """Integer positions of a sequence: ``(L,)``; grid encodings return ``(L, 2)`` (row, col)."""
-        return torch.arange(seq_len, device=device)
+    def positions(self, seq_len: int, device: torch.device | str | None = None) -> Positions:
+        """The positions of a plain sequence of ``seq_len`` tokens: ids ``0 … L−1``; grid encodings
+        give (row, column) ids."""
+        return Positions.arange(seq_len, device=device)
 
     # ----- the three hooks -----------------------------------------------------------------
-    def inject(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def inject(self, tokens: torch.Tensor, positions: Positions) -> torch.Tensor:
         """Input hook: ``(B, L, token_width)`` -> ``(B, L, model_width)``."""
         return tokens
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Query/key hook: ``(..., L, d_head)`` -> same shape."""
-        return x
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query/key hook: ``q, k (…, L, d_head)`` of the tokens at ``positions`` -> the same shapes.
 
-    def attention_bias(self, q_len: int, k_len: int) -> torch.Tensor | None:
-        """Logit hook: ``(n_heads, q_len, k_len)`` float, or ``None`` when the scheme adds none."""
+        One call for both, because a scheme may transform them differently (xPos scales q and k
+        by inverse factors)."""
+        return q, k
+
+    def attention_bias(self, query: Positions, key: Positions) -> torch.Tensor | None:
+        """Logit hook: ``(n_heads, len(query), len(key))`` float, or ``None`` when the scheme adds none.
+
+        The default reads :meth:`relative_bias` at the offsets ``key id − query id``; a bias that
+        depends on more than the offset (the query's own position, say) overrides this."""
+        offsets = key.ids[None, :] - query.ids[:, None]  # (q, k)
+        return self.relative_bias(offsets, max(query.max_position, key.max_position))
+
+    def relative_bias(self, offsets: torch.Tensor, max_distance: int) -> torch.Tensor | None:
+        """``(n_heads, *offsets.shape)`` bias of integer offsets ``j − i``, for a bias that depends on
+        the offset alone; ``None`` otherwise (the default). ``max_distance`` bounds ``|offsets|`` on
+        the host, so an encoding can pick a cached table without reading the device.
+
+        An encoding that gives it gets :meth:`attention_bias` from it, and attention on contiguous
+        positions reads one ``(h, 2L − 1)`` table as strided views, never building ``(h, L, L)``."""
         return None
-
-    # ----- the logit hook in pieces, for attention that never holds the whole (h, L, L) bias ---------
-    def relative_bias(self, k_len: int) -> torch.Tensor | None:
-        """``(n_heads, 2·k_len − 1)`` table with ``B[h, i, j] = table[h, j − i + k_len − 1]``, for a bias
-        that depends on the offset ``j − i`` alone; ``None`` otherwise (the default).
-
-        An encoding that gives it gets :meth:`attention_bias_block` (and may build
-        :meth:`attention_bias`) from it, and attention reads its blocks as strided views.
-        """
-        return None
-
-    def attention_bias_block(self, q_start: int, q_stop: int, k_len: int) -> torch.Tensor | None:
-        """Bias rows of query positions ``q_start … q_stop − 1`` against keys ``0 … k_len − 1``:
-        ``(n_heads, q_stop − q_start, k_len)``; ``None`` when the scheme adds no bias.
-
-        ``attention_bias(q_len, k_len)`` equals ``attention_bias_block(k_len − q_len, k_len, k_len)``.
-        The default gathers from :meth:`relative_bias` when there is one, and otherwise slices the
-        public hook, which builds ``k_len − q_start`` rows: a general bias should override this to
-        build only the rows asked for.
-        """
-        table = self.relative_bias(k_len)
-        if table is not None:
-            i = torch.arange(q_start, q_stop, device=table.device)
-            j = torch.arange(k_len, device=table.device)
-            return table[:, j[None, :] - i[:, None] + k_len - 1]  # (h, q, k)
-        bias = self.attention_bias(k_len - q_start, k_len)
-        return None if bias is None else bias[:, : q_stop - q_start]
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, max_len={self.max_len}"

@@ -17,10 +17,13 @@ from posbench.encodings.absolute import AbsoluteEncoding, sinusoid_table
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
 from posbench.encodings.rope import ROPE_BASE, RotaryAngles
+from posbench.positions import Positions
 
 
 class GridMixin:
     """Shared by the 2-D encodings: the grid shape and (row, col) positions."""
+
+    axes = "2d"
 
     def _init_grid(self, max_len: int, grid: tuple[int, int] | None) -> None:
         if grid is None:
@@ -31,9 +34,8 @@ class GridMixin:
             raise ValueError(f"grid must be two positive integers (rows, cols), got {grid!r}")
         self.grid = (rows, cols)
 
-    def positions(self, seq_len: int, device=None) -> torch.Tensor:
-        t = torch.arange(seq_len, device=device)
-        return torch.stack([t // self.grid[1], t % self.grid[1]], dim=-1)  # (L, 2) row, col
+    def positions(self, seq_len: int, device=None) -> Positions:
+        return Positions.grid(seq_len, self.grid[1], device)  # (L, 2) row, col
 
 
 class Sinusoidal2D(GridMixin, AbsoluteEncoding):
@@ -46,19 +48,20 @@ class Sinusoidal2D(GridMixin, AbsoluteEncoding):
             raise ValueError(f"sinusoidal_2d needs d_model divisible by 4, got {d_model}")
         self._init_grid(max_len, grid)
 
-    def lookup(self, positions: torch.Tensor) -> torch.Tensor:
-        half = self.d_pos // 2
-        rows, cols = sinusoid_table(positions[:, 0], half), sinusoid_table(positions[:, 1], half)
-        return torch.cat([rows, cols], dim=-1).to(positions.device)  # (L, d)
+    def lookup(self, positions: Positions) -> torch.Tensor:
+        half, ids = self.d_pos // 2, positions.ids
+        rows, cols = sinusoid_table(ids[:, 0], half), sinusoid_table(ids[:, 1], half)
+        return torch.cat([rows, cols], dim=-1).to(ids.device)  # (L, d)
 
     def table(self, grid: tuple[int, int]) -> torch.Tensor:
         rows, cols = grid
-        positions = torch.cartesian_prod(torch.arange(rows), torch.arange(cols))  # (rows*cols, 2)
-        return self.lookup(positions).reshape(rows, cols, self.d_pos)
+        return self.lookup(Positions.grid(rows * cols, cols)).reshape(rows, cols, self.d_pos)
 
 
 class Rope2D(GridMixin, PositionalEncoding):
     """Axial RoPE; ``d_head`` must be divisible by 4. Family options: ``grid``, ``base``."""
+
+    hook = "qk"
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  grid: tuple[int, int] | None = None, base: float = ROPE_BASE):
@@ -69,9 +72,15 @@ class Rope2D(GridMixin, PositionalEncoding):
         self._init_grid(max_len, grid)
         self.angles = RotaryAngles(d_head // 2, max(self.grid), base)
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        by_row, by_col = x.chunk(2, dim=-1)
-        return torch.cat([self.angles(by_row, positions[:, 0]), self.angles(by_col, positions[:, 1])], dim=-1)
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first half of each head turns by the row, the second by the column."""
+        rows, cols = self.angles.rows(positions.axis(0)), self.angles.rows(positions.axis(1))  # (L, d_head/4) each
+
+        def turn(x: torch.Tensor) -> torch.Tensor:
+            by_row, by_col = x.chunk(2, dim=-1)
+            return torch.cat([self.angles.turn(by_row, rows), self.angles.turn(by_col, cols)], dim=-1)
+
+        return turn(q), turn(k)
 
 
 register("sinusoidal_2d")(Sinusoidal2D)

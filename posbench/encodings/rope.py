@@ -16,14 +16,14 @@ from torch import nn
 
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
+from posbench.positions import Positions
 
 ROPE_BASE = 10000.0
 
 
 class RotaryAngles(nn.Module):
     """Unit complex numbers ``exp(i · pos · base^(-2i/width))``, cached for ``max_len`` positions,
-    computed beyond. The rows for the last positions tensor are kept, so the q and k of every layer
-    share one lookup.
+    computed beyond.
 
     The cache is a real buffer ``(max_len, width/2, 2)`` (real and imaginary parts): ``Module.to(dtype)``
     casts a complex buffer to a real dtype by dropping its imaginary part, which would silently turn
@@ -38,23 +38,13 @@ class RotaryAngles(nn.Module):
         turns = self._turns(torch.arange(max_len), torch.get_default_dtype())  # (max_len, width/2) complex
         self.register_buffer("turns", torch.view_as_real(turns), persistent=False)  # (max_len, width/2, 2)
         self.max_len = max_len
-        self._rows: tuple[torch.Tensor, tuple, torch.Tensor] | None = None
 
-    def rows(self, positions: torch.Tensor) -> torch.Tensor:
-        """Complex turns ``(L, width/2)`` of ``positions (L,)``, in the cache's precision (at least
-        float32); the same tensor object (unchanged since, in the same inference mode, the module
-        not moved or cast) gets the same rows back without a lookup."""
-        version = None if positions.is_inference() else positions._version  # inference tensors have none
-        state = (version, torch.is_inference_mode_enabled(), self.turns.dtype, self.turns.device)
-        if self._rows is not None and self._rows[0] is positions and self._rows[1] == state:
-            return self._rows[2]
-        if positions.numel() and int(positions.max()) < self.max_len:
-            cached = self.turns[positions]  # (L, width/2, 2), in the model's dtype
-            rows = torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
-        else:
-            rows = self._turns(positions, self.turns.dtype)
-        self._rows = (positions, state, rows)
-        return rows
+    def rows(self, positions: Positions) -> torch.Tensor:
+        """Complex turns ``(L, width/2)`` of 1-D ``positions``, in the cache's precision (at least float32)."""
+        if positions.max_position < self.max_len:
+            cached = self.turns[positions.ids]  # (L, width/2, 2), in the model's dtype
+            return torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
+        return self._turns(positions.ids, self.turns.dtype)
 
     def _turns(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """``(L,)`` positions -> ``(L, width/2)`` unit complex numbers, complex64 or (for float64) complex128."""
@@ -62,18 +52,26 @@ class RotaryAngles(nn.Module):
         complex_dtype = torch.promote_types(torch.promote_types(dtype, torch.float32), torch.complex64)
         return torch.polar(torch.ones_like(angle), angle).to(complex_dtype)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x (…, L, width)`` by ``positions (L,)``: each pair ``(x_2i, x_2i+1)`` turns by its angle.
+    @staticmethod
+    def turn(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x (…, L, width)`` by ``rows (L, width/2)``: each pair ``(x_2i, x_2i+1)`` turns by its angle.
 
         Half precision is rotated in float32 (complex numbers need it) and returned in its own dtype."""
         exact = torch.promote_types(x.dtype, torch.float32)
         pairs = torch.view_as_complex(x.to(exact).unflatten(-1, (-1, 2)))  # (…, L, width/2)
-        turned = pairs * self.rows(positions).to(pairs.dtype)  # (…, L, width/2)
+        turned = pairs * rows.to(pairs.dtype)  # (…, L, width/2)
         return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (…, L, width)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate ``q`` and ``k`` (``(…, L, width)``) by 1-D ``positions``, one row lookup for both."""
+        rows = self.rows(positions)  # (L, width/2)
+        return self.turn(q, rows), self.turn(k, rows)
 
 
 class Rope(PositionalEncoding):
     """RoPE over the whole head dimension. Family option: ``base`` (default 10000)."""
+
+    hook = "qk"
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  base: float = ROPE_BASE):
@@ -82,8 +80,8 @@ class Rope(PositionalEncoding):
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.angles = RotaryAngles(d_model // n_heads, max_len, base)
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.angles(x, positions)
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.angles(q, k, positions)
 
 
 register("rope")(Rope)

@@ -37,6 +37,9 @@ def relative_position_bucket(relative_position: torch.Tensor, bidirectional: boo
 class T5Bias(PositionalEncoding):
     """Family options: ``num_buckets`` (32), ``max_distance`` (128); bucketing follows ``causal``."""
 
+    hook = "logits"
+    trained_positions = True
+
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  num_buckets: int = 32, max_distance: int = 128):
         super().__init__(d_model, n_heads, max_len, causal)
@@ -44,24 +47,10 @@ class T5Bias(PositionalEncoding):
         self.max_distance = max_distance
         self.bias = nn.Embedding(num_buckets, n_heads)  # (buckets, h)
         nn.init.normal_(self.bias.weight, std=0.02)
-        self._offset_buckets: tuple[tuple, torch.Tensor] | None = None
 
-    def offset_buckets(self, k_len: int) -> torch.Tensor:
-        """``(2·k_len − 1,)`` bucket of each offset ``j − i`` from ``1 − k_len`` to ``k_len − 1``, cached
-        for the last length asked for."""
-        device = self.bias.weight.device
-        key = (k_len, device)
-        if self._offset_buckets is None or self._offset_buckets[0] != key:
-            offsets = torch.arange(1 - k_len, k_len, device=device)
-            self._offset_buckets = (key, relative_position_bucket(
-                offsets, not self.causal, self.num_buckets, self.max_distance))
-        return self._offset_buckets[1]
-
-    def relative_bias(self, k_len: int) -> torch.Tensor:
-        return self.bias.weight.t()[:, self.offset_buckets(k_len)]  # (h, 2k − 1)
-
-    def attention_bias(self, q_len: int, k_len: int) -> torch.Tensor:
-        return self.attention_bias_block(k_len - q_len, k_len, k_len)  # (h, q, k)
+    def relative_bias(self, offsets: torch.Tensor, max_distance: int) -> torch.Tensor:
+        buckets = relative_position_bucket(offsets, not self.causal, self.num_buckets, self.max_distance)
+        return self.bias.weight.t()[:, buckets]  # (h, *offsets.shape)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, causal={self.causal}, num_buckets={self.num_buckets}"

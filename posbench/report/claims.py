@@ -176,7 +176,7 @@ def claim_shift_linearity(tables: Tables) -> Claim:
 # ----- 5. T5 -------------------------------------------------------------------------------------
 def claim_t5(tables: Tables) -> Claim:
     t5 = encodings.build("t5", d_model=D_MODEL, n_heads=8, max_len=64)
-    bias = t5.attention_bias(16, 16)  # (h, q, k)
+    bias = t5.attention_bias(t5.positions(16), t5.positions(16))  # (h, q, k)
     return Claim(
         "T5 concatenates position encodings",
         f"computed (posbench t5): width {t5.d_model} -> {t5.model_width} (nothing concatenated); "
@@ -189,7 +189,8 @@ def claim_t5(tables: Tables) -> Claim:
 
 # ----- 6. ALiBi sign -----------------------------------------------------------------------------
 def claim_alibi_sign(tables: Tables) -> Claim:
-    bias = encodings.build("alibi", d_model=D_MODEL, n_heads=8, max_len=64).attention_bias(16, 16)  # (h, q, k)
+    alibi = encodings.build("alibi", d_model=D_MODEL, n_heads=8, max_len=64)
+    bias = alibi.attention_bias(alibi.positions(16), alibi.positions(16))  # (h, q, k)
     off_diagonal = bias[:, ~torch.eye(16, dtype=torch.bool)]
     largest = float(off_diagonal.max())
     return Claim(

@@ -201,12 +201,19 @@ def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
 
 
 # ----- the 2-D task ------------------------------------------------------------------------------
-def grid_kind(encoding: str) -> str:
-    """How a digits encoding sees the 8×8 grid: 1-D or 2-D positions, and where they enter."""
-    dims = "2-D" if encoding.endswith("_2d") else ("none" if encoding == "none" else "1-D")
-    how = ("concat" if "concat" in encoding else "rotate q/k" if encoding.startswith("rope")
-           else "logit bias" if encoding in ("alibi", "t5") else "—" if encoding == "none" else "add")
-    return f"{encoding} ({dims}, {how})"
+HOW_POSITION_ENTERS = {"none": "—", "qk": "rotate q/k", "logits": "logit bias"}  # input: its combine
+
+
+def grid_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """How each digits encoding sees the 8×8 grid — 1-D or 2-D positions, and where they enter —
+    from the tables' trait columns."""
+    traits = rows.groupby("encoding")[["pe_hook", "pe_combine", "pe_axes"]].first()
+    labels = {}
+    for encoding, (hook, combine, axes) in traits.iterrows():
+        dims = "none" if hook == "none" else "2-D" if axes == "2d" else "1-D"
+        how = HOW_POSITION_ENTERS.get(hook, combine.replace("_fixed", " (fixed width)"))
+        labels[encoding] = f"{encoding} ({dims}, {how})"
+    return labels
 
 
 def digits_missing(tables: Tables) -> str | None:
@@ -220,7 +227,7 @@ def draw_digits(figure: Figure, rect: Rect, tables: Tables) -> None:
     accuracy = tables.ok("accuracy", "task", "encoding", "value")
     rows = accuracy[accuracy["task"] == "digits_2d"]
     (ax,) = panels(figure, rect, 1, 1, left=2.3, top=0.2)
-    _bars(ax, rows, grid_kind)
+    _bars(ax, rows, grid_labels(rows).get)
     ax.set(xlabel=metric_label(rows), title=f"digits_2d: 8×8 images as 64 patches ({direction(rows)})")
 
 

@@ -1,7 +1,7 @@
 """Page 1: the six rows of the article's guidance (section 九), each judged by an explicit rule.
 
 Every rule compares the best *added* encoding (``E + P``: sinusoidal, learned; sinusoidal_2d on the
-grid task) with the best of the other schemes on that row's measurements, in units of the seed
+grid task; read from the tables' ``pe_combine`` trait column) with the best of the other schemes on that row's measurements, in units of the seed
 spread (sample standard deviation over seeds):
 
 * ``advantage`` = how much the best other scheme beats the best added one (metric units; negative
@@ -26,7 +26,6 @@ import pandas as pd
 from posbench.report.data import MIN_SEEDS, Tables, higher_is_better, seed_summary
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
-ADDED = ("sinusoidal", "learned", "sinusoidal_2d")  # E + P at the input
 BUDGET_TOLERANCE = 1.01  # "within the budget": at most 1 % more parameters than the added model
 LONG_RATIOS = (2.0, 4.0, 8.0)
 LONG_TASKS = ("lm_prose", "long_range")
@@ -35,8 +34,18 @@ FIXED_LENGTH_TASKS = ("lm_prose", "lm_code")
 FIXED_LENGTH_LIMIT = 512
 
 
-def is_concat(encoding: str) -> bool:
-    return encoding.endswith("_concat") or encoding.endswith("_concat_fixed")
+def is_added(frame: pd.DataFrame) -> pd.Series:
+    """Rows of encodings that add ``P`` to ``E`` at the input."""
+    return frame["pe_combine"] == "add"
+
+
+def is_other(frame: pd.DataFrame) -> pd.Series:
+    return ~is_added(frame)
+
+
+def is_concat(frame: pd.DataFrame) -> pd.Series:
+    """Rows of encodings that concatenate ``P`` to ``E`` (naive or at fixed width)."""
+    return frame["pe_combine"].isin(("concat", "concat_fixed"))
 
 
 @dataclass(frozen=True)
@@ -97,14 +106,15 @@ def best(summary: pd.DataFrame, higher: bool) -> Standing | None:
     return Standing(str(row["encoding"]), float(row["mean"]), float(row["spread"]), int(row["n"]))
 
 
-def compare(rows: pd.DataFrame, label: str, others: Callable[[str], bool] = lambda e: e not in ADDED) -> Comparison:
-    """Rows of one measurement (columns encoding, value, higher_is_better; one row per seed)."""
+def compare(rows: pd.DataFrame, label: str, others: Callable[[pd.DataFrame], pd.Series] = is_other) -> Comparison:
+    """Rows of one measurement (columns encoding, pe_combine, value, higher_is_better; one row per
+    seed); ``others`` selects the comparator encodings' rows."""
     higher = higher_is_better(rows)
-    summary = seed_summary(rows, ["encoding"])
+    summary = seed_summary(rows, ["encoding", "pe_combine"])
     enough = summary[summary["n"] >= MIN_SEEDS]
     thin = tuple(sorted(summary.loc[summary["n"] < MIN_SEEDS, "encoding"].astype(str)))
-    added = best(enough[enough["encoding"].isin(ADDED)], higher)
-    other = best(enough[enough["encoding"].map(others)], higher)
+    added = best(enough[is_added(enough)], higher)
+    other = best(enough[others(enough)], higher)
     return Comparison(label, added, other, higher, thin)
 
 
@@ -151,14 +161,14 @@ class GuidanceRow:
 
 # ----- the judges ------------------------------------------------------------------------------
 def _task_rows(tables: Tables, task: str) -> pd.DataFrame:
-    accuracy = tables.ok("accuracy", "task", "encoding", "value")
+    accuracy = tables.ok("accuracy", "task", "encoding", "pe_combine", "value")
     return accuracy[accuracy["task"] == task]
 
 
 def _judge_tasks(tables: Tables, tasks: tuple[str, ...], rule: Callable[[Comparison], Finding],
-                 others: Callable[[str], bool] = lambda e: e not in ADDED, extra: list[str] = ()) -> RowVerdict:
+                 others: Callable[[pd.DataFrame], pd.Series] = is_other, extra: list[str] = ()) -> RowVerdict:
     """The rule on each task at its training length; the row takes the majority."""
-    if (why := tables.missing("accuracy", "task", "encoding", "value")):
+    if (why := tables.missing("accuracy", "task", "encoding", "pe_combine", "value")):
         return RowVerdict(INCONCLUSIVE, [why])
     present = [t for t in tasks if not _task_rows(tables, t).empty]
     if not present:
@@ -182,7 +192,7 @@ def judge_fixed_length(tables: Tables) -> RowVerdict:
 
 def judge_budget(tables: Tables) -> RowVerdict:
     """Concat variants that fit the added model's parameter budget; naive concat is reported beside."""
-    rows = tables.ok("accuracy", "task", "encoding", "value", "params_total")
+    rows = tables.ok("accuracy", "task", "encoding", "pe_combine", "value", "params_total")
     rows = rows[rows["task"] == "lm_prose"]
     if rows.empty:
         return RowVerdict(INCONCLUSIVE, [tables.missing("accuracy", "params_total") or "no ok lm_prose rows with params_total"])
@@ -191,10 +201,12 @@ def judge_budget(tables: Tables) -> RowVerdict:
     if added is None:
         return _judge_tasks(tables, ("lm_prose",), adding_suffices, others=is_concat)
     ratio = params / params[added.encoding]
-    within = [e for e in params.index if is_concat(e) and ratio[e] <= BUDGET_TOLERANCE]
+    concats = sorted(set(rows.loc[is_concat(rows), "encoding"]))
+    within = [e for e in concats if ratio[e] <= BUDGET_TOLERANCE]
     note = [f"over budget: {e} has {ratio[e]:.2f}× the parameters of {added.encoding}"
-            for e in params.index if is_concat(e) and e not in within]
-    return _judge_tasks(tables, ("lm_prose",), adding_suffices, others=lambda e: e in within, extra=note)
+            for e in concats if e not in within]
+    return _judge_tasks(tables, ("lm_prose",), adding_suffices, others=lambda f: f["encoding"].isin(within),
+                        extra=note)
 
 
 def judge_long_sequences(tables: Tables) -> RowVerdict:

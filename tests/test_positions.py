@@ -1,0 +1,126 @@
+"""Positions as a value, and the traits encodings declare: what the hooks receive and what the rest
+of posbench reads instead of encoding names."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import posbench
+from posbench import encodings
+from posbench.encodings import PositionalEncoding
+from posbench.positions import Positions
+
+
+def model(name, max_len=40, **options):
+    torch.manual_seed(0)
+    grid = {"encoding_options": {"grid": (5, 8)}} if encodings.traits(name).axes == "2d" else {}
+    cfg = posbench.ModelConfig.from_size("tiny", encoding=name, vocab_size=11, max_len=max_len, **grid, **options)
+    return posbench.build_model(cfg).eval()
+
+
+# ----- the value ---------------------------------------------------------------------------------
+def test_arange_knows_its_maximum_offset_and_contiguity():
+    positions = Positions.arange(5, offset=3)
+    assert positions.ids.tolist() == [3, 4, 5, 6, 7]
+    assert (positions.max_position, positions.offset, positions.contiguous, positions.axes) == (7, 3, True, 1)
+    block = positions[1:3]
+    assert block.ids.tolist() == [4, 5] and (block.max_position, block.offset, block.contiguous) == (5, 4, True)
+    assert Positions.arange(0).max_position == 0 and len(Positions.arange(0)) == 0
+
+
+def test_grid_reads_row_by_row_with_exact_maximum():
+    positions = Positions.grid(10, cols=4)
+    assert positions.ids.tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2], [1, 3], [2, 0], [2, 1]]
+    assert positions.max_position == 3 and positions.axes == 2 and not positions.contiguous
+    assert positions.axis(0).ids.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    assert Positions.grid(3, cols=8).max_position == 2  # one short row: columns 0 … 2
+
+
+def test_from_ids_reads_the_maximum_once_and_refuses_bad_ids():
+    positions = Positions.from_ids(torch.tensor([0, 4, 9]), modality=torch.tensor([0, 0, 1]))
+    assert positions.max_position == 9 and not positions.contiguous
+    assert positions[1:].modality.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="ids must be integers"):
+        Positions.from_ids(torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="must be >= 0, got -2"):
+        Positions.from_ids(torch.tensor([3, -2]))
+    with pytest.raises(ValueError, match="only contiguous slices"):
+        Positions.arange(6)[::2]
+
+
+# ----- the hooks read the value ------------------------------------------------------------------
+class ScalarReads(TorchDispatchMode):
+    """Counts reads of a tensor's value by the host (``int(t)``, ``t.item()``): a device sync on a GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", encodings.names())
+def test_a_forward_pass_never_reads_a_tensor_on_the_host(name):
+    net, tokens = model(name), torch.randint(0, 11, (2, 37))
+    with torch.no_grad(), ScalarReads() as reads:
+        net(tokens)
+    assert reads.count == 0
+
+
+@pytest.mark.parametrize("name", ["learned", "learned_concat_fixed"])
+def test_a_bounded_table_refuses_ids_beyond_it_from_the_host_maximum(name):
+    net = model(name, max_len=16)
+    with pytest.raises(ValueError, match=r"16 rows .* 21 positions"):
+        net(torch.randint(0, 11, (1, 4)), Positions.from_ids(torch.tensor([0, 1, 2, 20])))
+
+
+@pytest.mark.parametrize("name", ["none", "rope", "alibi", "t5"])
+def test_relative_encodings_ignore_a_shift_of_every_id(name):
+    """A cache offset (or any common shift) leaves a relative encoding's logits unchanged."""
+    net, tokens = model(name, max_len=64), torch.randint(0, 11, (2, 20))
+    with torch.no_grad():
+        plain = net(tokens)
+        shifted = net(tokens, Positions.arange(20, offset=17))
+        randomized = net(tokens, Positions.from_ids(torch.arange(20) + 30))  # general path, same offsets
+    torch.testing.assert_close(shifted, plain, atol=2e-5, rtol=0)
+    torch.testing.assert_close(randomized, plain, atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+def test_absolute_encodings_see_a_shift(name):
+    net, tokens = model(name, max_len=64), torch.randint(0, 11, (2, 20))
+    with torch.no_grad():
+        assert (net(tokens, Positions.arange(20, offset=17)) - net(tokens)).abs().max() > 1e-3
+
+
+# ----- traits ------------------------------------------------------------------------------------
+def _overrides(encoding, hook) -> bool:
+    return getattr(type(encoding), hook) is not getattr(PositionalEncoding, hook)
+
+
+@pytest.mark.parametrize("name", encodings.names())
+def test_declared_traits_match_what_the_encoding_does(name):
+    encoding = encodings.build(name, d_model=32, n_heads=2, max_len=8)
+    traits = encodings.traits(name)
+    assert traits == encoding.traits
+    assert traits.trained == any(p.requires_grad for p in encoding.parameters())
+    assert traits.bounded == (encoding.max_positions is not None)
+    assert (traits.hook == "input") == _overrides(encoding, "inject")
+    assert (traits.hook == "qk") == _overrides(encoding, "rotate")
+    assert (traits.hook == "logits") == (posbench.attention.bias_kind(encoding) is not None)
+    assert (traits.combine != "none") == (traits.hook == "input")
+    assert (encoding.model_width > encoding.d_model) == (traits.combine == "concat")  # the naive concat widens
+    assert (encoding.token_width < encoding.d_model) == (traits.combine == "concat_fixed")  # E gives up width
+
+
+def test_traits_of_the_catalogue():
+    table = {name: encodings.traits(name) for name in encodings.names()}
+    assert {n for n, t in table.items() if t.combine == "add"} == {"sinusoidal", "learned", "sinusoidal_2d"}
+    assert {n for n, t in table.items() if t.bounded} == {"learned", "learned_concat", "learned_concat_fixed"}
+    assert {n for n, t in table.items() if t.axes == "2d"} == {"sinusoidal_2d", "rope_2d"}
+    assert {n for n, t in table.items() if t.hook == "logits"} == {"alibi", "t5"}
+    assert encodings.traits("t5").as_columns() == {"pe_hook": "logits", "pe_combine": "none", "pe_axes": "1d",
+                                                   "pe_bounded": False, "pe_trained": True}
