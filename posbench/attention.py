@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from posbench.encodings.base import PositionalEncoding
 from posbench.positions import Positions
 
 PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked")
@@ -77,14 +78,14 @@ def configured(**changes):
 
 
 def bias_kind(encoding) -> str | None:
-    """``"relative"`` (a bias of ``j − i`` alone), ``"general"`` (any other bias) or ``None``."""
-    with torch.no_grad():
-        if encoding.relative_bias(torch.zeros(1, dtype=torch.long), 0) is not None:
-            return "relative"
-        one = Positions.arange(1)
-        if encoding.attention_bias(one, one) is not None:
-            return "general"
-    return None
+    """``"relative"`` (a bias of ``j − i`` alone: the encoding implements ``relative_bias``),
+    ``"general"`` (any other logit bias) or ``None`` (the encoding's ``hook`` is not ``logits``).
+    Read from the class, never by computing a bias: this runs inside every forward pass."""
+    if encoding.hook != "logits":
+        return None
+    if type(encoding).relative_bias is not PositionalEncoding.relative_bias:
+        return "relative"
+    return "general"
 
 
 def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dtype = torch.float32,

@@ -126,9 +126,9 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "embedding": 2 * tokens * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
         "position_input": tokens * width if enc.traits.combine == "add" else 0,  # E + P; a concat is free
         "projections": n * 2 * tokens * width * 4 * width,  # qkv (3w) and out (w)
-        "rotation": n * 2 * 3 * tokens * width if enc.traits.hook == "qk" else 0,  # q and k
+        "rotation": n * 2 * 3 * tokens * enc.rotated_width,  # q and k: a complex multiply per rotated pair
         "attention_scores": n * 2 * B * logits * width,  # h heads × d_head = width
-        "attention_bias": n * B * h * L * L if bias else 0,
+        "attention_bias": n * B * h * L * L + enc.bias_flops(L, L, "infer") if bias else 0,
         "attention_values": n * 2 * B * logits * width,
         "ffn": n * 2 * 2 * tokens * width * model.d_ff,
         "residual": n * 2 * tokens * width,
@@ -142,7 +142,8 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "projections": 2 * forward["projections"],
         "rotation": forward["rotation"],  # the gradient turned back: one complex multiply per pair
         "attention_scores": 2 * forward["attention_scores"],
-        "attention_bias": (n - 1) * bias_held if bias_trainable else 0,  # one bias for all layers
+        "attention_bias": ((n - 1) * bias_held if bias_trainable else 0)  # one bias for all layers
+        + enc.bias_flops(L, L, "train") - enc.bias_flops(L, L, "infer"),  # building it: the backward part
         "attention_values": 2 * forward["attention_values"],
         "ffn": 2 * forward["ffn"],
         "residual": forward["residual"],  # one gradient-accumulation add per branch point

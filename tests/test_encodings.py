@@ -268,3 +268,178 @@ def test_t5_has_one_scalar_per_bucket_and_head():
     enc = build("t5", n_heads=6)
     assert sum(p.numel() for p in enc.parameters()) == 32 * 6
     assert enc.attention_bias(P(7), P(7)).shape == (6, 7, 7)
+
+
+# ----- RoPE options: base, partial rotation, Hugging Face scaling; xPos; M-RoPE ------------------
+
+def hf_inv_freq(d, base, scaling=None, seq_len=None):
+    """Hugging Face's ``ROPE_INIT_FUNCTIONS`` written out (transformers' modeling_rope_utils):
+    (inverse frequencies, attention factor) over a rotated width ``d``."""
+    inv = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if scaling is None:
+        return inv, 1.0
+    kind, s = scaling["rope_type"], scaling["factor"]
+    original = scaling.get("original_max_position_embeddings")
+    if kind == "linear":
+        return inv / s, 1.0
+    if kind == "dynamic":
+        seq_len = seq_len if seq_len is not None and seq_len > original else original
+        grown = base * ((s * seq_len / original) - (s - 1)) ** (d / (d - 2))
+        return 1.0 / grown ** (torch.arange(0, d, 2, dtype=torch.float64) / d), 1.0
+    if kind == "yarn":
+        fast, slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
+        dim_of = lambda rotations: d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+        low, high = max(math.floor(dim_of(fast)), 0), min(math.ceil(dim_of(slow)), d - 1)
+        ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        extrapolation = 1 - ramp
+        return inv / s * (1 - extrapolation) + inv * extrapolation, 0.1 * math.log(s) + 1.0
+    low_f, high_f = scaling["low_freq_factor"], scaling["high_freq_factor"]  # llama3
+    wavelength = 2 * math.pi / inv
+    llama = torch.where(wavelength > original / low_f, inv / s, inv)
+    smooth = (original / wavelength - low_f) / (high_f - low_f)
+    medium = ~(wavelength < original / high_f) & ~(wavelength > original / low_f)
+    return torch.where(medium, (1 - smooth) * llama / s + smooth * llama, llama), 1.0
+
+
+def hf_rotate(x, positions, inv, attention_factor):
+    """HF's ``apply_rotary_pos_emb`` on the halves layout: ``x·cos + rotate_half(x)·sin``."""
+    angle = positions.double()[:, None] * inv  # (L, d/2)
+    cos = torch.cat([angle.cos(), angle.cos()], -1) * attention_factor
+    sin = torch.cat([angle.sin(), angle.sin()], -1) * attention_factor
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
+def to_neighbours(x):
+    """HF's halves ``(i, i + d/2)`` -> posbench's neighbours ``(2i, 2i + 1)``: the fixed permutation."""
+    half = x.shape[-1] // 2
+    return torch.stack([x[..., :half], x[..., half:]], -1).flatten(-2)
+
+
+SCALINGS = [
+    {"rope_type": "linear", "factor": 4.0},
+    {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
+    {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 32, "beta_fast": 16.0, "beta_slow": 2.0},
+    {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 32,
+     "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+]
+
+
+@pytest.mark.parametrize("scaling", SCALINGS, ids=lambda s: f"{s['rope_type']}-{s['factor']:g}")
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_rope_rotation_equals_hugging_face_after_the_pairing_permutation(scaling, fraction, float64):
+    d_head, L = 32, 100  # positions beyond original_max_position_embeddings: dynamic grows its base
+    enc = build("rope", d_model=2 * d_head, n_heads=2, max_len=128, base=5000.0, rotary_fraction=fraction,
+                scaling=scaling)
+    rotated = int(d_head * fraction)
+    inv, factor = hf_inv_freq(rotated, 5000.0, scaling, seq_len=L)
+    x = torch.randn(3, L, d_head)  # HF layout within the rotated part
+    expected = torch.cat([hf_rotate(x[..., :rotated], torch.arange(L), inv, factor), x[..., rotated:]], -1)
+    ours = rotate(enc, torch.cat([to_neighbours(x[..., :rotated]), x[..., rotated:]], -1), torch.arange(L))
+    torch.testing.assert_close(ours, torch.cat([to_neighbours(expected[..., :rotated]), expected[..., rotated:]], -1),
+                               atol=1e-9, rtol=0)
+
+
+def test_linear_scaling_sees_at_s_times_p_the_angles_of_p(float64):
+    plain = build("rope", max_len=512)
+    scaled = build("rope", max_len=512, scaling={"rope_type": "linear", "factor": 4.0})
+    p = torch.arange(0, 100)
+    torch.testing.assert_close(scaled.angles.rows(Positions.from_ids(4 * p)), plain.angles.rows(Positions.from_ids(p)))
+
+
+@pytest.mark.parametrize("factor", [2.0, 4.0, 16.0])
+def test_yarn_attention_factor_is_a_tenth_of_log_s_plus_one(factor):
+    enc = build("rope", scaling={"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": 16})
+    assert enc.angles.attention_factor == pytest.approx(0.1 * math.log(factor) + 1)
+    assert enc.angles.rows(P(20)).abs() == pytest.approx(0.1 * math.log(factor) + 1, rel=1e-6)
+
+
+def test_dynamic_scaling_is_plain_rope_within_the_training_length(float64):
+    scaled = build("rope", max_len=128, scaling={"rope_type": "dynamic", "factor": 4.0,
+                                                 "original_max_position_embeddings": 32})
+    torch.testing.assert_close(scaled.angles.rows(P(32)), build("rope", max_len=128).angles.rows(P(32)))
+    assert not torch.allclose(scaled.angles.rows(P(64))[:32], build("rope", max_len=128).angles.rows(P(32)))
+
+
+@pytest.mark.parametrize("name,options", [
+    ("rope", {"scaling": SCALINGS[0]}), ("rope", {"scaling": SCALINGS[2]}), ("rope", {"scaling": SCALINGS[4]}),
+    ("rope_p50", {}), ("rope_theta500k", {}), ("xpos", {}), ("mrope", {})])
+def test_scaled_and_decayed_rotary_logits_depend_only_on_offset(name, options, float64):
+    enc = build(name, d_model=64, n_heads=4, max_len=256, **options)
+    q, k = torch.randn(4, 20, 16), torch.randn(4, 20, 16)
+    base = rotary_logits(enc, q, k, torch.arange(20))
+    for shift in (3, 101):
+        torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(20) + shift), base, atol=1e-9, rtol=0)
+
+
+def test_xpos_logits_decay_as_zeta_to_the_offset_over_the_scale_base(float64):
+    """q·k after xPos = Σ_pairs Re(q_c · conj(k_c) · e^{iθ(m−n)}) · ζ^((m−n)/512), ζ = (2j/d + 0.4)/1.4."""
+    d, L = 16, 12
+    enc = build("xpos", d_model=2 * d, n_heads=2, max_len=64)
+    q, k = torch.randn(L, d), torch.randn(L, d)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.4) / 1.4
+    offset = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()[..., None]  # (L, L, 1) m − n
+    qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
+    turned = qc[:, None] * kc.conj()[None] * torch.polar(zeta ** (offset / 512), offset * theta)  # (L, L, d/2)
+    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
+
+
+def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
+    enc, rope = build("mrope", d_model=64, n_heads=2, max_len=64), build("rope", d_model=64, n_heads=2, max_len=64)
+    assert enc.sections == (4, 6, 6)  # 16 pairs: a quarter for text/time, the rest split between rows and columns
+    x = torch.randn(2, 10, 32)
+    text = Positions.from_ids(torch.arange(10)[:, None].repeat(1, 3))  # three equal axes
+    torch.testing.assert_close(enc.rotate(x, x, text)[0], rotate(rope, x, torch.arange(10)))
+    torch.testing.assert_close(rotate(enc, x, torch.arange(10)), rotate(rope, x, torch.arange(10)))
+    ids = torch.stack([torch.full((10,), 3), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
+    rows = enc.rows(Positions.from_ids(ids))[0]  # (L, 16)
+    plain = [rope.angles.rows(Positions.from_ids(ids[:, a])) for a in range(3)]
+    torch.testing.assert_close(rows, torch.cat([plain[0][:, :4], plain[1][:, 4:10], plain[2][:, 10:]], -1))
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"scaling": {"rope_type": "ntk", "factor": 2.0}}, "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
+    ({"scaling": {"rope_type": "yarn", "factor": 2.0}}, r"scaling \(yarn\) needs original_max_position_embeddings"),
+    ({"scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 3}}, r"key 'beta_fast' is not allowed"),
+    ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),
+    ({"rotary_fraction": 0.0}, r"rotary_fraction must lie in \(0, 1\]"),
+    ({"rotary_fraction": 0.05}, "rotates no pair"),
+    ({"base": 1.0}, "base must be > 1")])
+def test_rope_options_fail_in_one_line_naming_the_key(options, message):
+    with pytest.raises(ValueError, match=message):
+        build("rope", **options)
+
+
+# ----- KERPLE and FIRE ---------------------------------------------------------------------------
+
+def test_kerple_is_minus_r1_log_of_one_plus_r2_distance():
+    enc = build("kerple", n_heads=2)
+    with torch.no_grad():
+        enc.r1.copy_(torch.tensor([1.5, 0.001]))  # the second is clamped to 0.01
+        enc.r2.copy_(torch.tensor([0.5, 2.0]))
+    bias = enc.attention_bias(P(6), P(6))  # (2, 6, 6)
+    assert bias[0, 5, 1].item() == pytest.approx(-1.5 * math.log(1 + 0.5 * 4))
+    assert bias[1, 0, 3].item() == pytest.approx(-0.01 * math.log(1 + 2.0 * 3))
+    assert torch.equal(bias[:, :-2, :-2], bias[:, 2:, 2:])
+
+
+def fire_reference(enc, i, j):
+    """The paper's formula written out: f(ψ(i − j) / ψ(max(L, i))), ψ(x) = log(|c|·x + 1)."""
+    c, threshold = enc.c.abs().item(), enc.threshold.abs().item()
+    psi = lambda x: math.log(c * x + 1)  # noqa: E731
+    feature = torch.tensor([[psi(max(i - j, 0)) / psi(max(threshold, i))]])
+    return enc.mlp(feature)[0]  # (h,)
+
+
+def test_fire_follows_its_formula_and_depends_on_the_query_position():
+    torch.manual_seed(0)
+    enc = build("fire", n_heads=3, causal=True, init_threshold=4.0)
+    bias = enc.attention_bias(P(40), P(40))  # (3, 40, 40)
+    for i, j in [(10, 3), (39, 0), (2, 1), (7, 7)]:
+        torch.testing.assert_close(bias[:, i, j], fire_reference(enc, i, j), atol=1e-6, rtol=0)
+    assert not torch.allclose(bias[:, 10, 3], bias[:, 30, 23])  # same offset, other query: i matters beyond L
+    early = build("fire", n_heads=3, causal=True)  # threshold 512: below it, the offset alone matters
+    near = early.attention_bias(P(40), P(40))
+    torch.testing.assert_close(near[:, 10, 3], near[:, 30, 23])

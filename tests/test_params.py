@@ -27,6 +27,12 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "learned_concat": (D, 2 * D, MAX_LEN * D),
     "sinusoidal_concat_fixed": (D // 2, D, 0),
     "learned_concat_fixed": (D // 2, D, MAX_LEN * D // 2),
+    "rope_theta500k": (D, D, 0),
+    "rope_p50": (D, D, 0),
+    "xpos": (D, D, 0),
+    "mrope": (D, D, 0),
+    "kerple": (D, D, 2 * H),  # r1, r2 per head
+    "fire": (D, D, (1 * 32 + 32) + (32 * H + H) + 2),  # MLP 1 -> 32 -> H with biases; c and the threshold
 }
 
 

@@ -110,7 +110,7 @@ def test_declared_traits_match_what_the_encoding_does(name):
     assert traits.bounded == (encoding.max_positions is not None)
     assert (traits.hook == "input") == _overrides(encoding, "inject")
     assert (traits.hook == "qk") == _overrides(encoding, "rotate")
-    assert (traits.hook == "logits") == (posbench.attention.bias_kind(encoding) is not None)
+    assert (traits.hook == "logits") == (encoding.attention_bias(Positions.arange(3), Positions.arange(3)) is not None)
     assert (traits.combine != "none") == (traits.hook == "input")
     assert (encoding.model_width > encoding.d_model) == (traits.combine == "concat")  # the naive concat widens
     assert (encoding.token_width < encoding.d_model) == (traits.combine == "concat_fixed")  # E gives up width
@@ -121,6 +121,6 @@ def test_traits_of_the_catalogue():
     assert {n for n, t in table.items() if t.combine == "add"} == {"sinusoidal", "learned", "sinusoidal_2d"}
     assert {n for n, t in table.items() if t.bounded} == {"learned", "learned_concat", "learned_concat_fixed"}
     assert {n for n, t in table.items() if t.axes == "2d"} == {"sinusoidal_2d", "rope_2d"}
-    assert {n for n, t in table.items() if t.hook == "logits"} == {"alibi", "t5"}
+    assert {n for n, t in table.items() if t.hook == "logits"} == {"alibi", "t5", "kerple", "fire"}
     assert encodings.traits("t5").as_columns() == {"pe_hook": "logits", "pe_combine": "none", "pe_axes": "1d",
                                                    "pe_bounded": False, "pe_trained": True}

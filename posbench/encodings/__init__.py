@@ -10,6 +10,6 @@ from posbench.encodings.base import PositionalEncoding, Traits
 from posbench.encodings.registry import build, names, register, traits
 
 # Importing a family module registers its encodings.
-from posbench.encodings import absolute, alibi, grid, none, rope, t5  # noqa: E402,F401
+from posbench.encodings import absolute, alibi, fire, grid, kerple, none, rope, t5  # noqa: E402,F401
 
 __all__ = ["PositionalEncoding", "Traits", "build", "names", "register", "traits"]

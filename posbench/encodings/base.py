@@ -27,7 +27,7 @@ from posbench.positions import Positions
 
 HOOKS = ("none", "input", "qk", "logits")
 COMBINES = ("none", "add", "concat", "concat_fixed")
-AXES = ("1d", "2d")
+AXES = ("1d", "2d", "multimodal")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Traits:
 
     hook: str  # where position enters: none | input | qk | logits
     combine: str  # how an input encoding meets the token embedding: none | add | concat | concat_fixed
-    axes: str  # 1d (a sequence) | 2d (row, column of a grid)
+    axes: str  # 1d (a sequence) | 2d (row, column of a grid) | multimodal (text/time, row, column)
     bounded: bool  # one row per position up to max_len: a longer input is refused (a learned table)
     trained: bool  # has trained position parameters
 
@@ -85,6 +85,11 @@ class PositionalEncoding(nn.Module):
 
     # ----- widths --------------------------------------------------------------------------
     @property
+    def rotated_width(self) -> int:
+        """Dimensions of q (and of k) per token that :meth:`rotate` turns, over all heads (FLOP counts)."""
+        return 0
+
+    @property
     def token_width(self) -> int:
         """Width of the token embedding E that enters :meth:`inject`."""
         return self.d_model
@@ -128,6 +133,11 @@ class PositionalEncoding(nn.Module):
         An encoding that gives it gets :meth:`attention_bias` from it, and attention on contiguous
         positions reads one ``(h, 2L − 1)`` table as strided views, never building ``(h, L, L)``."""
         return None
+
+    def bias_flops(self, q_len: int, k_len: int, mode: str) -> int:
+        """FLOPs of building the logit bias once for a forward pass (``mode="train"``: and its backward),
+        under :mod:`posbench.flops`' convention; 0 for a bias that is looked up or gathered."""
+        return 0
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, max_len={self.max_len}"

@@ -72,6 +72,10 @@ class Rope2D(GridMixin, PositionalEncoding):
         self._init_grid(max_len, grid)
         self.angles = RotaryAngles(d_head // 2, max(self.grid), base)
 
+    @property
+    def rotated_width(self) -> int:
+        return self.d_model
+
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """The first half of each head turns by the row, the second by the column."""
         rows, cols = self.angles.rows(positions.axis(0)), self.angles.rows(positions.axis(1))  # (L, d_head/4) each

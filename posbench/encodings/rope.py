@@ -1,15 +1,27 @@
-"""Rotary position embedding (RoFormer, Su et al. 2021): rotate q and k by an angle per position.
+"""Rotary position embedding (RoFormer, Su et al. 2021): rotate q and k by an angle per position,
+with the options people use now: the base (``theta``), partial rotation and Hugging Face's
+context-extension ``scaling`` types; and xPos (Sun et al. 2022), RoPE with a decay.
 
 Pairing convention: RoFormer's own *neighbours*: dimensions ``(2i, 2i+1)`` of a head form the complex
-number ``x_{2i} + i·x_{2i+1}``, turned by ``pos · base^(-2i/d_head)``. GPT-NeoX / LLaMA-HF pair
-``(i, i + d_head/2)`` instead; the two differ only by a fixed permutation of the head dimensions:
-permuting the rows of ``W_q`` and ``W_k`` turns one model into the other, so both pairings span the
-same models (a given seed draws a different one of them). Neighbours let the rotation be one
-complex multiplication over a view of q or k: a single pass over memory, where the real-valued
-form (``x·cos + swap(x)·sin``) needs a copy and three more passes and cost RoPE twice as much on CPU.
+number ``x_{2i} + i·x_{2i+1}``, turned by ``pos · θ_i``. GPT-NeoX / LLaMA-HF pair ``(i, i + d/2)``
+instead; the two differ only by a fixed permutation of the head dimensions: permuting the rows of
+``W_q`` and ``W_k`` turns one model into the other, so both pairings span the same models (a given
+seed draws a different one of them). Neighbours let the rotation be one complex multiplication over
+a view of q or k: a single pass over memory, where the real-valued form (``x·cos + swap(x)·sin``)
+needs a copy and three more passes.
+
+``scaling`` takes Hugging Face's keys (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``), so a model
+config carries over: ``{"rope_type": "linear" | "dynamic" | "yarn" | "llama3", "factor": s, …}``.
+The frequencies and the attention factor (YaRN's ``0.1·ln(s) + 1``, applied to both cos and sin,
+so to q and to k, as Hugging Face does) follow HF's formulas; ``original_max_position_embeddings``
+is the length the model was trained at. ``dynamic`` (NTK) recomputes the base from the current
+sequence length (the largest position id + 1), as HF does without a cache.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -19,38 +31,145 @@ from posbench.encodings.registry import register
 from posbench.positions import Positions
 
 ROPE_BASE = 10000.0
+SCALING_KEYS = {  # rope_type -> (required keys, optional keys), as Hugging Face validates them
+    "linear": ({"factor"}, set()),
+    "dynamic": ({"factor", "original_max_position_embeddings"}, set()),
+    "yarn": ({"factor", "original_max_position_embeddings"}, {"beta_fast", "beta_slow", "attention_factor"}),
+    "llama3": ({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}, set()),
+}
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A context-extension method with Hugging Face's key names (see :data:`SCALING_KEYS`)."""
+
+    rope_type: str
+    factor: float
+    original_max_position_embeddings: int | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    attention_factor: float | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+
+    @classmethod
+    def parse(cls, options: dict | RopeScaling | None) -> RopeScaling | None:
+        """A scaling dict (or ``None``) checked key by key; every mistake is one line naming the key."""
+        if options is None or isinstance(options, RopeScaling):
+            return options
+        if not isinstance(options, dict) or options.get("rope_type") not in SCALING_KEYS:
+            got = options.get("rope_type") if isinstance(options, dict) else options
+            raise ValueError(f"scaling.rope_type {got!r}; allowed: {', '.join(SCALING_KEYS)}")
+        kind = options["rope_type"]
+        required, optional = SCALING_KEYS[kind]
+        keys = set(options) - {"rope_type"}
+        if missing := sorted(required - keys):
+            raise ValueError(f"scaling ({kind}) needs {', '.join(missing)}; allowed keys: "
+                             f"{', '.join(sorted(required | optional))}")
+        if unknown := sorted(keys - required - optional):
+            raise ValueError(f"scaling ({kind}) key {unknown[0]!r} is not allowed; allowed keys: "
+                             f"{', '.join(sorted(required | optional))}")
+        scaling = cls(**options)
+        if not scaling.factor >= 1:
+            raise ValueError(f"scaling.factor must be >= 1, got {scaling.factor!r}")
+        return scaling
+
+    def frequencies(self, width: int, base: float, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+        """Inverse frequencies ``(width/2,)`` float64 and the attention factor, at ``seq_len`` for ``dynamic``."""
+        exponents = torch.arange(0, width, 2, dtype=torch.float64) / width  # (width/2,)
+        inv_freq = base ** -exponents
+        s, original = self.factor, self.original_max_position_embeddings
+        if self.rope_type == "linear":  # Position Interpolation (Chen et al. 2023): positions / s
+            return inv_freq / s, 1.0
+        if self.rope_type == "dynamic":  # NTK-aware base, grown with the sequence beyond the training length
+            seq_len = max(seq_len or original, original)
+            grown = base * ((s * seq_len / original) - (s - 1)) ** (width / (width - 2))
+            return grown ** -exponents, 1.0
+        if self.rope_type == "yarn":  # Peng et al. 2023: interpolate low frequencies, keep high ones
+            return self._yarn(inv_freq, width, base), (self.attention_factor or 0.1 * math.log(s) + 1.0)
+        return self._llama3(inv_freq), 1.0
+
+    def _yarn(self, inv_freq: torch.Tensor, width: int, base: float) -> torch.Tensor:
+        def correction_dim(rotations: float) -> float:  # the dimension that turns ``rotations`` times in training
+            return width * math.log(self.original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+        low = max(math.floor(correction_dim(self.beta_fast)), 0)
+        high = min(math.ceil(correction_dim(self.beta_slow)), width - 1)
+        high = high + 0.001 if low == high else high  # HF's guard against a zero-width ramp
+        ramp = ((torch.arange(width // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        keep = 1 - ramp  # 1: extrapolate (high frequencies), 0: interpolate by the factor
+        return inv_freq / self.factor * (1 - keep) + inv_freq * keep
+
+    def _llama3(self, inv_freq: torch.Tensor) -> torch.Tensor:
+        original, s = self.original_max_position_embeddings, self.factor
+        wavelength = 2 * math.pi / inv_freq
+        low_wavelength, high_wavelength = original / self.low_freq_factor, original / self.high_freq_factor
+        smooth = (original / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
+        medium = (wavelength >= high_wavelength) & (wavelength <= low_wavelength)
+        scaled = torch.where(wavelength > low_wavelength, inv_freq / s, inv_freq)
+        return torch.where(medium, (1 - smooth) * scaled / s + smooth * scaled, scaled)
+
+    def label(self) -> str:
+        """Short name for tables and reports, e.g. ``yarn:4``."""
+        return f"{self.rope_type}:{self.factor:g}"
+
+
+def rotary_frequencies(width: int, base: float, scaling: RopeScaling | None,
+                       seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """Plain RoPE's ``base^(-2i/width)`` (float64) and factor 1, or the scaling's."""
+    if scaling is None:
+        return base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width), 1.0
+    return scaling.frequencies(width, base, seq_len)
 
 
 class RotaryAngles(nn.Module):
-    """Unit complex numbers ``exp(i · pos · base^(-2i/width))``, cached for ``max_len`` positions,
-    computed beyond.
+    """Complex turns ``a · exp(i · pos · θ_j)`` (``a``: the scaling's attention factor, else 1), cached
+    for ``max_len`` positions, computed beyond.
 
     The cache is a real buffer ``(max_len, width/2, 2)`` (real and imaginary parts): ``Module.to(dtype)``
     casts a complex buffer to a real dtype by dropping its imaginary part, which would silently turn
     every rotation into a scaling. The frequencies stay a float64 attribute, not a buffer, so a
     half-precision model still turns positions beyond the cache by exact angles."""
 
-    def __init__(self, width: int, max_len: int, base: float = ROPE_BASE):
+    def __init__(self, width: int, max_len: int, base: float = ROPE_BASE, scaling: RopeScaling | None = None):
         super().__init__()
         if width % 2:
             raise ValueError(f"rotary width must be even, got {width}")
-        self.inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width/2,)
+        self.width, self.base, self.scaling, self.max_len = width, base, scaling, max_len
+        self.inv_freq, self.attention_factor = rotary_frequencies(width, base, scaling)  # (width/2,) float64
         turns = self._turns(torch.arange(max_len), torch.get_default_dtype())  # (max_len, width/2) complex
         self.register_buffer("turns", torch.view_as_real(turns), persistent=False)  # (max_len, width/2, 2)
-        self.max_len = max_len
 
     def rows(self, positions: Positions) -> torch.Tensor:
         """Complex turns ``(L, width/2)`` of 1-D ``positions``, in the cache's precision (at least float32)."""
+        if self._grows_with(positions):
+            inv_freq, _ = rotary_frequencies(self.width, self.base, self.scaling, positions.max_position + 1)
+            return self._turns(positions.ids, self.turns.dtype, inv_freq)
         if positions.max_position < self.max_len:
             cached = self.turns[positions.ids]  # (L, width/2, 2), in the model's dtype
             return torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
         return self._turns(positions.ids, self.turns.dtype)
 
-    def _turns(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """``(L,)`` positions -> ``(L, width/2)`` unit complex numbers, complex64 or (for float64) complex128."""
-        angle = positions.to(torch.float64)[:, None] * self.inv_freq.to(positions.device)  # (L, w/2)
+    def _grows_with(self, positions: Positions) -> bool:
+        """Dynamic NTK beyond the training length: the frequencies depend on this sequence's length."""
+        scaling = self.scaling
+        return (scaling is not None and scaling.rope_type == "dynamic"
+                and positions.max_position + 1 > scaling.original_max_position_embeddings)
+
+    def _turns(self, positions: torch.Tensor, dtype: torch.dtype, inv_freq: torch.Tensor | None = None,
+               decay: torch.Tensor | None = None) -> torch.Tensor:
+        """``(L,)`` positions -> ``(L, width/2)`` complex turns, complex64 or (for float64) complex128;
+        ``decay (L, width/2)`` multiplies their length (xPos)."""
+        inv_freq = self.inv_freq if inv_freq is None else inv_freq
+        angle = positions.to(torch.float64)[:, None] * inv_freq.to(positions.device)  # (L, w/2)
+        length = torch.full_like(angle, self.attention_factor) if decay is None else decay * self.attention_factor
         complex_dtype = torch.promote_types(torch.promote_types(dtype, torch.float32), torch.complex64)
-        return torch.polar(torch.ones_like(angle), angle).to(complex_dtype)
+        return torch.polar(length, angle).to(complex_dtype)
+
+    def query_key_rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Turns for queries and for keys (the same for RoPE), ``(L, width/2)`` each."""
+        rows = self.rows(positions)
+        return rows, rows
 
     @staticmethod
     def turn(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -64,24 +183,132 @@ class RotaryAngles(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` and ``k`` (``(…, L, width)``) by 1-D ``positions``, one row lookup for both."""
-        rows = self.rows(positions)  # (L, width/2)
-        return self.turn(q, rows), self.turn(k, rows)
+        query_rows, key_rows = self.query_key_rows(positions)  # (L, width/2) each
+        return self.turn(q, query_rows), self.turn(k, key_rows)
+
+
+class XPosAngles(RotaryAngles):
+    """xPos (Sun et al. 2022): queries turn by ``ζ^((n−c)/scale_base)·e^{iθn}``, keys by
+    ``ζ^(−(n−c)/scale_base)·e^{iθn}``, with ``ζ_j = (2j/width + γ)/(1 + γ)`` per pair: the logit of
+    query m and key n decays as ``ζ^((m−n)/scale_base)`` and still depends on ``m − n`` alone. The
+    centre ``c`` cancels; it keeps the powers in range (x-transformers centres on the sequence):
+    ``max_len // 2`` for the cached turns, the largest position // 2 beyond them."""
+
+    def __init__(self, width: int, max_len: int, base: float = ROPE_BASE, scaling: RopeScaling | None = None,
+                 scale_base: float = 512.0, gamma: float = 0.4):
+        super().__init__(width, max_len, base, scaling)
+        self.scale_base, self.gamma = scale_base, gamma
+        self.zeta = (torch.arange(0, width, 2, dtype=torch.float64) / width + gamma) / (1 + gamma)  # (width/2,)
+        positions = torch.arange(max_len)
+        for name, sign in (("query_turns", 1), ("key_turns", -1)):
+            turns = self._decayed(positions, sign, max_len // 2, torch.get_default_dtype())
+            self.register_buffer(name, torch.view_as_real(turns), persistent=False)  # (max_len, width/2, 2)
+
+    def _decayed(self, positions: torch.Tensor, sign: int, centre: int, dtype: torch.dtype) -> torch.Tensor:
+        power = sign * (positions.to(torch.float64) - centre) / self.scale_base  # (L,)
+        return self._turns(positions, dtype, decay=self.zeta.to(positions.device) ** power[:, None])
+
+    def query_key_rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        if positions.max_position < self.max_len and not self._grows_with(positions):
+            exact = torch.promote_types(self.query_turns.dtype, torch.float32)
+            return (torch.view_as_complex(self.query_turns[positions.ids].to(exact)),
+                    torch.view_as_complex(self.key_turns[positions.ids].to(exact)))
+        rows = self.rows(positions)  # the angles (dynamic frequencies included), length 1 or the attention factor
+        centre = positions.max_position // 2
+        power = (positions.ids.to(torch.float64) - centre)[:, None] / self.scale_base  # (L, 1)
+        decay = (self.zeta.to(rows.device) ** power).to(rows.real.dtype)  # (L, width/2)
+        return rows * decay, rows / decay
 
 
 class Rope(PositionalEncoding):
-    """RoPE over the whole head dimension. Family option: ``base`` (default 10000)."""
+    """RoPE. Family options: ``base`` (θ, default 10000), ``rotary_fraction`` (the first
+    ``⌊f·d_head/2⌋`` pairs of each head rotate, frequencies over the rotated width — HF's
+    ``partial_rotary_factor``; the rest pass through) and ``scaling`` (a dict with HF's keys)."""
 
     hook = "qk"
+    angles_type = RotaryAngles
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
-                 base: float = ROPE_BASE):
+                 base: float = ROPE_BASE, rotary_fraction: float = 1.0, scaling: dict | None = None, **angle_options):
         super().__init__(d_model, n_heads, max_len, causal)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        self.angles = RotaryAngles(d_model // n_heads, max_len, base)
+        if not base > 1:
+            raise ValueError(f"base must be > 1, got {base!r}")
+        if not 0 < rotary_fraction <= 1:
+            raise ValueError(f"rotary_fraction must lie in (0, 1], got {rotary_fraction!r}")
+        d_head = d_model // n_heads
+        self.rotated = 2 * math.floor(rotary_fraction * d_head / 2)  # dims of a head that turn
+        if self.rotated == 0:
+            raise ValueError(f"rotary_fraction {rotary_fraction} rotates no pair of a {d_head}-wide head")
+        self.scaling = RopeScaling.parse(scaling)
+        self.angles = self.angles_type(self.rotated, max_len, base, self.scaling, **angle_options)
+
+    @property
+    def rotated_width(self) -> int:
+        return self.n_heads * self.rotated
+
+    def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Complex turns of queries and of keys, ``(L, rotated/2)`` each."""
+        return self.angles.query_key_rows(positions)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.angles(q, k, positions)
+        query_rows, key_rows = self.rows(positions)
+        turn = self.angles.turn
+        if self.rotated == q.shape[-1]:
+            return turn(q, query_rows), turn(k, key_rows)
+        widths = [self.rotated, q.shape[-1] - self.rotated]  # split, not two slices: one gradient, no accumulation add
+        (q_turning, q_passing), (k_turning, k_passing) = q.split(widths, dim=-1), k.split(widths, dim=-1)
+        return torch.cat([turn(q_turning, query_rows), q_passing], dim=-1), torch.cat([turn(k_turning, key_rows), k_passing], dim=-1)
+
+    def extra_repr(self) -> str:
+        scaling = f", scaling={self.scaling.label()}" if self.scaling else ""
+        return f"{super().extra_repr()}, base={self.angles.base:g}, rotated={self.rotated}{scaling}"
+
+
+class XPos(Rope):
+    """xPos: RoPE with a decay (:class:`XPosAngles`). Extra family options: ``scale_base`` (512), ``gamma`` (0.4)."""
+
+    angles_type = XPosAngles
+
+
+class MRope(Rope):
+    """M-RoPE in the style of Qwen2-VL: positions have three axes (text/time, row, column) and the
+    frequency pairs of each head are split into ``sections`` (pairs per axis, in that order), each
+    turned by its own axis. Frequencies run over the whole rotated width as in 1-D RoPE, so text —
+    one axis, or three equal axes — is turned exactly as 1-D RoPE turns it. Default sections: a
+    quarter of the pairs for text/time, the rest split evenly between rows and columns (Qwen2-VL's
+    16/24/24 of 64 pairs)."""
+
+    axes = "multimodal"
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
+                 sections: tuple[int, int, int] | list[int] | None = None, **rope_options):
+        super().__init__(d_model, n_heads, max_len, causal, **rope_options)
+        pairs = self.rotated // 2
+        spatial = 3 * pairs // 8
+        sections = tuple(sections) if sections is not None else (pairs - 2 * spatial, spatial, spatial)
+        if len(sections) != 3 or min(sections) < 0 or sum(sections) != pairs:
+            raise ValueError(f"sections must be three counts of frequency pairs summing to {pairs}, got {sections!r}")
+        self.sections = sections
+
+    def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        if positions.axes == 1:  # text only: every axis is the text position
+            return super().rows(positions)
+        if positions.axes != 3:
+            raise ValueError(f"mrope needs positions with 1 or 3 axes (text/time, row, column), got {positions.axes}")
+        per_axis = [self.angles.query_key_rows(positions.axis(a)) for a in range(3)]  # 3 × ((L, pairs), (L, pairs))
+        bounds = [0, self.sections[0], self.sections[0] + self.sections[1], self.rotated // 2]
+        picked = [torch.cat([rows[side][:, bounds[a]:bounds[a + 1]] for a, rows in enumerate(per_axis)], dim=-1)
+                  for side in (0, 1)]  # (L, pairs) for queries, for keys
+        return picked[0], picked[1]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, sections={self.sections}"
 
 
 register("rope")(Rope)
+register("rope_theta500k", base=500_000.0)(Rope)  # Llama 3's base
+register("rope_p50", rotary_fraction=0.5)(Rope)  # half the head rotates (GPT-NeoX used 0.25, p-RoPE 0.75)
+register("xpos")(XPos)
+register("mrope")(MRope)
