@@ -31,6 +31,10 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "rope_p50": (D, D, 0),
     "xpos": (D, D, 0),
     "mrope": (D, D, 0),
+    "sinusoidal_randomized": (D, D, 0),
+    "learned_randomized": (D, D, MAX_LEN * D),
+    "rope_randomized": (D, D, 0),
+    "alibi_randomized": (D, D, 0),
     "kerple": (D, D, 2 * H),  # r1, r2 per head
     "fire": (D, D, (1 * 32 + 32) + (32 * H + H) + 2),  # MLP 1 -> 32 -> H with biases; c and the threshold
 }

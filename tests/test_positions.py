@@ -118,9 +118,51 @@ def test_declared_traits_match_what_the_encoding_does(name):
 
 def test_traits_of_the_catalogue():
     table = {name: encodings.traits(name) for name in encodings.names()}
-    assert {n for n, t in table.items() if t.combine == "add"} == {"sinusoidal", "learned", "sinusoidal_2d"}
-    assert {n for n, t in table.items() if t.bounded} == {"learned", "learned_concat", "learned_concat_fixed"}
+    assert {n for n, t in table.items() if t.combine == "add"} == {"sinusoidal", "learned", "sinusoidal_2d",
+                                                                   "sinusoidal_randomized", "learned_randomized"}
+    assert {n for n, t in table.items() if t.bounded} == {"learned", "learned_concat", "learned_concat_fixed",
+                                                          "learned_randomized"}
     assert {n for n, t in table.items() if t.axes == "2d"} == {"sinusoidal_2d", "rope_2d"}
-    assert {n for n, t in table.items() if t.hook == "logits"} == {"alibi", "t5", "kerple", "fire"}
+    assert {n for n, t in table.items() if t.hook == "logits"} == {"alibi", "t5", "kerple", "fire", "alibi_randomized"}
+    assert {n for n, t in table.items() if t.randomized} == {"sinusoidal_randomized", "learned_randomized",
+                                                             "rope_randomized", "alibi_randomized"}
     assert encodings.traits("t5").as_columns() == {"pe_hook": "logits", "pe_combine": "none", "pe_axes": "1d",
-                                                   "pe_bounded": False, "pe_trained": True}
+                                                   "pe_bounded": False, "pe_trained": True, "pe_randomized": False}
+
+
+# ----- randomized positions ----------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["sinusoidal_randomized", "learned_randomized", "rope_randomized", "alibi_randomized"])
+def test_randomized_positions_in_training_plain_ones_in_evaluation(name):
+    encoding = encodings.build(name, d_model=16, n_heads=2, max_len=100)
+    assert encoding.traits.randomized and encoding.random_positions == 100
+    torch.manual_seed(3)
+    drawn = encoding.positions(12)
+    ids = drawn.ids.tolist()
+    assert ids == sorted(set(ids)) and 0 <= ids[0] and ids[-1] == drawn.max_position < 100 and len(ids) == 12
+    assert ids != list(range(12)) and not drawn.contiguous
+    torch.manual_seed(3)
+    assert encoding.positions(12).ids.tolist() == ids  # the training seed fixes them
+    encoding.eval()
+    assert encoding.positions(12).ids.tolist() == list(range(12)) and encoding.positions(12).contiguous
+
+
+def test_a_randomized_model_trains_through_every_hook():
+    net = model("alibi_randomized").train()
+    logits = net(torch.randint(0, 11, (2, 20)))
+    logits.sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+
+
+@pytest.mark.parametrize("name,options,message", [
+    ("learned", {"randomized": True, "max_position": 65}, r"max_position 65 is beyond the table's 64 rows"),
+    ("rope_2d", {"randomized": True}, "randomized positions are for 1-D positions"),
+    ("rope", {"max_position": 65}, "max_position applies only with randomized=True")])
+def test_randomized_positions_refuse_what_they_cannot_do(name, options, message):
+    with pytest.raises(ValueError, match=message):
+        encodings.build(name, d_model=16, n_heads=2, max_len=64, **options)
+
+
+def test_randomized_positions_refuse_more_tokens_than_ids():
+    encoding = encodings.build("rope", d_model=16, n_heads=2, max_len=64, randomized=True, max_position=10)
+    with pytest.raises(ValueError, match="11 tokens but randomized positions draw from 10 ids"):
+        encoding.positions(11)

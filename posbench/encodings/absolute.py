@@ -143,4 +143,5 @@ for _family, _cls in (("sinusoidal", Sinusoidal), ("learned", Learned)):
     register(_family, mode="add")(_cls)
     register(f"{_family}_concat", mode="concat")(_cls)
     register(f"{_family}_concat_fixed", mode="concat_fixed")(_cls)
+    register(f"{_family}_randomized", mode="add", randomized=True)(_cls)
 

@@ -60,3 +60,4 @@ class Alibi(PositionalEncoding):
 
 
 register("alibi")(Alibi)
+register("alibi_randomized", randomized=True)(Alibi)

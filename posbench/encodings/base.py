@@ -39,6 +39,7 @@ class Traits:
     axes: str  # 1d (a sequence) | 2d (row, column of a grid) | multimodal (text/time, row, column)
     bounded: bool  # one row per position up to max_len: a longer input is refused (a learned table)
     trained: bool  # has trained position parameters
+    randomized: bool  # trained on sorted random positions (Ruoss et al. 2023)
 
     def as_columns(self) -> dict:
         """Table columns, prefixed so they never collide with a record's own fields."""
@@ -67,6 +68,20 @@ class PositionalEncoding(nn.Module):
         self.n_heads = n_heads
         self.max_len = max_len
         self.causal = causal
+        self.random_positions: int | None = None  # set by randomize(): draw training ids from [0, this)
+
+    def randomize(self, max_position: int) -> None:
+        """Randomized positions (Ruoss et al. 2023): in training mode, a sequence of L tokens gets a
+        sorted random subset of ``0 … max_position − 1`` as its ids, so the model meets large ids
+        while trained on short sequences; in evaluation the ids are the plain ``0 … L − 1``. Drawn
+        with torch's global generator (on the host), so a training seed fixes them."""
+        _require_positive(max_position=max_position)
+        if self.axes != "1d":
+            raise ValueError(f"randomized positions are for 1-D positions; this encoding's axes are {self.axes}")
+        if self.max_positions is not None and max_position > self.max_positions:
+            raise ValueError(f"max_position {max_position} is beyond the table's {self.max_positions} rows "
+                             f"(max_len); allowed: 1 to {self.max_positions}")
+        self.random_positions = max_position
 
     # ----- traits --------------------------------------------------------------------------
     @property
@@ -76,7 +91,8 @@ class PositionalEncoding(nn.Module):
 
     @property
     def traits(self) -> Traits:
-        return Traits(self.hook, self.combine, self.axes, self.bounded, self.trained_positions)
+        return Traits(self.hook, self.combine, self.axes, self.bounded, self.trained_positions,
+                      self.random_positions is not None)
 
     @property
     def max_positions(self) -> int | None:
@@ -101,9 +117,15 @@ class PositionalEncoding(nn.Module):
 
     # ----- positions -----------------------------------------------------------------------
     def positions(self, seq_len: int, device: torch.device | str | None = None) -> Positions:
-        """The positions of a plain sequence of ``seq_len`` tokens: ids ``0 … L−1``; grid encodings
-        give (row, column) ids."""
-        return Positions.arange(seq_len, device=device)
+        """The positions of a sequence of ``seq_len`` tokens: ids ``0 … L−1`` (in training, random
+        ones after :meth:`randomize`); grid encodings give (row, column) ids."""
+        if self.random_positions is None or not self.training:
+            return Positions.arange(seq_len, device=device)
+        if seq_len > self.random_positions:
+            raise ValueError(f"{seq_len} tokens but randomized positions draw from {self.random_positions} ids "
+                             f"(max_position); allowed: at most {self.random_positions} tokens")
+        ids = torch.randperm(self.random_positions)[:seq_len].sort().values  # (L,) on the host
+        return Positions(ids.to(device), int(ids[-1]) if seq_len else 0)
 
     # ----- the three hooks -----------------------------------------------------------------
     def inject(self, tokens: torch.Tensor, positions: Positions) -> torch.Tensor:

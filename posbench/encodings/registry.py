@@ -8,16 +8,18 @@ from typing import Callable
 
 from posbench.encodings.base import PositionalEncoding, Traits
 
-_REGISTRY: dict[str, Callable[..., PositionalEncoding]] = {}
+_REGISTRY: dict[str, tuple[Callable[..., PositionalEncoding], dict]] = {}
+TRAINING_OPTIONS = ("randomized", "max_position")  # every encoding's, handled here: see PositionalEncoding.randomize
 
 
 def register(name: str, **preset_options):
-    """Class decorator (or plain call) registering ``name``; ``preset_options`` fix family options."""
+    """Class decorator (or plain call) registering ``name``; ``preset_options`` fix family options
+    (or the training options every encoding takes: ``randomized``, ``max_position``)."""
 
     def add(factory: Callable[..., PositionalEncoding]):
         if name in _REGISTRY:
             raise ValueError(f"encoding {name!r} is registered twice")
-        _REGISTRY[name] = functools.partial(factory, **preset_options)
+        _REGISTRY[name] = (factory, preset_options)
         return factory
 
     return add
@@ -33,11 +35,18 @@ def build(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool =
     """Build encoding ``name``; unknown names and unknown options fail with the allowed values."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown encoding {name!r}; allowed: {', '.join(names())}")
+    factory, preset = _REGISTRY[name]
+    options = {**preset, **family_options}
+    training = {key: options.pop(key) for key in TRAINING_OPTIONS if key in options}
     try:
-        return _REGISTRY[name](d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal,
-                               **family_options)
+        encoding = factory(d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal, **options)
     except TypeError as error:  # an option the family does not take
         raise ValueError(f"encoding {name!r}: {error}") from None
+    if training.pop("randomized", False):
+        encoding.randomize(training.pop("max_position", None) or max_len)
+    if training:
+        raise ValueError(f"encoding {name!r}: max_position applies only with randomized=True")
+    return encoding
 
 
 @functools.cache

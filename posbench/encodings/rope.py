@@ -312,3 +312,4 @@ register("rope_theta500k", base=500_000.0)(Rope)  # Llama 3's base
 register("rope_p50", rotary_fraction=0.5)(Rope)  # half the head rotates (GPT-NeoX used 0.25, p-RoPE 0.75)
 register("xpos")(XPos)
 register("mrope")(MRope)
+register("rope_randomized", randomized=True)(Rope)
