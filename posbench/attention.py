@@ -16,6 +16,12 @@ encodings is only how their logit bias reaches it; :func:`choose_path` names the
                      mask is built once per forward pass and shared by the layers.
 ``general_blocked``  a general bias whose full mask would not fit: each block of queries gets only its
                      own slice, from the encoding's bias hook on that block's positions, per layer.
+``flex``             any bias on a CUDA device: FlexAttention (compiled) adds it inside the kernel
+                     through a ``score_mod`` that reads the ``(h, 2L − 1)`` table (relative) or the
+                     ``(h, L, L)`` bias (general), causality as a block mask, so no mask is copied per
+                     block of queries and the fused kernel keeps its memory (a CPU-tuned block path
+                     would issue L/256 launches, each copying its slice). Forced on CPU it runs
+                     uncompiled, which the tests use to check it against the reference softmax.
 
 The bias is built once per forward pass, as a model in use would: nothing is cached across calls,
 so a latency figure includes the encoding's own work.
@@ -34,6 +40,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -42,8 +50,9 @@ import torch.nn.functional as F
 from posbench.encodings.base import PositionalEncoding
 from posbench.positions import Positions
 
-PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked")
-FORCEABLE_PATHS = ("relative", "general_dense", "general_blocked")
+PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked", "flex")
+FORCEABLE_PATHS = ("relative", "general_dense", "general_blocked", "flex")
+MASK_PATHS = ("relative", "general_dense", "general_blocked")  # the SDPA paths with a float mask
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ class AttentionSettings:
     block_size: int = 256  # queries per SDPA call when causal (`bench --parts paths` compares 64…1024)
     max_mask_bytes: int = 256 * 2**20  # the most memory one mask (full or per block) may take
     force_path: str | None = None  # a biased encoding runs this path instead of the chosen one
+    flex_on_cuda: bool = True  # biased encodings on a CUDA device take the flex path
 
     def __post_init__(self):
         if self.force_path not in (None, *FORCEABLE_PATHS):
@@ -89,9 +99,9 @@ def bias_kind(encoding) -> str | None:
 
 
 def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dtype = torch.float32,
-                contiguous: bool = True) -> str:
-    """The attention path (one of :data:`PATHS`) a model with ``encoding`` runs at these lengths;
-    ``contiguous``: the positions are ``0 … L−1`` (or a cache's offset on), not arbitrary ids.
+                contiguous: bool = True, device: torch.device | str = "cpu") -> str:
+    """The attention path (one of :data:`PATHS`) a model with ``encoding`` runs at these lengths on
+    ``device``; ``contiguous``: the positions are ``0 … L−1`` (or a cache's offset on), not arbitrary ids.
 
     This is the function the model itself uses, so profiling can record which path ran.
     """
@@ -103,6 +113,8 @@ def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dty
             raise ValueError(f"force_path 'relative' needs a bias that depends on j − i alone, on contiguous "
                              f"positions; {type(encoding).__name__} has a general bias or the positions are not")
         return SETTINGS.force_path
+    if SETTINGS.flex_on_cuda and torch.device(device).type == "cuda":
+        return "flex"
     if kind == "relative" and contiguous:
         return "relative"
     full_mask_bytes = encoding.n_heads * q_len * k_len * torch.finfo(dtype).bits // 8
@@ -216,7 +228,51 @@ class RelativeMask(Mask):
         return torch.cat(blocks, dim=-2).flip(-2)
 
 
-MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask)}
+class FlexMask(Mask):
+    """The bias added inside FlexAttention's kernel by a ``score_mod``; causality as a block mask."""
+
+    path = "flex"
+
+    def __init__(self, encoding, query, key, causal, dtype):
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        super().__init__(encoding, query, key, causal, dtype)
+        k_len, first = self.k_len, self.first_query
+        if bias_kind(encoding) == "relative" and query.contiguous and key.contiguous:
+            offsets = torch.arange(1 - k_len, k_len, device=key.ids.device)  # j − i
+            table = encoding.relative_bias(offsets, k_len - 1).to(dtype)  # (h, 2k − 1)
+            self.score_mod = lambda score, b, h, q, kv: score + table[h, kv - q - first + k_len - 1]
+        else:
+            bias = encoding.attention_bias(query, key).to(dtype)  # (h, q, k)
+            self.score_mod = lambda score, b, h, q, kv: score + bias[h, q, kv]
+        self.block_mask = None
+        if causal:
+            self.block_mask = create_block_mask(lambda b, h, q, kv: q + first >= kv, None, None, self.q_len, k_len,
+                                                device=str(key.ids.device))
+
+    def attend(self, q, k, v):
+        run = compiled_flex() if q.is_cuda else eager_flex
+        return run(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask)
+
+
+@functools.cache
+def compiled_flex():
+    """FlexAttention compiled once per process, where it runs for real (CUDA)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def eager_flex(*args, **kwargs):
+    """FlexAttention uncompiled: off CUDA, for checking it against the reference (it warns that this is slow)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return flex_attention(*args, **kwargs)
+
+
+MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask, FlexMask)}
 
 
 def build_mask(encoding, query: Positions, key: Positions, causal: bool,
@@ -224,7 +280,7 @@ def build_mask(encoding, query: Positions, key: Positions, causal: bool,
     """The mask for one forward pass of queries at ``query`` against keys at ``key``, or ``None``
     when the encoding adds no bias."""
     contiguous = query.contiguous and key.contiguous
-    path = choose_path(encoding, len(query), len(key), causal, dtype, contiguous)
+    path = choose_path(encoding, len(query), len(key), causal, dtype, contiguous, key.ids.device)
     mask = MASKS.get(path)
     return None if mask is None else mask(encoding, query, key, causal, dtype)
 

@@ -36,6 +36,7 @@ import torch
 from posbench import attention, measure
 from posbench.flops import analytic_flops
 from posbench.model import ModelConfig, build_model, count_params
+from posbench.positions import Positions
 from posbench.records import cpu_model
 
 PARTS = ("paths", "overhead", "peer", "limit", "scale")
@@ -169,11 +170,13 @@ def part_paths(options: BenchOptions, out: Path) -> PartResult:
     encoding = posbench_model("alibi").encoding
     q, k, v = (torch.randn(1, BASE["n_heads"], SEQ_LEN, d_head) for _ in range(3))
     steps = {"is_causal (no bias)": lambda: attention.attend(q, k, v, None, True)}
-    variants = [(path, attention.SETTINGS.block_size) for path in attention.FORCEABLE_PATHS]
-    variants += [("dense", SEQ_LEN)] + [("relative", b) for b in PATH_BLOCK_SIZES if b != attention.SETTINGS.block_size]
+    variants = [(path, attention.SETTINGS.block_size) for path in attention.MASK_PATHS]
+    variants += [("general_dense", SEQ_LEN)] + [("relative", b) for b in PATH_BLOCK_SIZES
+                                                if b != attention.SETTINGS.block_size]
+    positions = Positions.arange(SEQ_LEN)
     for path, block_size in variants:
         with attention.configured(force_path=path, block_size=block_size):
-            mask = attention.build_mask(encoding, SEQ_LEN, SEQ_LEN, True)
+            mask = attention.build_mask(encoding, positions, positions, True)
         steps[f"{path}, b={block_size}"] = lambda mask=mask: attention.attend(q, k, v, mask, True)
     if options.flex:
         compile_s, steps["flex (compiled)"] = flex_step(encoding, q, k, v)

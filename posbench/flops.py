@@ -97,7 +97,8 @@ def count_flops(model: Transformer, batch_size: int = 1, seq_len: int = 1024,
     terms = analytic_flops(model, batch_size, seq_len, mode)
     causal_half = analytic_flops(model, batch_size, seq_len, mode, causal_half=True)
     inputs = _example_inputs(model, batch_size, seq_len)
-    with attention.configured(block_size=seq_len):  # one SDPA call over all keys: the dense kernel
+    # one SDPA call over all keys (the dense kernel) and never FlexAttention, which no counter sees inside
+    with attention.configured(block_size=seq_len, flex_on_cuda=False):
         fvcore = fvcore_flops(model, inputs) if mode == "infer" else None
         torch_count = torch_flops(model, inputs, mode)
     return FlopCounts(mode=mode, batch_size=batch_size, seq_len=seq_len, analytic=sum(terms.values()),

@@ -52,7 +52,7 @@ def plain_attention(q, k, v, bias, causal):
 
 def paths_of(name):
     kind = attention.bias_kind(build(name, causal=True))
-    return ["general_dense", "general_blocked"] + (["relative"] if kind == "relative" else [])
+    return ["general_dense", "general_blocked", "flex"] + (["relative"] if kind == "relative" else [])
 
 
 CASES = [(name, path) for name in [*BIASED, "query_scaled"] for path in paths_of(name)]
@@ -78,10 +78,11 @@ def test_every_path_equals_plain_attention(name, path, causal, seq_len):
     blocks = list(mask.blocks())
     assert mask.path == path
     assert blocks[-1][1] == seq_len and len(blocks) > (1 if causal or path == "general_blocked" else 0)
+    # flex runs one kernel over all blocks; its blocks only describe the mask
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name,path", [case for case in CASES if case[1] != "general_dense"])
+@pytest.mark.parametrize("name,path", [case for case in CASES if case[1] not in ("general_dense", "flex")])
 def test_memory_aware_paths_never_build_the_full_bias(name, path, monkeypatch):
     enc = build(name, causal=True, max_len=64)
     full = enc.attention_bias(P(64), P(64))
@@ -122,7 +123,7 @@ def test_relative_table_reads_back_as_the_hook(name):
 
 def test_gradients_through_the_relative_path_equal_the_dense_ones():
     grads = {}
-    for path in ("general_dense", "relative", "general_blocked"):
+    for path in ("general_dense", "relative", "general_blocked"):  # flex: torch has no CPU backward for it
         torch.manual_seed(0)
         enc = build("t5", causal=True)
         q, k, v = (torch.randn(1, 4, 37, 8, requires_grad=True) for _ in range(3))
@@ -180,13 +181,18 @@ def test_choose_path():
         assert attention.choose_path(general, 64, 65, causal=True) == "general_blocked"
         assert attention.choose_path(general, 64, 64, causal=True, dtype=torch.float64) == "general_blocked"
         assert attention.choose_path(alibi, 64, 64, causal=True, contiguous=False) == "general_dense"
+    assert attention.choose_path(alibi, 64, 64, causal=True, device="cuda:1") == "flex"
+    assert attention.choose_path(general, 64, 64, causal=True, device="cuda") == "flex"
+    assert attention.choose_path(none, 64, 64, causal=True, device="cuda") == "is_causal"
+    with attention.configured(flex_on_cuda=False):
+        assert attention.choose_path(alibi, 64, 64, causal=True, device="cuda") == "relative"
     with attention.configured(force_path="general_blocked"):
         assert attention.choose_path(alibi, 8, 8, causal=True) == "general_blocked"
         assert attention.choose_path(none, 8, 8, causal=True) == "is_causal"  # nothing to force
 
 
 def test_bad_settings_name_the_allowed_values():
-    with pytest.raises(ValueError, match="force_path 'flash'; allowed: relative, general_dense, general_blocked"):
+    with pytest.raises(ValueError, match="force_path 'flash'; allowed: relative, general_dense, general_blocked, flex"):
         attention.AttentionSettings(force_path="flash")
     with pytest.raises(ValueError, match="depends on j − i alone"):
         with attention.configured(force_path="relative"):
