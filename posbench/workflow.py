@@ -68,6 +68,14 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         return f"config key '{key}': {error.instance!r} is not allowed; allowed: {', '.join(map(str, error.validator_value))}"
     if error.validator == "oneOf" and key == "devices":
         return f"config key 'devices': expected auto or a list of {', '.join(KNOWN_DEVICES)}, got {error.instance!r}"
+    if error.validator == "pattern" and key == "machine":
+        return (f"config key 'machine': {error.instance!r} is not allowed; allowed: letters, digits, '.', '_' "
+                f"and '-' (it names a folder), or auto")
+    if error.validator == "uniqueItems":
+        repeated = sorted({str(v) for v in error.instance if error.instance.count(v) > 1})
+        return f"config key '{key}': {', '.join(repeated)} listed more than once; list each value once"
+    if error.validator == "minItems" and key.startswith("train.tasks."):
+        return f"config key '{key}': no encodings listed; list at least one, or remove the task"
     if error.validator == "pattern" and key.startswith("devices"):
         return f"config key '{key}': unknown device {error.instance!r}; allowed: {', '.join(KNOWN_DEVICES)}"
     return f"config key '{key}': {error.message}"
@@ -102,8 +110,6 @@ def _check_names(config: dict) -> None:
     for task, path in train["data"].items():
         if not Path(path).is_file():
             raise ConfigError(f"config key 'train.data.{task}': file {path!r} does not exist")
-    from posbench import encodings
-
     bounded = [e for e in profile["encodings"] if encodings.traits(e).bounded]
     longest = max(profile["seq_lens"], default=0)
     if bounded and profile["max_len"] is not None and profile["max_len"] < longest:

@@ -50,6 +50,18 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                               "unknown config key 'seq_len' in 'profile'; allowed: encodings"),
     "unknown mode": (config(profile={"modes": ["inference"]}),
                      "'profile.modes[0]': 'inference' is not allowed; allowed: infer, train"),
+    "machine label with a slash": (config(machine="lab/gpu 1"),
+                                   "'machine': 'lab/gpu 1' is not allowed; allowed: letters, digits"),
+    "machine label with a semicolon": (config(machine="a;rm"), "'machine': 'a;rm' is not allowed"),
+    "duplicate lengths": (config(profile={"seq_lens": [64, 128, 64]}),
+                          "'profile.seq_lens': 64 listed more than once; list each value once"),
+    "duplicate seeds": (config(train={"seeds": [0, 1, 1]}), "'train.seeds': 1 listed more than once"),
+    "duplicate devices": (config(devices=["cpu", "cpu"]), "'devices': cpu listed more than once"),
+    "duplicate widths": (config(probe={"random_widths": [16, 16]}), "'probe.random_widths': 16 listed more than once"),
+    "duplicate encodings in a task": (config(train={"tasks": {"reverse": ["rope", "rope"]}}),
+                                      "'train.tasks.reverse': rope listed more than once"),
+    "a task with no encodings": (config(train={"tasks": {"reverse": []}}),
+                                 "'train.tasks.reverse': no encodings listed; list at least one"),
 }
 
 
