@@ -1,7 +1,8 @@
 """posbench: every Transformer positional encoding through one harness."""
 
 from posbench import encodings
-from posbench.model import SIZES, ModelConfig, Transformer, build_model, count_params
+from posbench.model import SIZES, KVCache, ModelConfig, Transformer, build_model, count_params, generate
 from posbench.flops import count_flops
 
-__all__ = ["SIZES", "ModelConfig", "Transformer", "build_model", "count_params", "count_flops", "encodings"]
+__all__ = ["SIZES", "KVCache", "ModelConfig", "Transformer", "build_model", "count_params", "count_flops",
+           "encodings", "generate"]

@@ -289,5 +289,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
     """``q (B, h, q_len, d_head)``, ``k, v (B, h, k_len, d_head)`` and a :class:`Mask` (or ``None``
     for no bias) -> ``(B, h, q_len, d_head)``."""
     if mask is None:
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        if causal and q_len != k_len:  # queries after a cache: SDPA's is_causal aligns top-left, they sit bottom-right
+            sees = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=None if q_len == 1 else sees)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return mask.attend(q, k, v)

@@ -55,6 +55,36 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass
+class KVCache:
+    """Keys and values of every layer for the tokens a model has seen, and those tokens' positions,
+    for token-by-token generation. The model updates it in place: each call appends its tokens.
+
+    Keys enter the cache already rotated (RoPE turns a key once, at its own position); logit biases
+    are built for the new queries against every cached key from the stored key positions. Dynamic
+    NTK scaling is the exception where cached and full forwards differ: its frequencies follow the
+    sequence length, and a cached key keeps the ones of the step it entered at (as in Hugging Face).
+    """
+
+    keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head)
+    values: list[torch.Tensor | None]
+    positions: Positions | None = None  # of the T cached tokens
+
+    @classmethod
+    def empty(cls, n_layers: int) -> "KVCache":
+        return cls([None] * n_layers, [None] * n_layers)
+
+    def __len__(self) -> int:
+        return 0 if self.positions is None else len(self.positions)
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append one layer's new keys and values ``(B, h, L, d_head)``; all of them back ``(B, h, T + L, d_head)``."""
+        if self.keys[layer] is not None:
+            k, v = torch.cat([self.keys[layer], k], dim=-2), torch.cat([self.values[layer], v], dim=-2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
 class SelfAttention(nn.Module):
     def __init__(self, width: int, n_heads: int):
         super().__init__()
@@ -64,11 +94,13 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(width, 3 * width, bias=False)
         self.out = nn.Linear(width, width, bias=False)
 
-    def forward(self, x, encoding, positions, mask, causal):
+    def forward(self, x, encoding, positions, mask, causal, cache: tuple[KVCache, int] | None = None):
         B, L, width = x.shape
         qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
         q, k = encoding.rotate(q, k, positions)
+        if cache is not None:
+            k, v = cache[0].extend(cache[1], k, v)  # (B, h, T + L, d_head)
         y = attend(q, k, v, mask, causal)  # (B, h, L, d_head)
         return self.out(y.transpose(1, 2).reshape(B, L, width))
 
@@ -91,8 +123,8 @@ class Block(nn.Module):
         self.norm_ff = nn.LayerNorm(width)
         self.ff = FeedForward(width, d_ff)
 
-    def forward(self, x, encoding, positions, mask, causal):
-        x = x + self.attn(self.norm_attn(x), encoding, positions, mask, causal)
+    def forward(self, x, encoding, positions, mask, causal, cache=None):
+        x = x + self.attn(self.norm_attn(x), encoding, positions, mask, causal, cache)
         return x + self.ff(self.norm_ff(x))
 
 
@@ -115,14 +147,21 @@ class Transformer(nn.Module):
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, cfg.n_classes or cfg.vocab_size, bias=False)
 
-    def forward(self, inputs: torch.Tensor, positions: Positions | None = None) -> torch.Tensor:
-        """``positions``: where the tokens sit (e.g. randomized ids); default the encoding's plain ones."""
+    def forward(self, inputs: torch.Tensor, positions: Positions | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """``positions``: where the tokens sit (e.g. randomized ids); default the encoding's plain ones,
+        after the tokens already in ``cache``. With a cache, the logits are the new tokens' and the
+        cache holds them afterwards."""
+        past = len(cache) if cache is not None else 0
         if positions is None:
-            positions = self.encoding.positions(inputs.shape[1], inputs.device)  # ids (L,) or (L, 2)
+            positions = self.encoding.positions(inputs.shape[1], inputs.device, past)  # ids (L,) or (L, axes)
+        keys = positions if not past else cache.positions.then(positions)  # every token attended to
         x = self.encoding.inject(self.embed(inputs), positions)  # (B, L, width)
-        mask = build_mask(self.encoding, positions, positions, self.cfg.causal, x.dtype)
-        for block in self.blocks:
-            x = block(x, self.encoding, positions, mask, self.cfg.causal)
+        mask = build_mask(self.encoding, positions, keys, self.cfg.causal, x.dtype)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, self.encoding, positions, mask, self.cfg.causal, None if cache is None else (cache, layer))
+        if cache is not None:
+            cache.positions = keys
         x = self.norm(x)
         if self.cfg.n_classes:
             return self.head(x.mean(dim=1))  # (B, n_classes)
@@ -131,6 +170,24 @@ class Transformer(nn.Module):
 
 def build_model(cfg: ModelConfig) -> Transformer:
     return Transformer(cfg)
+
+
+@torch.no_grad()
+def generate(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, use_cache: bool = True) -> torch.Tensor:
+    """Greedy continuation of ``prompt (B, P)`` token ids: ``(B, P + max_new_tokens)``.
+
+    With ``use_cache`` the prompt is run once and each new token attends to the cached keys and
+    values; without, every step re-runs the whole sequence (the reference the cache must equal)."""
+    if model.cfg.n_classes or model.cfg.patch_dim or not model.cfg.causal:
+        raise ValueError("generate needs a causal language model over token ids")
+    tokens, cache = prompt, (KVCache.empty(model.cfg.n_layers) if use_cache else None)
+    step_inputs = prompt
+    for _ in range(max_new_tokens):
+        logits = model(step_inputs, cache=cache) if use_cache else model(tokens)  # (B, L, vocab)
+        next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        step_inputs = next_token
+    return tokens
 
 
 def count_params(model: Transformer) -> dict[str, int]:

@@ -42,13 +42,14 @@ class Positions:
         return cls(ids, max(offset + length - 1, 0), offset, contiguous=True)
 
     @classmethod
-    def grid(cls, length: int, cols: int, device: torch.device | str | None = None) -> Positions:
-        """(row, column) ids of the first ``length`` cells of a grid read row by row: ``(L, 2)``."""
+    def grid(cls, length: int, cols: int, device: torch.device | str | None = None, offset: int = 0) -> Positions:
+        """(row, column) ids of cells ``offset … offset + length − 1`` of a grid read row by row: ``(L, 2)``."""
         if cols <= 0:
             raise ValueError(f"cols must be positive, got {cols}")
-        t = torch.arange(length, device=device)
+        t = torch.arange(offset, offset + length, device=device)
         ids = torch.stack([t // cols, t % cols], dim=-1)  # (L, 2) row, column
-        return cls(ids, max((length - 1) // cols, min(length, cols) - 1, 0))
+        last = offset + length - 1
+        return cls(ids, max(last // cols, min(last, cols - 1), 0), offset)
 
     @classmethod
     def from_ids(cls, ids: torch.Tensor, modality: torch.Tensor | None = None, offset: int = 0) -> Positions:
@@ -72,6 +73,14 @@ class Positions:
         """One axis as 1-D positions (its bound is the bound of all axes)."""
         return replace(self, ids=self.ids[:, index], contiguous=False)
 
+    def then(self, later: Positions) -> Positions:
+        """These positions followed by ``later`` ones (a cache's keys, then the new tokens')."""
+        contiguous = self.contiguous and later.contiguous and later.offset == self.offset + len(self)
+        modality = None if self.modality is None and later.modality is None else torch.cat(
+            [_modality(self), _modality(later)])
+        return Positions(torch.cat([self.ids, later.ids]), max(self.max_position, later.max_position), self.offset,
+                         modality, contiguous)
+
     def __getitem__(self, rows: slice) -> Positions:
         """The positions of tokens ``rows`` (a slice with step 1), e.g. one block of queries."""
         start, stop, step = rows.indices(len(self))
@@ -82,3 +91,10 @@ class Positions:
             return replace(self, ids=self.ids[start:stop], offset=self.offset + start, modality=modality,
                            max_position=max(self.offset + stop - 1, 0))
         return replace(self, ids=self.ids[start:stop], modality=modality)
+
+
+def _modality(positions: Positions) -> torch.Tensor:
+    """Modality ids, 0 (one modality) where none were given."""
+    if positions.modality is not None:
+        return positions.modality
+    return torch.zeros(len(positions), dtype=torch.long, device=positions.ids.device)

@@ -116,11 +116,14 @@ class PositionalEncoding(nn.Module):
         return self.d_model
 
     # ----- positions -----------------------------------------------------------------------
-    def positions(self, seq_len: int, device: torch.device | str | None = None) -> Positions:
-        """The positions of a sequence of ``seq_len`` tokens: ids ``0 … L−1`` (in training, random
-        ones after :meth:`randomize`); grid encodings give (row, column) ids."""
+    def positions(self, seq_len: int, device: torch.device | str | None = None, offset: int = 0) -> Positions:
+        """The positions of ``seq_len`` tokens after ``offset`` earlier ones (a cache): ids
+        ``offset … offset + L − 1`` (in training, random ones after :meth:`randomize`); grid
+        encodings give (row, column) ids."""
         if self.random_positions is None or not self.training:
-            return Positions.arange(seq_len, device=device)
+            return Positions.arange(seq_len, offset, device)
+        if offset:
+            raise ValueError("randomized positions are drawn for whole training sequences, not after a cache")
         if seq_len > self.random_positions:
             raise ValueError(f"{seq_len} tokens but randomized positions draw from {self.random_positions} ids "
                              f"(max_position); allowed: at most {self.random_positions} tokens")

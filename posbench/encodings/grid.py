@@ -34,8 +34,8 @@ class GridMixin:
             raise ValueError(f"grid must be two positive integers (rows, cols), got {grid!r}")
         self.grid = (rows, cols)
 
-    def positions(self, seq_len: int, device=None) -> Positions:
-        return Positions.grid(seq_len, self.grid[1], device)  # (L, 2) row, col
+    def positions(self, seq_len: int, device=None, offset: int = 0) -> Positions:
+        return Positions.grid(seq_len, self.grid[1], device, offset)  # (L, 2) row, col
 
 
 class Sinusoidal2D(GridMixin, AbsoluteEncoding):
