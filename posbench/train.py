@@ -1,7 +1,8 @@
 """Train one (task, encoding, size, seed) cell and evaluate it at the training length and beyond.
 
-One loop serves every task: a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`),
-the loss is cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
+One loop (:func:`fit`) serves every task and every caller (this module's :func:`train`, the probe's
+short language model): a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`), the
+loss is cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
 10 % of the peak, gradient clipping, weight decay on the linear layers' matrices only (so rows of a
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
@@ -30,10 +31,6 @@ from posbench.model import SIZES, ModelConfig, build_model, count_params
 from posbench.tasks.base import IGNORE
 
 LOG2 = math.log(2)
-
-
-class TrainingFailed(RuntimeError):
-    """Training cannot go on (e.g. a non-finite loss); the message becomes the record's reason."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +145,55 @@ def scored_logits(model: nn.Module, batch: tasks.Batch) -> tuple[torch.Tensor, t
     return logits.flatten(0, 1), batch.targets.flatten()
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """What a training run did: every step's loss, the logged curve, and whether it finished."""
+
+    losses: list[float]  # each step's batch loss, up to where the run stopped
+    curve: list[dict]  # every log_every steps and at the last: step, mean loss since the previous point, lr
+    status: str  # "ok", or "error" when a non-finite loss stopped the run
+    reason: str
+    seconds: float
+
+
+def initial_model(job: Job) -> nn.Module:
+    """The job's model at initialisation; the seed fixes its weights."""
+    torch.manual_seed(job.config.seed)
+    return build_model(job.model)
+
+
+def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
+    """Train ``model`` (from :func:`initial_model`) on ``job``: the one training loop.
+
+    The seed fixes the batches. A point of the curve, and a progress line ``[label] step …`` on
+    ``log``, every ``log_every`` steps and at the last. A non-finite loss stops the run: status ``error``.
+    """
+    config = job.config
+    optimizer, schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps, config.warmup_fraction)
+    rng = np.random.default_rng(config.seed)
+    losses, curve = [], []
+    started = time.perf_counter()
+    for step in range(1, job.steps + 1):
+        logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size))
+        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+        if not torch.isfinite(loss):
+            return Fitted(losses, curve, "error", f"non-finite loss ({loss.item()}) at step {step}",
+                          time.perf_counter() - started)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if step % config.log_every == 0 or step == job.steps:
+            since = curve[-1]["step"] if curve else 0
+            window = losses[since:]
+            curve.append({"step": step, "loss": sum(window) / len(window), "lr": optimizer.param_groups[0]["lr"]})
+            print(f"[{label}] step {step}/{job.steps} loss {curve[-1]['loss']:.4f} "
+                  f"{time.perf_counter() - started:.1f}s", file=log, flush=True)
+    return Fitted(losses, curve, "ok", "", time.perf_counter() - started)
+
+
 def evaluate(model: nn.Module, task: tasks.Task, length: int) -> dict:
     """The task's metrics on its fixed evaluation set at ``length``."""
     loss_sum = correct = scored = exact = sequences = 0
@@ -206,37 +252,15 @@ def train(config: TrainConfig, log: TextIO | None = None) -> dict:
 
 def _run(job: Job, log: TextIO) -> dict:
     config, task = job.config, job.task
-    torch.manual_seed(config.seed)
-    model = build_model(job.model)
+    model = initial_model(job)
     initial = {name: p.detach().clone() for name, p in position_tables(model).items()}
-    optimizer, schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps, config.warmup_fraction)
-    rng = np.random.default_rng(config.seed)
-    curve, window, status, reason = [], [], "ok", ""
     started = time.perf_counter()
-    try:
-        for step in range(1, job.steps + 1):
-            logits, targets = scored_logits(model, task.train_batch(rng, job.batch_size))
-            loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
-            if not torch.isfinite(loss):
-                raise TrainingFailed(f"non-finite loss ({loss.item()}) at step {step}")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            schedule.step()
-            window.append(loss.item())
-            if step % config.log_every == 0 or step == job.steps:
-                curve.append({"step": step, "loss": sum(window) / len(window), "lr": optimizer.param_groups[0]["lr"]})
-                window = []
-                print(f"[train {task.name}/{config.encoding} seed {config.seed}] step {step}/{job.steps} "
-                      f"loss {curve[-1]['loss']:.4f} {time.perf_counter() - started:.1f}s", file=log, flush=True)
-    except TrainingFailed as error:
-        status, reason = "error", str(error)
-    train_seconds = time.perf_counter() - started
-    evaluation = [] if status != "ok" else [
+    fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
+    evaluation = [] if fitted.status != "ok" else [
         {"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n), **evaluate(model, task, n)}
         for n in task.eval_lengths()]
-    record = records.new_record("train", job.record_config(), status, reason)
+    total_seconds = time.perf_counter() - started
+    record = records.new_record("train", job.record_config(), fitted.status, fitted.reason)
     record.update({
         "task": task.name, "encoding": config.encoding, "seed": config.seed,
         "metrics": list(task.metrics),
@@ -245,9 +269,8 @@ def _run(job: Job, log: TextIO) -> dict:
                   "max_len": job.model.max_len, "encoding_options": dict(job.model.encoding_options)},
         "positions_beyond_training": positions_beyond_training(
             model, initial, task.sequence_length(task.train_length)),
-        "loss_curve": curve,
+        "loss_curve": fitted.curve,
         "eval": evaluation,
-        "wall_time_s": {"train": train_seconds, "eval": time.perf_counter() - started - train_seconds,
-                        "total": time.perf_counter() - started},
+        "wall_time_s": {"train": fitted.seconds, "eval": total_seconds - fitted.seconds, "total": total_seconds},
     })
     return record

@@ -1,6 +1,7 @@
 """The training loop: it learns with every encoding, repeats itself exactly, evaluates beyond the
 training length, says how `learned` met unseen positions, and fails cleanly."""
 
+import io
 import json
 import math
 
@@ -9,7 +10,7 @@ import pytest
 import posbench.train
 from posbench import encodings, records
 from posbench.__main__ import main
-from posbench.train import TrainConfig, train
+from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
 
 SMALL = {"train_length": 6, "eval_examples": 16}  # reverse: eval lengths 6 … 48, sequences up to 96 positions
 
@@ -48,6 +49,17 @@ def test_evaluation_at_every_length(runs, name):
     for e in record["eval"]:
         assert e["sequences"] == 16 and e["scored_targets"] == 16 * e["length"]
         assert math.isfinite(e["metrics"]["loss"]) and 0 <= e["metrics"]["exact_match"] <= e["metrics"]["token_accuracy"] <= 1
+
+
+def test_train_records_the_curve_of_the_one_loop():
+    config = small_config("rope", steps=7, log_every=3)
+    job, log = resolve(config), io.StringIO()
+    with deterministic(config.threads):
+        fitted = fit(initial_model(job), job, log, "mine")
+    assert train(config, log=io.StringIO())["loss_curve"] == fitted.curve
+    assert [p["step"] for p in fitted.curve] == [3, 6, 7] and len(fitted.losses) == 7 and fitted.status == "ok"
+    assert fitted.curve[1]["loss"] == sum(fitted.losses[3:6]) / 3 and fitted.curve[2]["loss"] == fitted.losses[6]
+    assert [line.split()[:3] for line in log.getvalue().splitlines()] == [["[mine]", "step", f"{s}/7"] for s in (3, 6, 7)]
 
 
 def test_learned_table_beyond_training_is_untrained_as_the_record_says(runs):
