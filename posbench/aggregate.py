@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import SIZES, records
-
-HIGHER_IS_BETTER = {"bits_per_char": False, "token_accuracy": True, "exact_match": True, "accuracy": True}
+from posbench import SIZES, metrics, records
 
 
 def load_records(root: Path) -> tuple[list[dict], list[str]]:
@@ -85,7 +83,8 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     metric = (record.get("metrics") or [None])[0]
     evals = record.get("eval") or []
     cell = {**_common(record), "task": cfg.get("task"), "encoding": cfg.get("encoding"), "size": cfg.get("size"),
-            "seed": cfg.get("seed"), "metric": metric, "higher_is_better": HIGHER_IS_BETTER.get(metric),
+            "seed": cfg.get("seed"), "metric": metric,
+            "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
             "train_len": cfg.get("train_length")}
     at_train = next((e for e in evals if math.isclose(e["factor"], 1.0)), None)
     curve = record.get("loss_curve") or []

@@ -7,6 +7,7 @@ loss is cross-entropy over the scored targets. AdamW with linear warm-up and cos
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
 length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers.
+The metrics are those of :mod:`posbench.metrics`.
 
 :func:`train` returns a complete ``train`` record (see ``schemas/train.schema.json``); a run that
 diverges returns one with ``status: error`` and the reason.
@@ -26,11 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbench import encodings, records, tasks
+from posbench import encodings, metrics, records, tasks
 from posbench.model import SIZES, ModelConfig, build_model, count_params
 from posbench.tasks.base import IGNORE
-
-LOG2 = math.log(2)
 
 
 @dataclass(frozen=True)
@@ -196,24 +195,21 @@ def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
 
 def evaluate(model: nn.Module, task: tasks.Task, length: int) -> dict:
     """The task's metrics on its fixed evaluation set at ``length``."""
-    loss_sum = correct = scored = exact = sequences = 0
+    sums = dict.fromkeys(metrics.SUMS, 0)
     model.eval()
     with torch.no_grad():
         for batch in task.eval_batches(length):
             logits, targets = scored_logits(model, batch)
             mask = targets != IGNORE
-            loss_sum += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
+            sums["loss_sum"] += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
             right = (logits.argmax(-1) == targets) | ~mask  # (B·T,)
-            correct += int((right & mask).sum())
-            scored += int(mask.sum())
-            exact += int(right.view(batch.targets.shape).all(dim=1).sum())
-            sequences += batch.targets.shape[0]
+            sums["correct"] += int((right & mask).sum())
+            sums["scored"] += int(mask.sum())
+            sums["exact"] += int(right.view(batch.targets.shape).all(dim=1).sum())
+            sums["sequences"] += batch.targets.shape[0]
     model.train()
-    loss = loss_sum / scored
-    values = {"loss": loss, "bits_per_char": loss / LOG2, "token_accuracy": correct / scored,
-              "exact_match": exact / sequences, "accuracy": correct / scored}
-    return {"metrics": {name: values[name] for name in ("loss", *task.metrics)},
-            "scored_targets": scored, "sequences": sequences}
+    return {"metrics": {name: metrics.get(name).value(sums) for name in ("loss", *task.metrics)},
+            "scored_targets": sums["scored"], "sequences": sums["sequences"]}
 
 
 def position_tables(model: nn.Module) -> dict[str, torch.Tensor]:
