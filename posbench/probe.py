@@ -174,7 +174,7 @@ def train_lm(config: ProbeConfig, log: TextIO) -> tuple[nn.Module, dict]:
     if fitted.status != "ok":
         raise TrainingFailed(f"{fitted.reason} of the {TRAINING_TASK} run")
     tail = fitted.losses[-max(1, job.steps // 10):]
-    held_out = evaluate(model, job.task, config.seq_len)["metrics"]
+    held_out = evaluate(model, job.task, config.seq_len).metrics
     print(f"[{label}] trained {TRAINING_TASK} {job.steps} steps: "
           f"held-out {held_out['bits_per_char']:.3f} bits/char, {time.perf_counter() - started:.1f}s", file=log)
     training = {"task": TRAINING_TASK, "steps": job.steps, "seed": config.seed, "n_layers": config.train_layers,

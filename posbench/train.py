@@ -7,10 +7,13 @@ loss is cross-entropy over the scored targets. AdamW with linear warm-up and cos
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
 length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers.
-The metrics are those of :mod:`posbench.metrics`.
 
-:func:`train` returns a complete ``train`` record (see ``schemas/train.schema.json``); a run that
-diverges returns one with ``status: error`` and the reason.
+:func:`evaluate` scores every evaluation sequence (an *item*) on its own as well as the whole set, so
+that intervals can include the evaluation set's own sampling error; the metrics are those of
+:mod:`posbench.metrics`.
+
+:func:`train` returns a complete ``train`` record (see ``schemas/train.schema.json``) with its items
+as :class:`posbench.records.Items`; a run that diverges returns one with ``status: error`` and the reason.
 """
 
 from __future__ import annotations
@@ -193,23 +196,52 @@ def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
     return Fitted(losses, curve, "ok", "", time.perf_counter() - started)
 
 
-def evaluate(model: nn.Module, task: tasks.Task, length: int) -> dict:
-    """The task's metrics on its fixed evaluation set at ``length``."""
-    sums = dict.fromkeys(metrics.SUMS, 0)
+@dataclass(frozen=True)
+class Evaluation:
+    """A model scored on a task's evaluation set at one length, item by item and as a whole."""
+
+    items: dict[str, np.ndarray]  # metrics.ITEM_SUMS, one row per evaluation sequence, in the set's order
+    sums: dict[str, float | int]  # metrics.SUMS over the whole set
+    metrics: dict[str, float]  # "loss" and the task's metrics
+
+    def summary(self) -> dict:
+        """What the record keeps of it."""
+        return {"metrics": self.metrics, "scored_targets": self.sums["scored"], "sequences": self.sums["sequences"]}
+
+
+def evaluate(model: nn.Module, task: tasks.Task, length: int) -> Evaluation:
+    """The task's metrics on its fixed evaluation set at ``length``, and each sequence's own sums."""
+    loss_sum, batches = 0.0, []
     model.eval()
     with torch.no_grad():
         for batch in task.eval_batches(length):
             logits, targets = scored_logits(model, batch)
-            mask = targets != IGNORE
-            sums["loss_sum"] += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
-            right = (logits.argmax(-1) == targets) | ~mask  # (B·T,)
-            sums["correct"] += int((right & mask).sum())
-            sums["scored"] += int(mask.sum())
-            sums["exact"] += int(right.view(batch.targets.shape).all(dim=1).sum())
-            sums["sequences"] += batch.targets.shape[0]
+            # The total as torch reduces each batch, as records have always had it; the items' float64
+            # sums agree with it to rounding, not bit for bit.
+            loss_sum += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
+            batches.append(item_sums(logits, targets, batch.targets.shape))
     model.train()
-    return {"metrics": {name: metrics.get(name).value(sums) for name in ("loss", *task.metrics)},
-            "scored_targets": sums["scored"], "sequences": sums["sequences"]}
+    items = {name: np.concatenate([b[name] for b in batches]) for name in metrics.ITEM_SUMS}
+    sums = {**metrics.sums(items), "loss_sum": loss_sum}
+    return Evaluation(items, sums, {name: metrics.get(name).value(sums) for name in ("loss", *task.metrics)})
+
+
+def item_sums(logits: torch.Tensor, targets: torch.Tensor, shape: torch.Size) -> dict[str, np.ndarray]:
+    """Each sequence's sums: ``logits (B·T, V)`` and ``targets (B·T,)`` from :func:`scored_logits`, ``shape`` (B, T)."""
+    scored = (targets != IGNORE).view(shape)  # (B, T)
+    losses = F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="none").view(shape)  # 0 where ignored
+    right = (logits.argmax(-1) == targets).view(shape) | ~scored  # (B, T)
+    return {"loss_sum": losses.double().sum(1).numpy(), "scored": scored.sum(1).numpy(),
+            "correct": (right & scored).sum(1).numpy(), "exact": right.all(1).numpy()}
+
+
+def item_table(evaluations: dict[int, Evaluation]) -> records.Items:
+    """Every length's items in one table: ``length``, ``item`` (its index in that length's set) and its sums."""
+    columns = {"length": np.concatenate([np.full(e.sums["sequences"], n) for n, e in evaluations.items()]),
+               "item": np.concatenate([np.arange(e.sums["sequences"]) for e in evaluations.values()])}
+    for name in metrics.ITEM_SUMS:
+        columns[name] = np.concatenate([e.items[name] for e in evaluations.values()])
+    return records.Items(columns)
 
 
 def position_tables(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -252,9 +284,7 @@ def _run(job: Job, log: TextIO) -> dict:
     initial = {name: p.detach().clone() for name, p in position_tables(model).items()}
     started = time.perf_counter()
     fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
-    evaluation = [] if fitted.status != "ok" else [
-        {"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n), **evaluate(model, task, n)}
-        for n in task.eval_lengths()]
+    evaluations = {n: evaluate(model, task, n) for n in task.eval_lengths()} if fitted.status == "ok" else {}
     total_seconds = time.perf_counter() - started
     record = records.new_record("train", job.record_config(), fitted.status, fitted.reason)
     record.update({
@@ -266,7 +296,10 @@ def _run(job: Job, log: TextIO) -> dict:
         "positions_beyond_training": positions_beyond_training(
             model, initial, task.sequence_length(task.train_length)),
         "loss_curve": fitted.curve,
-        "eval": evaluation,
+        "eval": [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
+                  **evaluation.summary()} for n, evaluation in evaluations.items()],
         "wall_time_s": {"train": fitted.seconds, "eval": total_seconds - fitted.seconds, "total": total_seconds},
     })
+    if evaluations:
+        record["items"] = item_table(evaluations)
     return record

@@ -21,6 +21,11 @@ def test_values_on_known_sums():
                                     "exact_match": 0.25, "accuracy": 0.25})
 
 
+def test_sums_of_items_count_the_sequences():
+    items = {"loss_sum": [0.5, 1.5], "scored": [3, 1], "correct": [3, 0], "exact": [True, False]}
+    assert metrics.sums(items) == {"loss_sum": 2.0, "scored": 4, "correct": 3, "exact": 1, "sequences": 2}
+
+
 def test_only_the_losses_are_lower_is_better_and_every_label_has_its_unit():
     assert [name for name, m in metrics.METRICS.items() if not m.higher_is_better] == ["loss", "bits_per_char"]
     for metric in metrics.METRICS.values():
