@@ -18,8 +18,8 @@ it would equal ``accuracy``, and no classification task reports it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 

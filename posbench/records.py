@@ -22,10 +22,11 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 import jsonschema
 import numpy as np
