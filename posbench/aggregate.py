@@ -7,6 +7,9 @@ Tables (CSV and Parquet) under the output folder:
 * ``accuracy``       one row per train record: the primary metric at the training length;
 * ``extrapolation``  one row per (train record, evaluation length);
 * ``probe``          one row per (probe record, target, probe): token/position recovery and geometry;
+* ``items``          Parquet only: one row per (train record, evaluation length, evaluation sequence)
+                     with the sequence's sums (:data:`posbench.metrics.ITEM_SUMS`), for intervals
+                     over evaluation items; a record whose items file is missing is reported;
 * ``meta.json``      machines, code versions (and whether they are mixed), environments.
 """
 
@@ -19,9 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import SIZES, records
+from posbench import SIZES, metrics, records
 
-HIGHER_IS_BETTER = {"bits_per_char": False, "token_accuracy": True, "exact_match": True, "accuracy": True}
+TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")  # CSV and Parquet; items is Parquet only
+ITEM_KEYS = ("machine", "task", "encoding", "size", "seed")  # as in the accuracy table
 
 
 def load_records(root: Path) -> tuple[list[dict], list[str]]:
@@ -96,7 +100,8 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     metric = (record.get("metrics") or [None])[0]
     evals = record.get("eval") or []
     cell = {**_common(record), "task": cfg.get("task"), "encoding": cfg.get("encoding"), "size": cfg.get("size"),
-            "seed": cfg.get("seed"), "metric": metric, "higher_is_better": HIGHER_IS_BETTER.get(metric),
+            "seed": cfg.get("seed"), "metric": metric,
+            "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
             "train_len": cfg.get("train_length")}
     at_train = next((e for e in evals if math.isclose(e["factor"], 1.0)), None)
     curve = record.get("loss_curve") or []
@@ -111,6 +116,15 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     if not evals:  # a failed cell still shows up, once
         extrapolation = [{**cell, "eval_len": None, "length_ratio": None, "value": None, "token_accuracy": None}]
     return accuracy, extrapolation
+
+
+def item_rows(record: dict) -> pd.DataFrame:
+    """The items of one train record, read from the file beside it: ``ITEM_KEYS``, ``eval_len``,
+    ``item`` and the item's sums. A ``ValueError`` when that file is missing or not the record's own."""
+    cfg = record["config"]
+    keys = {"machine": record["environment"]["machine"], **{key: cfg.get(key) for key in ITEM_KEYS[1:]}}
+    items = pd.DataFrame(records.read_items(record["_path"], record)).rename(columns={"length": "eval_len"})
+    return pd.concat([pd.DataFrame(keys, index=items.index), items], axis=1)
 
 
 def probe_rows(record: dict) -> list[dict]:
@@ -147,6 +161,7 @@ def aggregate(root: Path, out: Path) -> dict:
     """Write the tables and ``meta.json``; returns the meta (counts, machines, code versions)."""
     found, problems = load_records(root)
     tables: dict[str, list[dict]] = defaultdict(list)
+    items, items_unreadable = [], []
     for record in found:
         if record["kind"] == "profile":
             tables["cost"].append(cost_row(record))
@@ -154,17 +169,21 @@ def aggregate(root: Path, out: Path) -> dict:
             accuracy, extrapolation = train_rows(record)
             tables["accuracy"].append(accuracy)
             tables["extrapolation"].extend(extrapolation)
+            items.extend(_items_of(record, items_unreadable))
         elif record["kind"] == "probe":
             tables["probe"].extend(probe_rows(record))
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("cost", "accuracy", "extrapolation", "probe"):
+    for name in TABLE_NAMES:
         frame = pd.DataFrame(tables[name])
         _atomic(out / f"{name}.csv", lambda p: frame.to_csv(p, index=False))
         _atomic(out / f"{name}.parquet", lambda p: frame.to_parquet(p, index=False))
+    item_table = pd.concat(items, ignore_index=True) if items else pd.DataFrame(
+        columns=[*ITEM_KEYS, "eval_len", "item", *metrics.ITEM_SUMS])
+    _atomic(out / "items.parquet", lambda p: item_table.to_parquet(p, index=False))
     commits = sorted({r["environment"]["git_commit"] for r in found})
     meta = {
-        "n_records": len(found), "unreadable": problems,
-        "counts": {name: len(rows) for name, rows in tables.items()},
+        "n_records": len(found), "unreadable": problems, "items_unreadable": items_unreadable,
+        "counts": {**{name: len(rows) for name, rows in tables.items()}, "items": len(item_table)},
         "status": dict(pd.Series([r["status"] for r in found], dtype=object).value_counts()),
         "machines": sorted({r["environment"]["machine"] for r in found}),
         "git_commits": commits, "mixed_code_versions": len(commits) > 1,
@@ -172,6 +191,18 @@ def aggregate(root: Path, out: Path) -> dict:
     }
     _atomic(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=1, default=int) + "\n"))
     return meta
+
+
+def _items_of(record: dict, problems: list[str]) -> list[pd.DataFrame]:
+    """The record's item rows (none for a record without items); a missing items file joins ``problems``
+    and the record keeps its rows in the other tables."""
+    if "items" not in record:
+        return []
+    try:
+        return [item_rows(record)]
+    except ValueError as error:
+        problems.append(str(error))
+        return []
 
 
 def _atomic(path: Path, write) -> None:
@@ -188,6 +219,7 @@ def summary(meta: dict, out: Path) -> str:
         lines.append(f"WARNING: records come from {len(meta['git_commits'])} code versions: "
                      + ", ".join(meta["git_commits"]))
     lines += [f"WARNING: skipped unreadable record {p}" for p in meta["unreadable"]]
+    lines += [f"WARNING: no item rows for {p}" for p in meta["items_unreadable"]]
     return "\n".join(lines)
 
 

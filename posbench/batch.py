@@ -4,8 +4,9 @@ Snakemake deletes every declared output of a job it did not see finish. A batch 
 declares only its *manifest*, written last; each cell's record is its own atomic file beside it.
 After a kill, the rerun keeps every record that its cell would write now — same config hash, same
 code (git commit) and package versions, and a result (``ok`` or ``oom``) — byte for byte, and
-measures only the rest: a changed config (more steps, say), other code, or a ``skipped`` or
-``error`` cell is measured again.
+measures only the rest: a changed config (more steps, say), other code, a ``skipped`` or
+``error`` cell, or a record whose per-item results (the file beside it) are missing or not its own is
+measured again.
 
 Exit status of a batch: 1 when any cell's record says ``error`` (its record is written all the
 same), else 0; ``ok``, ``oom`` and ``skipped`` are results.
@@ -57,10 +58,12 @@ KEPT_STATUSES = ("ok", "oom")  # results; a skipped or failed cell is tried agai
 
 
 def kept_record(cell: Cell, code: dict) -> dict | None:
-    """The record already at ``cell.out`` if it is whole, valid, of this very config, measured by this
-    ``code`` (:func:`code_identity`) and a result; else ``None``."""
+    """The record already at ``cell.out`` if it is whole, valid, with the items it names, of this very
+    config, measured by this ``code`` (:func:`code_identity`) and a result; else ``None``."""
     try:
         record = records.read_record(cell.out)
+        if "items" in record:
+            records.read_items(cell.out, record)
     except (OSError, ValueError, jsonschema.ValidationError):
         return None
     same = record["config_hash"] == records.config_hash(cell.config) and code_identity(record["environment"]) == code

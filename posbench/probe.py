@@ -36,21 +36,18 @@ import copy
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from typing import TextIO
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from posbench import encodings, records
 from posbench.encodings.absolute import AbsoluteEncoding
-from posbench.model import build_model
 from posbench.positions import Positions
-from posbench.tasks.base import IGNORE
-from posbench.train import TrainConfig, TrainingFailed, deterministic, evaluate, make_optimizer, resolve, scored_logits
+from posbench.train import TrainConfig, deterministic, evaluate, fit, initial_model, resolve
 
 TARGETS = ("token", "position")
 PROBES = ("linear", "mlp")
@@ -62,6 +59,10 @@ ROUND = 20  # L-BFGS iterations between validation checks
 L2_PENALTY = 1e-4  # on every probe parameter; keeps separable problems from running off to infinite weights
 SPLIT = ("distinct (token, position) pairs uniform over the V x L grid (all of it when it holds at most max_pairs); "
          "no held-out pair was seen in training")
+
+
+class TrainingFailed(RuntimeError):
+    """The language model for trained embeddings diverged; the message becomes the record's reason."""
 
 
 @cache
@@ -160,35 +161,25 @@ def random_embedding(encoding: AbsoluteEncoding, vocab: int, seq_len: int) -> to
 def train_lm(config: ProbeConfig, log: TextIO) -> tuple[nn.Module, dict]:
     """A short lm_prose run at ``d_model`` (``train_layers`` layers); returns the model and what it did.
 
-    ``posbench.train.train`` returns a record, not the model, and only at named sizes, so the loop
-    is run here from its public parts (same optimizer, schedule, batches and evaluation).
+    The job of ``posbench train`` (optimizer, schedule, batches, loop and evaluation) with the model
+    changed to this width and depth, which ``train``'s named sizes do not offer.
     """
     job = resolve(TrainConfig(task=TRAINING_TASK, encoding=config.encoding, seed=config.seed,
                               steps=config.train_steps, task_options={"train_length": config.seq_len}))
-    model_config = job.model.replace(d_model=config.d_model, n_layers=config.train_layers, max_len=config.seq_len)
-    torch.manual_seed(config.seed)
-    model = build_model(model_config)
-    optimizer, schedule = make_optimizer(model, job.lr, job.config.weight_decay, job.steps,
-                                         job.config.warmup_fraction)
-    rng = np.random.default_rng(config.seed)
-    started, losses = time.perf_counter(), []
-    for step in range(1, job.steps + 1):
-        logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size))
-        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
-        if not torch.isfinite(loss):
-            raise TrainingFailed(f"non-finite loss ({loss.item()}) at step {step} of the {TRAINING_TASK} run")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), job.config.grad_clip)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-    tail = losses[-max(1, job.steps // 10):]
-    held_out = evaluate(model, job.task, config.seq_len)["metrics"]
-    print(f"[probe {config.encoding} d={config.d_model} seed {config.seed}] trained {TRAINING_TASK} {job.steps} steps: "
+    job = replace(job, model=job.model.replace(d_model=config.d_model, n_layers=config.train_layers,
+                                               max_len=config.seq_len))
+    label = f"probe {config.encoding} d={config.d_model} seed {config.seed}"
+    started = time.perf_counter()
+    model = initial_model(job)
+    fitted = fit(model, job, log, label)
+    if fitted.status != "ok":
+        raise TrainingFailed(f"{fitted.reason} of the {TRAINING_TASK} run")
+    tail = fitted.losses[-max(1, job.steps // 10):]
+    held_out = evaluate(model, job.task, config.seq_len).metrics
+    print(f"[{label}] trained {TRAINING_TASK} {job.steps} steps: "
           f"held-out {held_out['bits_per_char']:.3f} bits/char, {time.perf_counter() - started:.1f}s", file=log)
     training = {"task": TRAINING_TASK, "steps": job.steps, "seed": config.seed, "n_layers": config.train_layers,
-                "n_heads": model_config.n_heads, "batch_size": job.batch_size, "lr": job.lr,
+                "n_heads": job.model.n_heads, "batch_size": job.batch_size, "lr": job.lr,
                 "train_length": config.seq_len, "final_loss": sum(tail) / len(tail),
                 "held_out_bits_per_char": held_out["bits_per_char"], "seconds": time.perf_counter() - started}
     return model, training

@@ -6,6 +6,11 @@ a ``config_hash`` of its inputs. Each kind has a JSON schema under ``posbench/sc
 extends ``common.schema.json``; records are validated when written and when read. Writes are
 atomic (temporary file in the same folder, fsync, rename), so a killed job leaves either no file
 or a complete, valid one.
+
+A record may carry per-item results (one row per evaluation item, for intervals over the evaluation
+set) as :class:`Items`: too many rows for its JSON, they go to a file beside it (:func:`items_path`),
+written first, and the record keeps their row count, columns and SHA-256 — so a record on disk
+implies its items, and a reader can tell when the file beside it is missing or not its own.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import BinaryIO
 
 import jsonschema
+import numpy as np
 
 SCHEMA_VERSION = 1
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -48,20 +56,74 @@ def validate(record: dict) -> dict:
     return record
 
 
+class Items(dict):
+    """Per-item results of a record: the columns in memory, and the record's reference to them.
+
+    The dict itself is what the record's JSON keeps (``rows``, ``columns``, ``sha256`` of the
+    content); the arrays themselves are ``.columns``, written by :func:`write_record` beside the record.
+    """
+
+    def __init__(self, columns: dict[str, np.ndarray]):
+        self.columns = {name: np.asarray(column) for name, column in columns.items()}
+        rows = {len(column) for column in self.columns.values()}
+        if len(rows) != 1:
+            raise ValueError(f"item columns differ in length: {sorted(rows)}")
+        super().__init__(rows=rows.pop(), columns=list(self.columns), sha256=content_digest(self.columns))
+
+
+def content_digest(columns: dict[str, np.ndarray]) -> str:
+    """SHA-256 of the columns' names, types, shapes and values (not of the file that holds them)."""
+    digest = hashlib.sha256()
+    for name, column in columns.items():
+        digest.update(f"{name}:{column.dtype.str}:{column.shape};".encode())
+        digest.update(np.ascontiguousarray(column).tobytes())
+    return digest.hexdigest()
+
+
+def items_path(record_path: str | os.PathLike) -> Path:
+    """Where the per-item results of the record at ``record_path`` go: ``x.json`` -> ``x.items.npz``."""
+    return Path(record_path).with_suffix(".items.npz")
+
+
+def read_items(record_path: str | os.PathLike, record: dict) -> dict[str, np.ndarray]:
+    """The columns of ``record``'s items; a ``ValueError`` if the file is missing or not the one it names."""
+    path = items_path(record_path)
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            columns = {name: stored[name] for name in record["items"]["columns"]}
+    except (OSError, KeyError, ValueError) as error:
+        raise ValueError(f"items of {record_path}: {path.name} unreadable ({type(error).__name__}: {error})") from None
+    if content_digest(columns) != record["items"]["sha256"]:
+        raise ValueError(f"items of {record_path}: {path.name} holds other items than the record names")
+    return columns
+
+
 def write_record(path: str | os.PathLike, record: dict) -> Path:
-    """Validate, then write atomically: readers see the old file, or the new one whole."""
-    return write_json(path, validate(record))
+    """Validate, then write atomically: readers see the old file, or the new one whole. The record's
+    :class:`Items`, if any, are written first, beside it."""
+    validate(record)
+    if isinstance(record.get("items"), Items):
+        _write_atomically(items_path(path), lambda f: np.savez_compressed(f, **record["items"].columns))
+    return write_json(path, record)
 
 
 def write_json(path: str | os.PathLike, document: dict) -> Path:
     """Write ``document`` atomically (a temporary file beside it, fsync, rename)."""
+
+    def dump(f: BinaryIO) -> None:
+        f.write(json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
+
+    return _write_atomically(path, dump)
+
+
+def _write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
+    """``write`` to a temporary file beside ``path``, fsync, rename: ``path`` is the old file or the new one whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(document, f, indent=1, sort_keys=True)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

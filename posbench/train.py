@@ -1,14 +1,19 @@
 """Train one (task, encoding, size, seed) cell and evaluate it at the training length and beyond.
 
-One loop serves every task: a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`),
-the loss is cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
+One loop (:func:`fit`) serves every task and every caller (this module's :func:`train`, the probe's
+short language model): a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`), the
+loss is cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
 10 % of the peak, gradient clipping, weight decay on the linear layers' matrices only (so rows of a
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
 length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers.
 
-:func:`train` returns a complete ``train`` record (see ``schemas/train.schema.json``); a run that
-diverges returns one with ``status: error`` and the reason.
+:func:`evaluate` scores every evaluation sequence (an *item*) on its own as well as the whole set, so
+that intervals can include the evaluation set's own sampling error; the metrics are those of
+:mod:`posbench.metrics`.
+
+:func:`train` returns a complete ``train`` record (see ``schemas/train.schema.json``) with its items
+as :class:`posbench.records.Items`; a run that diverges returns one with ``status: error`` and the reason.
 """
 
 from __future__ import annotations
@@ -25,15 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbench import encodings, records, tasks
+from posbench import encodings, metrics, records, tasks
 from posbench.model import SIZES, ModelConfig, build_model, count_params
 from posbench.tasks.base import IGNORE
-
-LOG2 = math.log(2)
-
-
-class TrainingFailed(RuntimeError):
-    """Training cannot go on (e.g. a non-finite loss); the message becomes the record's reason."""
 
 
 @dataclass(frozen=True)
@@ -147,26 +146,101 @@ def scored_logits(model: nn.Module, batch: tasks.Batch) -> tuple[torch.Tensor, t
     return logits.flatten(0, 1), batch.targets.flatten()
 
 
-def evaluate(model: nn.Module, task: tasks.Task, length: int) -> dict:
-    """The task's metrics on its fixed evaluation set at ``length``."""
-    loss_sum = correct = scored = exact = sequences = 0
+@dataclass(frozen=True)
+class Fitted:
+    """What a training run did: every step's loss, the logged curve, and whether it finished."""
+
+    losses: list[float]  # each step's batch loss, up to where the run stopped
+    curve: list[dict]  # every log_every steps and at the last: step, mean loss since the previous point, lr
+    status: str  # "ok", or "error" when a non-finite loss stopped the run
+    reason: str
+    seconds: float
+
+
+def initial_model(job: Job) -> nn.Module:
+    """The job's model at initialisation; the seed fixes its weights."""
+    torch.manual_seed(job.config.seed)
+    return build_model(job.model)
+
+
+def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
+    """Train ``model`` (from :func:`initial_model`) on ``job``: the one training loop.
+
+    The seed fixes the batches. A point of the curve, and a progress line ``[label] step …`` on
+    ``log``, every ``log_every`` steps and at the last. A non-finite loss stops the run: status ``error``.
+    """
+    config = job.config
+    optimizer, schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps, config.warmup_fraction)
+    rng = np.random.default_rng(config.seed)
+    losses, curve = [], []
+    started = time.perf_counter()
+    for step in range(1, job.steps + 1):
+        logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size))
+        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+        if not torch.isfinite(loss):
+            return Fitted(losses, curve, "error", f"non-finite loss ({loss.item()}) at step {step}",
+                          time.perf_counter() - started)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if step % config.log_every == 0 or step == job.steps:
+            since = curve[-1]["step"] if curve else 0
+            window = losses[since:]
+            curve.append({"step": step, "loss": sum(window) / len(window), "lr": optimizer.param_groups[0]["lr"]})
+            print(f"[{label}] step {step}/{job.steps} loss {curve[-1]['loss']:.4f} "
+                  f"{time.perf_counter() - started:.1f}s", file=log, flush=True)
+    return Fitted(losses, curve, "ok", "", time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A model scored on a task's evaluation set at one length, item by item and as a whole."""
+
+    items: dict[str, np.ndarray]  # metrics.ITEM_SUMS, one row per evaluation sequence, in the set's order
+    sums: dict[str, float | int]  # metrics.SUMS over the whole set
+    metrics: dict[str, float]  # "loss" and the task's metrics
+
+    def summary(self) -> dict:
+        """What the record keeps of it."""
+        return {"metrics": self.metrics, "scored_targets": self.sums["scored"], "sequences": self.sums["sequences"]}
+
+
+def evaluate(model: nn.Module, task: tasks.Task, length: int) -> Evaluation:
+    """The task's metrics on its fixed evaluation set at ``length``, and each sequence's own sums."""
+    loss_sum, batches = 0.0, []
     model.eval()
     with torch.no_grad():
         for batch in task.eval_batches(length):
             logits, targets = scored_logits(model, batch)
-            mask = targets != IGNORE
+            # The total as torch reduces each batch, as records have always had it; the items' float64
+            # sums agree with it to rounding, not bit for bit.
             loss_sum += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
-            right = (logits.argmax(-1) == targets) | ~mask  # (B·T,)
-            correct += int((right & mask).sum())
-            scored += int(mask.sum())
-            exact += int(right.view(batch.targets.shape).all(dim=1).sum())
-            sequences += batch.targets.shape[0]
+            batches.append(item_sums(logits, targets, batch.targets.shape))
     model.train()
-    loss = loss_sum / scored
-    values = {"loss": loss, "bits_per_char": loss / LOG2, "token_accuracy": correct / scored,
-              "exact_match": exact / sequences, "accuracy": correct / scored}
-    return {"metrics": {name: values[name] for name in ("loss", *task.metrics)},
-            "scored_targets": scored, "sequences": sequences}
+    items = {name: np.concatenate([b[name] for b in batches]) for name in metrics.ITEM_SUMS}
+    sums = {**metrics.sums(items), "loss_sum": loss_sum}
+    return Evaluation(items, sums, {name: metrics.get(name).value(sums) for name in ("loss", *task.metrics)})
+
+
+def item_sums(logits: torch.Tensor, targets: torch.Tensor, shape: torch.Size) -> dict[str, np.ndarray]:
+    """Each sequence's sums: ``logits (B·T, V)`` and ``targets (B·T,)`` from :func:`scored_logits`, ``shape`` (B, T)."""
+    scored = (targets != IGNORE).view(shape)  # (B, T)
+    losses = F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="none").view(shape)  # 0 where ignored
+    right = (logits.argmax(-1) == targets).view(shape) | ~scored  # (B, T)
+    return {"loss_sum": losses.double().sum(1).numpy(), "scored": scored.sum(1).numpy(),
+            "correct": (right & scored).sum(1).numpy(), "exact": right.all(1).numpy()}
+
+
+def item_table(evaluations: dict[int, Evaluation]) -> records.Items:
+    """Every length's items in one table: ``length``, ``item`` (its index in that length's set) and its sums."""
+    columns = {"length": np.concatenate([np.full(e.sums["sequences"], n) for n, e in evaluations.items()]),
+               "item": np.concatenate([np.arange(e.sums["sequences"]) for e in evaluations.values()])}
+    for name in metrics.ITEM_SUMS:
+        columns[name] = np.concatenate([e.items[name] for e in evaluations.values()])
+    return records.Items(columns)
 
 
 def position_tables(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -205,37 +279,13 @@ def train(config: TrainConfig, log: TextIO | None = None) -> dict:
 
 def _run(job: Job, log: TextIO) -> dict:
     config, task = job.config, job.task
-    torch.manual_seed(config.seed)
-    model = build_model(job.model)
+    model = initial_model(job)
     initial = {name: p.detach().clone() for name, p in position_tables(model).items()}
-    optimizer, schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps, config.warmup_fraction)
-    rng = np.random.default_rng(config.seed)
-    curve, window, status, reason = [], [], "ok", ""
     started = time.perf_counter()
-    try:
-        for step in range(1, job.steps + 1):
-            logits, targets = scored_logits(model, task.train_batch(rng, job.batch_size))
-            loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
-            if not torch.isfinite(loss):
-                raise TrainingFailed(f"non-finite loss ({loss.item()}) at step {step}")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            schedule.step()
-            window.append(loss.item())
-            if step % config.log_every == 0 or step == job.steps:
-                curve.append({"step": step, "loss": sum(window) / len(window), "lr": optimizer.param_groups[0]["lr"]})
-                window = []
-                print(f"[train {task.name}/{config.encoding} seed {config.seed}] step {step}/{job.steps} "
-                      f"loss {curve[-1]['loss']:.4f} {time.perf_counter() - started:.1f}s", file=log, flush=True)
-    except TrainingFailed as error:
-        status, reason = "error", str(error)
-    train_seconds = time.perf_counter() - started
-    evaluation = [] if status != "ok" else [
-        {"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n), **evaluate(model, task, n)}
-        for n in task.eval_lengths()]
-    record = records.new_record("train", job.record_config(), status, reason)
+    fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
+    evaluations = {n: evaluate(model, task, n) for n in task.eval_lengths()} if fitted.status == "ok" else {}
+    total_seconds = time.perf_counter() - started
+    record = records.new_record("train", job.record_config(), fitted.status, fitted.reason)
     record.update({
         "task": task.name, "encoding": config.encoding, "seed": config.seed,
         "metrics": list(task.metrics),
@@ -244,9 +294,11 @@ def _run(job: Job, log: TextIO) -> dict:
                   "max_len": job.model.max_len, "encoding_options": dict(job.model.encoding_options)},
         "positions_beyond_training": positions_beyond_training(
             model, initial, task.sequence_length(task.train_length)),
-        "loss_curve": curve,
-        "eval": evaluation,
-        "wall_time_s": {"train": train_seconds, "eval": time.perf_counter() - started - train_seconds,
-                        "total": time.perf_counter() - started},
+        "loss_curve": fitted.curve,
+        "eval": [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
+                  **evaluation.summary()} for n, evaluation in evaluations.items()],
+        "wall_time_s": {"train": fitted.seconds, "eval": total_seconds - fitted.seconds, "total": total_seconds},
     })
+    if evaluations:
+        record["items"] = item_table(evaluations)
     return record

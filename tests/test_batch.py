@@ -23,6 +23,8 @@ def test_several_seeds_write_a_record_each_and_a_manifest(tmp_path):
     for entry in manifest["records"]:  # a cell's wall time covers its training
         assert entry["seconds"] >= records.read_record(entry["record"])["wall_time_s"]["total"] > 0
     assert [records.read_record(tmp_path / f"seed{s}.json")["config"]["seed"] for s in (0, 1, 2)] == [0, 1, 2]
+    for s in (0, 1, 2):  # each with its items beside it
+        records.read_items(tmp_path / f"seed{s}.json", records.read_record(tmp_path / f"seed{s}.json"))
 
 
 def test_a_rerun_keeps_finished_records_byte_for_byte_and_measures_the_rest(tmp_path, capsys):
@@ -56,6 +58,21 @@ def test_a_record_of_other_code_or_without_a_result_is_measured_again(tmp_path, 
     assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
     assert records.read_record(tmp_path / "seed0.json") != record
     assert json.loads((tmp_path / "batch.json").read_text())["records"][0]["action"] == "wrote"
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda items, other: items.unlink(),
+    lambda items, other: items.write_bytes(other.read_bytes()),
+], ids=["missing", "another-record's"])
+def test_a_record_without_its_own_items_is_measured_again(tmp_path, spoil):
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0", "1") == 0
+    spoil(records.items_path(tmp_path / "seed0.json"), records.items_path(tmp_path / "seed1.json"))
+    with pytest.raises(ValueError, match="seed0.items.npz"):
+        records.read_items(tmp_path / "seed0.json", records.read_record(tmp_path / "seed0.json"))
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0", "1") == 0
+    actions = [entry["action"] for entry in json.loads((tmp_path / "batch.json").read_text())["records"]]
+    assert actions == ["wrote", "kept"]
+    records.read_items(tmp_path / "seed0.json", records.read_record(tmp_path / "seed0.json"))
 
 
 @pytest.mark.parametrize("out, message", [

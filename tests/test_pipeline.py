@@ -51,6 +51,9 @@ def test_smoke_sweep_writes_every_record_and_table(smoke):
     assert set(pd.read_csv(results / "tables" / "probe.csv")["status"]) == {"ok"}
     meta = json.loads((results / "tables" / "meta.json").read_text())
     assert meta["n_records"] == n_profile + n_train + n_probe and not meta["unreadable"]
+    items = pd.read_parquet(results / "tables" / "items.parquet")  # every train cell's evaluation sequences
+    assert len(items) == meta["counts"]["items"] and not meta["items_unreadable"]
+    assert len(items.groupby(["task", "encoding", "seed"])) == n_train
     assert (results / "report.pdf").stat().st_size > 0
 
 

@@ -1,11 +1,13 @@
 """The information-recovery probe on cases with known answers, the record it writes, and its CLI."""
 
+import io
 import math
 import re
 
 import pytest
 import torch
 
+import posbench.train
 from posbench import encodings, records
 from posbench.__main__ import main
 from posbench.aggregate import probe_rows
@@ -128,6 +130,21 @@ def test_record_is_valid_and_aggregates_to_one_row_per_target_and_probe():
     assert [(r["target"], r["probe"]) for r in rows] == [("token", "linear"), ("token", "mlp"),
                                                          ("position", "linear"), ("position", "mlp")]
     assert {r["chance"] for r in rows} == {1 / 6, 1 / 4} and {r["d_model"] for r in rows} == {8}
+
+
+def test_a_diverging_language_model_gives_an_error_record(monkeypatch):
+    """The trained embeddings come from train's own loop: a non-finite loss there stops the probe cell."""
+    real = posbench.train.scored_logits
+
+    def poisoned(model, batch):
+        logits, targets = real(model, batch)
+        return logits * math.nan, targets
+
+    monkeypatch.setattr(posbench.train, "scored_logits", poisoned)
+    record = probe(ProbeConfig(encoding="sinusoidal", d_model=8, vocab=None, embedding="trained", seq_len=8),
+                   log=io.StringIO())
+    assert record["status"] == "error" and record["reason"] == "non-finite loss (nan) at step 1 of the lm_prose run"
+    assert record["recovery"] == []
 
 
 @pytest.mark.parametrize("change, words", [

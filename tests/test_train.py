@@ -1,15 +1,19 @@
 """The training loop: it learns with every encoding, repeats itself exactly, evaluates beyond the
-training length, says how `learned` met unseen positions, and fails cleanly."""
+training length item by item, says how `learned` met unseen positions, and fails cleanly."""
 
+import io
 import json
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import posbench.train
-from posbench import encodings, records
+from posbench import encodings, metrics, records
 from posbench.__main__ import main
-from posbench.train import TrainConfig, train
+from posbench.aggregate import aggregate
+from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
 
 SMALL = {"train_length": 6, "eval_examples": 16}  # reverse: eval lengths 6 … 48, sequences up to 96 positions
 
@@ -48,6 +52,59 @@ def test_evaluation_at_every_length(runs, name):
     for e in record["eval"]:
         assert e["sequences"] == 16 and e["scored_targets"] == 16 * e["length"]
         assert math.isfinite(e["metrics"]["loss"]) and 0 <= e["metrics"]["exact_match"] <= e["metrics"]["token_accuracy"] <= 1
+
+
+@pytest.mark.parametrize("name", ["rope", "sinusoidal_2d"])
+def test_items_are_the_evaluation_sequences_and_add_up_to_the_record(runs, name):
+    record = runs[name]
+    items = record["items"].columns
+    assert record["items"]["rows"] == sum(e["sequences"] for e in record["eval"]) == len(items["item"])
+    for e in record["eval"]:
+        mine = {column: values[items["length"] == e["length"]] for column, values in items.items()}
+        assert list(mine["item"]) == list(range(e["sequences"]))
+        # reverse scores the n answer tokens of each sequence; digits_2d one label per image
+        assert set(mine["scored"]) == ({1} if record["task"] == "digits_2d" else {e["length"]})
+        sums = metrics.sums(mine)
+        assert (sums["scored"], sums["sequences"]) == (e["scored_targets"], e["sequences"])
+        for metric, value in e["metrics"].items():
+            if metrics.get(metric).numerator == "loss_sum":  # float64 item sums vs torch's float32 batch sums
+                assert metrics.get(metric).value(sums) == pytest.approx(value, rel=1e-6)
+            else:
+                assert metrics.get(metric).value(sums) == value
+
+
+def test_train_records_the_curve_of_the_one_loop():
+    config = small_config("rope", steps=7, log_every=3)
+    job, log = resolve(config), io.StringIO()
+    with deterministic(config.threads):
+        fitted = fit(initial_model(job), job, log, "mine")
+    assert train(config, log=io.StringIO())["loss_curve"] == fitted.curve
+    assert [p["step"] for p in fitted.curve] == [3, 6, 7] and len(fitted.losses) == 7 and fitted.status == "ok"
+    assert fitted.curve[1]["loss"] == sum(fitted.losses[3:6]) / 3 and fitted.curve[2]["loss"] == fitted.losses[6]
+    assert [line.split()[:3] for line in log.getvalue().splitlines()] == [["[mine]", "step", f"{s}/7"] for s in (3, 6, 7)]
+
+
+def test_aggregate_collects_the_items_and_reports_a_record_without_them(runs, tmp_path):
+    for name in ("rope", "t5"):
+        records.write_record(tmp_path / "records" / f"{name}.json", runs[name])
+    records.items_path(tmp_path / "records" / "t5.json").unlink()
+    meta = aggregate(tmp_path / "records", tmp_path / "tables")
+    items = pd.read_parquet(tmp_path / "tables" / "items.parquet")
+    assert len(items) == meta["counts"]["items"] == runs["rope"]["items"]["rows"] and meta["counts"]["accuracy"] == 2
+    assert set(items["encoding"]) == {"rope"} and set(items["task"]) == {"reverse"}
+    assert list(items["eval_len"].unique()) == [e["length"] for e in runs["rope"]["eval"]]
+    assert np.array_equal(items["loss_sum"], runs["rope"]["items"].columns["loss_sum"])
+    assert len(meta["items_unreadable"]) == 1 and "t5.items.npz unreadable" in meta["items_unreadable"][0]
+
+
+def test_the_items_are_written_before_the_record(runs, tmp_path, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", full_disk)
+    with pytest.raises(OSError):
+        records.write_record(tmp_path / "r.json", runs["rope"])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_learned_table_beyond_training_is_untrained_as_the_record_says(runs):
@@ -98,7 +155,8 @@ def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
     assert record["wall_time_s"]["total"] >= record["wall_time_s"]["train"] > 0
     lines = [line for line in capsys.readouterr().err.splitlines() if " step " in line]
     assert [line.split(" step ")[1].split()[0] for line in lines] == ["2/4", "4/4"]
-    assert json.loads(out.read_text()) == record and list(out.parent.iterdir()) == [out]  # no temporary left
+    assert json.loads(out.read_text()) == record  # no temporary left:
+    assert sorted(out.parent.iterdir()) == [out.with_name("r.items.npz"), out]
 
 
 @pytest.mark.parametrize("args, message", [

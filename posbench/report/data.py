@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from posbench import metrics
+
 TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")
 MIN_SEEDS = 3  # fewer seeds than this: no verdict
 
@@ -91,19 +93,11 @@ def higher_is_better(frame: pd.DataFrame) -> bool:
     return str(value).strip().lower() in ("true", "1", "1.0") if not isinstance(value, (bool, np.bool_)) else bool(value)
 
 
-METRIC_LABELS = {  # axis labels with units
-    "bits_per_char": "bits per character",
-    "exact_match": "exact match (fraction)",
-    "accuracy": "accuracy (fraction)",
-    "token_accuracy": "token accuracy (fraction)",
-}
-
-
 def metric_label(frame: pd.DataFrame) -> str:
     """Axis label of the one metric in ``frame`` (with units), or a generic one for a mix."""
-    metrics = frame["metric"].dropna().unique() if "metric" in frame.columns else []
-    if len(metrics) == 1:
-        return METRIC_LABELS.get(metrics[0], str(metrics[0]))
+    names = frame["metric"].dropna().unique() if "metric" in frame.columns else []
+    if len(names) == 1:
+        return metrics.METRICS[names[0]].label if names[0] in metrics.METRICS else str(names[0])
     return "metric (see table)"
 
 

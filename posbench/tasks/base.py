@@ -38,7 +38,7 @@ class Task:
     on one CPU core."""
 
     name: ClassVar[str]
-    metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first
+    metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first (posbench.metrics)
     causal: ClassVar[bool] = True
 
     train_length: int = 16

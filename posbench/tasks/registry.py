@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 
+from posbench import metrics
 from posbench.tasks.base import Task
 
 _REGISTRY: dict[str, type[Task]] = {}
 
 
 def register(cls: type[Task]) -> type[Task]:
-    """Class decorator: register ``cls`` under ``cls.name``."""
+    """Class decorator: register ``cls`` under ``cls.name``; its metrics must be defined in :mod:`posbench.metrics`."""
     if cls.name in _REGISTRY:
         raise ValueError(f"task {cls.name!r} is registered twice")
+    for name in cls.metrics:
+        metrics.get(name)
     _REGISTRY[cls.name] = cls
     return cls
 

@@ -1,0 +1,74 @@
+"""Every metric a train record reports, defined once: its name, what it means, its direction, its
+axis label, and how it is computed from the evaluation's sums.
+
+An evaluation scores a fixed set of *items*, one per evaluation sequence, and keeps five sums over
+them (:data:`SUMS`). Every metric is a ratio of two of those sums, so the same definition gives the
+value in the record (from the whole set) and, later, the value on a bootstrap resample of the items
+(from the resample's sums, :func:`sums`). The counts agree exactly either way; the record's
+``loss_sum`` is torch's float32 sum per batch (as records had it before items were kept), the items'
+float64, so a loss recomputed from all items matches the record's to about 1e-6, not bit for bit.
+
+``accuracy`` and ``exact_match`` are the same ratio, the share of sequences that are right, under
+the names their tasks use: ``accuracy`` for a classification task (one label per sequence, so a
+sequence is right when its label is), ``exact_match`` for a sequence task (a sequence is right when
+every scored target is). ``token_accuracy`` is always per scored target; on a classification task
+it would equal ``accuracy``, and no classification task reports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+SUMS = {  # name -> what is summed over the evaluation's items
+    "loss_sum": "cross-entropy of the scored targets, in nats",
+    "scored": "scored targets (targets that are not IGNORE)",
+    "correct": "scored targets whose argmax prediction is right",
+    "exact": "sequences whose every scored target is right",
+    "sequences": "sequences (items)",
+}
+ITEM_SUMS = ("loss_sum", "scored", "correct", "exact")  # what each item keeps; "sequences" counts the items
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: ``numerator / denominator / divisor`` of the evaluation's sums."""
+
+    name: str
+    meaning: str
+    label: str  # axis label, with its unit
+    higher_is_better: bool
+    numerator: str  # a key of SUMS
+    denominator: str  # a key of SUMS
+    divisor: float = 1.0  # a change of unit, applied last (nats -> bits)
+
+    def value(self, sums: Mapping[str, float]) -> float:
+        return sums[self.numerator] / sums[self.denominator] / self.divisor
+
+
+METRICS = {metric.name: metric for metric in (
+    Metric("loss", "mean cross-entropy per scored target", "cross-entropy (nats per scored target)", False,
+           "loss_sum", "scored"),
+    Metric("bits_per_char", "mean cross-entropy per scored character, in bits", "bits per character", False,
+           "loss_sum", "scored", math.log(2)),
+    Metric("token_accuracy", "share of scored targets predicted right", "token accuracy (fraction)", True,
+           "correct", "scored"),
+    Metric("exact_match", "share of sequences with every scored target right", "exact match (fraction)", True,
+           "exact", "sequences"),
+    Metric("accuracy", "share of sequences whose one label is predicted right (classification)",
+           "accuracy (fraction)", True, "exact", "sequences"),
+)}
+
+
+def get(name: str) -> Metric:
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; allowed: {', '.join(METRICS)}")
+    return METRICS[name]
+
+
+def sums(items: Mapping[str, np.ndarray]) -> dict[str, float | int]:
+    """The :data:`SUMS` of a set of items (columns :data:`ITEM_SUMS`, one row per item)."""
+    return {**{name: np.sum(items[name]).item() for name in ITEM_SUMS}, "sequences": len(items["exact"])}
