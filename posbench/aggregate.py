@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import SIZES, records
+from posbench import records
 
 HIGHER_IS_BETTER = {"bits_per_char": False, "token_accuracy": True, "exact_match": True, "accuracy": True}
 
@@ -45,8 +45,7 @@ def _common(record: dict) -> dict:
 
 
 def cost_row(record: dict) -> dict:
-    cfg = record["config"]
-    size = SIZES.get(cfg.get("size"), {})
+    cfg, model = record["config"], record.get("model", {})
     latency, memory = record.get("latency", {}), record.get("memory", {})
     cpu_memory, cuda_memory = memory.get("cpu") or {}, memory.get("cuda") or {}
     on_cuda = str(cfg.get("device", "")).startswith("cuda")
@@ -55,8 +54,7 @@ def cost_row(record: dict) -> dict:
         **_common(record),
         **{key: cfg.get(key) for key in ("encoding", "size", "device", "mode", "seq_len", "batch", "dtype", "threads")},
         "device_name": record.get("hardware", {}).get("gpu" if on_cuda else "cpu"),
-        "d_model": size.get("d_model"), "n_layers": size.get("n_layers"), "n_heads": size.get("n_heads"),
-        "width": _model_width(cfg.get("encoding"), size),
+        **{key: model.get(key) for key in ("d_model", "n_layers", "n_heads", "width", "d_ff")},
         "params_total": params.get("total"), "params_position": params.get("position"),
         "params_rest": params.get("rest"),
         "flops_analytic": flops.get("analytic"), "flops_fvcore": flops.get("fvcore"),
@@ -69,14 +67,6 @@ def cost_row(record: dict) -> dict:
                                       else cpu_memory.get("above_baseline_mib")),
         "attention_path": record.get("attention", {}).get("path"),
     }
-
-
-def _model_width(encoding: str | None, size: dict) -> int | None:
-    from posbench import encodings
-
-    if encoding not in encodings.names() or not size:
-        return None
-    return encodings.build(encoding, d_model=size["d_model"], n_heads=size["n_heads"], max_len=1).model_width
 
 
 def train_rows(record: dict) -> tuple[dict, list[dict]]:

@@ -303,7 +303,7 @@ def part_scale(options: BenchOptions, out: Path) -> PartResult:
             if estimate_s > options.scale_budget_seconds:
                 failure = f"L={seq_len}: not run, estimated {estimate_s:.0f} s > budget {options.scale_budget_seconds:g} s"
                 break
-            outcome = measure.run_isolated("posbench.bench:scale_point", {
+            outcome = measure.run_isolated(scale_point, {
                 "encoding": name, "seq_len": seq_len, "threads": options.threads,
                 "point_seconds": options.scale_point_seconds})
             if outcome.status != "ok":

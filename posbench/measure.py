@@ -335,17 +335,20 @@ class ChildOutcome:
     sections: dict = field(default_factory=dict)
 
 
-def run_isolated(target: str, payload: dict) -> ChildOutcome:
-    """Run ``target(payload, sections)`` (``"module:function"``) in a fresh Python process.
+def run_isolated(target: Callable[[dict, dict], None], payload: dict) -> ChildOutcome:
+    """Run ``target(payload, sections)`` in a fresh Python process; ``payload`` must be JSON.
 
-    ``target`` fills ``sections`` as it goes; whatever it finished comes back even when it fails.
-    A failed allocation comes back as ``oom`` from the child itself; a child killed by SIGKILL — what
-    the kernel's out-of-memory killer sends, and it cannot be caught — is reported ``oom`` by us.
+    ``target`` is a module-level function, found again in the child by its module and name
+    (:func:`target_name`). It fills ``sections`` as it goes; whatever it finished comes back even
+    when it fails. A failed allocation comes back as ``oom`` from the child itself; a child killed by
+    SIGKILL — what the kernel's out-of-memory killer sends, and it cannot be caught — is reported
+    ``oom`` by us.
     """
+    name = target_name(target)
     with tempfile.TemporaryDirectory(prefix="posbench-") as folder:
         payload_path, outcome_path = Path(folder) / "payload.json", Path(folder) / "outcome.json"
         payload_path.write_text(json.dumps(payload))
-        code = subprocess.run([sys.executable, "-m", "posbench.measure", target, str(payload_path),
+        code = subprocess.run([sys.executable, "-m", "posbench.measure", name, str(payload_path),
                                str(outcome_path)]).returncode
         if outcome_path.exists():
             return ChildOutcome(**json.loads(outcome_path.read_text()))
@@ -355,6 +358,15 @@ def run_isolated(target: str, payload: dict) -> ChildOutcome:
     if code < 0:
         return ChildOutcome("error", f"the measurement process died of {signal.Signals(-code).name}")
     return ChildOutcome("error", f"the measurement process exited with code {code} and left no outcome")
+
+
+def target_name(function: Callable) -> str:
+    """``"module:name"`` of a module-level function: what the child imports, derived rather than written
+    out, so a moved or renamed function cannot leave a stale string behind."""
+    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if module in (None, "__main__") or getattr(sys.modules.get(module), name, None) is not function:
+        raise ValueError(f"run_isolated needs a module-level function of an importable module, got {function!r}")
+    return f"{module}:{name}"
 
 
 def _child_main(target: str, payload_path: str, outcome_path: str) -> int:
