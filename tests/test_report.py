@@ -234,6 +234,8 @@ def test_without_a_cjk_font_english_lines_and_one_warning(tmp_path, monkeypatch)
 def test_cli_bad_folder_is_one_line_and_exit_2(tmp_path, capsys):
     from posbench.__main__ import main
 
-    assert main(["report", "--tables", str(tmp_path / "nope"), "--out", str(tmp_path / "r.pdf")]) == 2
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "--tables", str(tmp_path / "nope"), "--out", str(tmp_path / "r.pdf")])
     error = capsys.readouterr().err
+    assert stop.value.code == 2
     assert error.count("\n") == 1 and "--tables" in error and not (tmp_path / "r.pdf").exists()

@@ -105,8 +105,8 @@ def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
     (["--task", "sort", "--encoding", "rope"], "argument --task: invalid choice: 'sort'"),
     (["--task", "copy", "--encoding", "rotary"], "argument --encoding: invalid choice: 'rotary'"),
     (["--task", "copy", "--encoding", "rope", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
-    (["--task", "copy", "--encoding", "rope", "--steps", "0"], "argument --steps: must be a positive integer, got 0"),
-    (["--task", "copy", "--encoding", "rope", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),
+    (["--task", "copy", "--encoding", "rope", "--steps", "0"], "argument --steps: '0' is not allowed; allowed: a positive integer"),
+    (["--task", "copy", "--encoding", "rope", "--seed", "-1"], "argument --seed: '-1' is not allowed; allowed: an integer >= 0"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"

@@ -10,45 +10,18 @@ and exits 1.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from posbench import batch, encodings
+from posbench.cli import arguments
 from posbench.model import SIZES
 from posbench.profile import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, MODES, ProfileConfig, check, profile
 
 HELP = ("Measure cells (encoding, size, one or more lengths, device): latency, memory, FLOPs, parameters "
         "-> a JSON record per cell.")
-
-
-def _positive_int(text: str) -> int:
-    if not re.fullmatch(r"\+?\d+", text.strip()) or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: a positive integer")
-    return int(text)
-
-
-def _non_negative_int(text: str) -> int:
-    if not re.fullmatch(r"\+?\d+", text.strip()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer >= 0")
-    return int(text)
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: a number >= 0")
-    return value
-
-
-def _device(text: str) -> str:
-    if not DEVICE_PATTERN.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"unknown device {text!r}; allowed: {DEVICE_ALLOWED}")
-    return text
+DEVICE = arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,27 +29,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell.add_argument("--encoding", required=True, choices=encodings.names(), metavar="E",
                       help=f"one of: {', '.join(encodings.names())}")
     cell.add_argument("--size", required=True, choices=list(SIZES), metavar="S", help=f"one of: {', '.join(SIZES)}")
-    cell.add_argument("--seq-len", required=True, type=_positive_int, nargs="+", metavar="L",
+    cell.add_argument("--seq-len", required=True, type=arguments.positive_int, nargs="+", metavar="L",
                       help="tokens per sequence; several lengths are measured one after another")
-    cell.add_argument("--device", default=ProfileConfig.device, type=_device, metavar="D",
+    cell.add_argument("--device", default=ProfileConfig.device, type=DEVICE, metavar="D",
                       help=f"{DEVICE_ALLOWED}; one this machine lacks gives a 'skipped' record (default %(default)s)")
-    cell.add_argument("--batch", default=ProfileConfig.batch, type=_positive_int, metavar="B",
+    cell.add_argument("--batch", default=ProfileConfig.batch, type=arguments.positive_int, metavar="B",
                       help="sequences per step (default %(default)s)")
     cell.add_argument("--dtype", default=ProfileConfig.dtype, choices=list(DTYPES),
                       help="weights and activations (default %(default)s)")
     cell.add_argument("--mode", default=ProfileConfig.mode, choices=MODES,
                       help="infer: a forward pass in inference mode; train: forward + backward + AdamW step")
-    cell.add_argument("--max-len", type=_positive_int, metavar="N",
+    cell.add_argument("--max-len", type=arguments.positive_int, metavar="N",
                       help="positions the encoding is built for, i.e. rows of a learned table (default: --seq-len)")
     timing = parser.add_argument_group("timing")
-    timing.add_argument("--threads", type=_positive_int, metavar="N", help="torch CPU threads (default: torch's)")
-    timing.add_argument("--warmup", default=ProfileConfig.warmup, type=_non_negative_int, metavar="N",
+    timing.add_argument("--threads", type=arguments.positive_int, metavar="N", help="torch CPU threads (default: torch's)")
+    timing.add_argument("--warmup", default=ProfileConfig.warmup, type=arguments.non_negative_int, metavar="N",
                         help="untimed steps first (default %(default)s)")
-    timing.add_argument("--min-repeats", default=ProfileConfig.min_repeats, type=_positive_int, metavar="N",
+    timing.add_argument("--min-repeats", default=ProfileConfig.min_repeats, type=arguments.positive_int, metavar="N",
                         help="timed steps at least (default %(default)s)")
-    timing.add_argument("--min-seconds", default=ProfileConfig.min_seconds, type=_non_negative_float, metavar="S",
+    timing.add_argument("--min-seconds", default=ProfileConfig.min_seconds, type=arguments.non_negative_number, metavar="S",
                         help="and timed for at least this long (default %(default)s)")
-    timing.add_argument("--seed", default=ProfileConfig.seed, type=_non_negative_int,
+    timing.add_argument("--seed", default=ProfileConfig.seed, type=arguments.non_negative_int,
                         help="weights and inputs (default %(default)s)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
                         help="where each record goes (written atomically); with several lengths it contains {seq_len}")
