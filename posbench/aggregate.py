@@ -12,6 +12,7 @@ Tables (CSV and Parquet) under the output folder:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import defaultdict
@@ -138,8 +139,8 @@ def aggregate(root: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("cost", "accuracy", "extrapolation", "probe"):
         frame = pd.DataFrame(tables[name])
-        _atomic(out / f"{name}.csv", lambda p: frame.to_csv(p, index=False))
-        _atomic(out / f"{name}.parquet", lambda p: frame.to_parquet(p, index=False))
+        records.write_atomically(out / f"{name}.csv", functools.partial(frame.to_csv, index=False))
+        records.write_atomically(out / f"{name}.parquet", functools.partial(frame.to_parquet, index=False))
     commits = sorted({r["environment"]["git_commit"] for r in found})
     meta = {
         "n_records": len(found), "unreadable": problems,
@@ -149,14 +150,9 @@ def aggregate(root: Path, out: Path) -> dict:
         "git_commits": commits, "mixed_code_versions": len(commits) > 1,
         "environment": {r["environment"]["machine"]: r["environment"] for r in reversed(found)},
     }
-    _atomic(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=1, default=int) + "\n"))
+    text = json.dumps(meta, indent=1, default=int) + "\n"  # default: numpy counts
+    records.write_atomically(out / "meta.json", lambda file: file.write(text.encode()))
     return meta
-
-
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    tmp.replace(path)
 
 
 def summary(meta: dict, out: Path) -> str:

@@ -5,7 +5,8 @@ Every record carries ``schema_version``, ``kind`` (``profile``, ``train``, …),
 a ``config_hash`` of its inputs. Each kind has a JSON schema under ``posbench/schemas/`` that
 extends ``common.schema.json``; records are validated when written and when read. Writes are
 atomic (temporary file in the same folder, fsync, rename), so a killed job leaves either no file
-or a complete, valid one.
+or a complete, valid one; :func:`write_atomically` is the one writer for every file posbench
+writes that way (records, manifests, tables).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import BinaryIO
 
 import jsonschema
 
@@ -54,16 +57,22 @@ def write_record(path: str | os.PathLike, record: dict) -> Path:
 
 
 def write_json(path: str | os.PathLike, document: dict) -> Path:
-    """Write ``document`` atomically (a temporary file beside it, fsync, rename)."""
+    """Write ``document`` atomically as indented JSON with sorted keys."""
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    return write_atomically(path, lambda file: file.write(text.encode()))
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
+    """The one atomic writer: ``write`` fills a temporary file beside ``path`` (opened binary), which is
+    fsynced and renamed over ``path``; on any failure the temporary file is removed and ``path`` untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(document, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(fd, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -233,3 +233,15 @@ def test_an_interrupted_write_leaves_no_file(rope_record, tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         records.write_record(tmp_path / "cell.json", rope_record)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = records.write_atomically(tmp_path / "table.csv", lambda file: file.write(b"old\n"))
+
+    def half_then_fail(file):
+        file.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        records.write_atomically(path, half_then_fail)
+    assert path.read_bytes() == b"old\n" and list(tmp_path.iterdir()) == [path]
