@@ -12,7 +12,7 @@ from posbench.cli import arguments
 HELP = "benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale"
 
 QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,),
-             scale_point_seconds=0.5)  # a smoke run: well under a minute on 2 cores
+             scale_point_seconds=0.5)  # a smoke run: few repeats, short lengths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", type=arguments.comma_list(bench.PARTS), default=bench.PARTS,
                         help=f"comma-separated subset of {','.join(bench.PARTS)} (default: all)")
     parser.add_argument("--quick", action="store_true",
-                        help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run of about a minute")
+                        help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run")
     parser.add_argument("--rounds", type=arguments.positive_int, help="timed rounds of alternation for paths, P1, P2 "
                                                            f"(default {bench.BenchOptions.rounds})")
     parser.add_argument("--scale-max-len", type=arguments.power_of_two(1024),
@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=arguments.positive_int, default=bench.BenchOptions.threads,
                         help="torch threads (default: %(default)s)")
     parser.add_argument("--flex", action="store_true",
-                        help="also time FlexAttention in 'paths' (torch.compile: ~30 s and a C++ compiler)")
+                        help="also time FlexAttention in 'paths' (torch.compile: needs a C++ compiler; the "
+                             "part's notes give the compile time)")
 
 
 def options_from(args: argparse.Namespace) -> bench.BenchOptions:

@@ -34,8 +34,8 @@ class Batch:
 @dataclass(frozen=True)
 class Task:
     """Base of every task. Fields are options (``tasks.get(name, **options)``); the training
-    defaults (``steps``, ``batch_size``, ``lr``) size one job with the ``tiny`` model at 20–40 s
-    on one CPU core."""
+    defaults (``steps``, ``batch_size``, ``lr``) size one job with the ``tiny`` model for a short run
+    on one CPU core; each train record's ``wall_time_s`` says how long it took."""
 
     name: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first
