@@ -152,4 +152,4 @@ def _version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return sys.modules[name].__version__ if name in sys.modules and hasattr(sys.modules[name], "__version__") else None
+        return getattr(sys.modules.get(name), "__version__", None)

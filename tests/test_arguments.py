@@ -61,6 +61,7 @@ def test_every_command_words_a_bad_value_the_same_in_one_line(argv, flag, allowe
     with pytest.raises(SystemExit) as stop:
         main([*argv, "--out", "out"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err == f"posbench {argv[0]}: error: argument {flag}: 'abc' is not allowed; allowed: {allowed}\n"
+    expected = f"posbench {argv[0]}: error: argument {flag}: 'abc' is not allowed; allowed: {allowed}\n"
+    assert capsys.readouterr().err == expected
     assert list(tmp_path.iterdir()) == []
 

@@ -86,7 +86,8 @@ def test_train_step_updates_every_weight_and_infer_step_none():
 
 
 def test_model_section_states_the_width_the_layers_run_at():
-    naive_concat = build_model(profile.model_config(ProfileConfig(encoding="sinusoidal_concat", size="tiny", seq_len=16)))
+    config = ProfileConfig(encoding="sinusoidal_concat", size="tiny", seq_len=16)
+    naive_concat = build_model(profile.model_config(config))
     assert profile.model_shape(naive_concat) == {"d_model": 64, "width": 128, "n_layers": 2, "n_heads": 4, "d_ff": 512}
 
 

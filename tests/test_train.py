@@ -47,7 +47,8 @@ def test_evaluation_at_every_length(runs, name):
     assert record["model"]["max_len"] == 96
     for e in record["eval"]:
         assert e["sequences"] == 16 and e["scored_targets"] == 16 * e["length"]
-        assert math.isfinite(e["metrics"]["loss"]) and 0 <= e["metrics"]["exact_match"] <= e["metrics"]["token_accuracy"] <= 1
+        metrics = e["metrics"]
+        assert math.isfinite(metrics["loss"]) and 0 <= metrics["exact_match"] <= metrics["token_accuracy"] <= 1
 
 
 def test_learned_table_beyond_training_is_untrained_as_the_record_says(runs):
@@ -80,7 +81,8 @@ def test_non_finite_loss_gives_an_error_record(monkeypatch, tmp_path):
 
     monkeypatch.setattr(posbench.train, "scored_logits", poisoned)
     out = tmp_path / "r.json"
-    args = ["train", "--task", "reverse", "--encoding", "rope", "--steps", "5", "--train-length", "4", "--out", str(out)]
+    args = ["train", "--task", "reverse", "--encoding", "rope", "--steps", "5", "--train-length", "4",
+            "--out", str(out)]
     assert main(args) == 1
     record = records.read_record(out)
     assert record["status"] == "error" and record["reason"] == "non-finite loss (nan) at step 1"
@@ -105,8 +107,10 @@ def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
     (["--task", "sort", "--encoding", "rope"], "argument --task: invalid choice: 'sort'"),
     (["--task", "copy", "--encoding", "rotary"], "argument --encoding: invalid choice: 'rotary'"),
     (["--task", "copy", "--encoding", "rope", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
-    (["--task", "copy", "--encoding", "rope", "--steps", "0"], "argument --steps: '0' is not allowed; allowed: a positive integer"),
-    (["--task", "copy", "--encoding", "rope", "--seed", "-1"], "argument --seed: '-1' is not allowed; allowed: an integer >= 0"),
+    (["--task", "copy", "--encoding", "rope", "--steps", "0"],
+     "argument --steps: '0' is not allowed; allowed: a positive integer"),
+    (["--task", "copy", "--encoding", "rope", "--seed", "-1"],
+     "argument --seed: '-1' is not allowed; allowed: an integer >= 0"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"
@@ -118,7 +122,8 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task", "copy", "--encoding", "rope_2d"], "encoding 'rope_2d' needs a task on a grid; tasks with a grid: digits_2d"),
+    (["--task", "copy", "--encoding", "rope_2d"],
+     "encoding 'rope_2d' needs a task on a grid; tasks with a grid: digits_2d"),
     (["--task", "copy", "--encoding", "rope", "--data", "x.txt"], "task 'copy' has no option 'data'"),
     (["--task", "lm_prose", "--encoding", "rope", "--data", "/nonexistent.txt"], "No such file"),
 ])

@@ -31,12 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "lm_prose run (default: random)")
     parser.add_argument("--vocab", type=arguments.integer(2), metavar="V",
                         help="tokens of random embeddings (default 64); trained ones use lm_prose's vocabulary")
-    parser.add_argument("--seq-len", type=arguments.integer(2), default=64, metavar="L", help="positions 0 … L-1 (default: 64)")
+    parser.add_argument("--seq-len", type=arguments.integer(2), default=64, metavar="L",
+                        help="positions 0 … L-1 (default: 64)")
     parser.add_argument("--seed", type=arguments.non_negative_int, nargs="+", default=[0],
                         help="seed(s) of embeddings, LM run, splits and probes (default: 0)")
     parser.add_argument("--train-steps", type=arguments.positive_int, default=300,
                         help="trained embeddings: optimizer steps of the lm_prose run (default: 300)")
-    parser.add_argument("--train-layers", type=arguments.positive_int, default=1, help="layers of that model (default: 1)")
+    parser.add_argument("--train-layers", type=arguments.positive_int, default=1,
+                        help="layers of that model (default: 1)")
     parser.add_argument("--max-pairs", type=arguments.integer(16), default=4096,
                         help="(token, position) pairs probed, at most the whole grid (default: 4096)")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")

@@ -42,12 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell.add_argument("--max-len", type=arguments.positive_int, metavar="N",
                       help="positions the encoding is built for, i.e. rows of a learned table (default: --seq-len)")
     timing = parser.add_argument_group("timing")
-    timing.add_argument("--threads", type=arguments.positive_int, metavar="N", help="torch CPU threads (default: torch's)")
+    timing.add_argument("--threads", type=arguments.positive_int, metavar="N",
+                        help="torch CPU threads (default: torch's)")
     timing.add_argument("--warmup", default=ProfileConfig.warmup, type=arguments.non_negative_int, metavar="N",
                         help="untimed steps first (default %(default)s)")
     timing.add_argument("--min-repeats", default=ProfileConfig.min_repeats, type=arguments.positive_int, metavar="N",
                         help="timed steps at least (default %(default)s)")
-    timing.add_argument("--min-seconds", default=ProfileConfig.min_seconds, type=arguments.non_negative_number, metavar="S",
+    timing.add_argument("--min-seconds", default=ProfileConfig.min_seconds, type=arguments.non_negative_number,
+                        metavar="S",
                         help="and timed for at least this long (default %(default)s)")
     timing.add_argument("--seed", default=ProfileConfig.seed, type=arguments.non_negative_int,
                         help="weights and inputs (default %(default)s)")

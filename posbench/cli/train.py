@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest training length L; evaluation at L·(1, 1.25, 1.5, 2, 4, 8) (default: the task's)")
     parser.add_argument("--data", metavar="PATH", help="lm_prose: a UTF-8 text file; lm_code: a folder of *.py files")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
-    parser.add_argument("--log-every", type=arguments.positive_int, default=100, help="a progress line every N steps (stderr)")
+    parser.add_argument("--log-every", type=arguments.positive_int, default=100,
+                        help="a progress line every N steps (stderr)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
                         help="where each record goes (written atomically); with several seeds it contains {seed}")
     parser.add_argument("--manifest", type=Path, metavar="PATH.json",

@@ -18,8 +18,8 @@ inconclusive.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 
@@ -185,7 +185,8 @@ def judge_budget(tables: Tables) -> RowVerdict:
     rows = tables.ok("accuracy", "task", "encoding", "value", "params_total")
     rows = rows[rows["task"] == "lm_prose"]
     if rows.empty:
-        return RowVerdict(INCONCLUSIVE, [tables.missing("accuracy", "params_total") or "no ok lm_prose rows with params_total"])
+        return RowVerdict(INCONCLUSIVE,
+                          [tables.missing("accuracy", "params_total") or "no ok lm_prose rows with params_total"])
     params = rows.groupby("encoding")["params_total"].median()
     added = compare(rows, "lm_prose").added
     if added is None:

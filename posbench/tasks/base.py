@@ -14,8 +14,9 @@ A task's *length* is its problem size (symbols to copy, brackets, characters in 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 import torch

@@ -8,11 +8,12 @@ the grid (``grid`` in the model options). The task has one length (the grid): no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import importlib.util
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 import torch
