@@ -21,7 +21,6 @@ from posbench.profile import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, MODES, Prof
 
 HELP = ("Measure cells (encoding, size, one or more lengths, device): latency, memory, FLOPs, parameters "
         "-> a JSON record per cell.")
-DEVICE = arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell.add_argument("--size", required=True, choices=list(SIZES), metavar="S", help=f"one of: {', '.join(SIZES)}")
     cell.add_argument("--seq-len", required=True, type=arguments.positive_int, nargs="+", metavar="L",
                       help="tokens per sequence; several lengths are measured one after another")
-    cell.add_argument("--device", default=ProfileConfig.device, type=DEVICE, metavar="D",
+    cell.add_argument("--device", default=ProfileConfig.device, metavar="D",
+                      type=arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED),
                       help=f"{DEVICE_ALLOWED}; one this machine lacks gives a 'skipped' record (default %(default)s)")
     cell.add_argument("--batch", default=ProfileConfig.batch, type=arguments.positive_int, metavar="B",
                       help="sequences per step (default %(default)s)")
@@ -49,8 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--min-repeats", default=ProfileConfig.min_repeats, type=arguments.positive_int, metavar="N",
                         help="timed steps at least (default %(default)s)")
     timing.add_argument("--min-seconds", default=ProfileConfig.min_seconds, type=arguments.non_negative_number,
-                        metavar="S",
-                        help="and timed for at least this long (default %(default)s)")
+                        metavar="S", help="and timed for at least this long (default %(default)s)")
     timing.add_argument("--seed", default=ProfileConfig.seed, type=arguments.non_negative_int,
                         help="weights and inputs (default %(default)s)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
