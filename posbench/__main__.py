@@ -1,7 +1,8 @@
 """``python -m posbench <command>``: each command lives in its own module under ``posbench.cli``.
 
 A command module exposes ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
-Bad arguments print one line naming the argument and the allowed values, and exit 2.
+Bad arguments print one line naming the argument and the allowed values (worded once, in
+:mod:`posbench.cli.arguments`), and exit 2.
 """
 
 from __future__ import annotations

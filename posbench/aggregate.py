@@ -15,6 +15,7 @@ Tables (CSV and Parquet) under the output folder:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import defaultdict
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import SIZES, metrics, records
+from posbench import metrics, records
 
 TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")  # CSV and Parquet; items is Parquet only
 ITEM_KEYS = ("machine", "task", "encoding", "size", "seed")  # as in the accuracy table
@@ -60,8 +61,7 @@ def _traits(encoding: str | None) -> dict:
 
 
 def cost_row(record: dict) -> dict:
-    cfg = record["config"]
-    size = SIZES.get(cfg.get("size"), {})
+    cfg, model = record["config"], record.get("model", {})
     latency, memory = record.get("latency", {}), record.get("memory", {})
     cpu_memory, cuda_memory = memory.get("cpu") or {}, memory.get("cuda") or {}
     on_cuda = str(cfg.get("device", "")).startswith("cuda")
@@ -70,8 +70,7 @@ def cost_row(record: dict) -> dict:
         **_common(record),
         **{key: cfg.get(key) for key in ("encoding", "size", "device", "mode", "seq_len", "batch", "dtype", "threads")},
         "device_name": record.get("hardware", {}).get("gpu" if on_cuda else "cpu"),
-        "d_model": size.get("d_model"), "n_layers": size.get("n_layers"), "n_heads": size.get("n_heads"),
-        "width": _model_width(cfg.get("encoding"), size),
+        **{key: model.get(key) for key in ("d_model", "n_layers", "n_heads", "width", "d_ff")},
         "params_total": params.get("total"), "params_position": params.get("position"),
         "params_rest": params.get("rest"),
         "flops_analytic": flops.get("analytic"), "flops_fvcore": flops.get("fvcore"),
@@ -84,14 +83,6 @@ def cost_row(record: dict) -> dict:
                                       else cpu_memory.get("above_baseline_mib")),
         "attention_path": record.get("attention", {}).get("path"),
     }
-
-
-def _model_width(encoding: str | None, size: dict) -> int | None:
-    from posbench import encodings
-
-    if encoding not in encodings.names() or not size:
-        return None
-    return encodings.build(encoding, d_model=size["d_model"], n_heads=size["n_heads"], max_len=1).model_width
 
 
 def train_rows(record: dict) -> tuple[dict, list[dict]]:
@@ -175,11 +166,11 @@ def aggregate(root: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     for name in TABLE_NAMES:
         frame = pd.DataFrame(tables[name])
-        _atomic(out / f"{name}.csv", lambda p: frame.to_csv(p, index=False))
-        _atomic(out / f"{name}.parquet", lambda p: frame.to_parquet(p, index=False))
+        records.write_atomically(out / f"{name}.csv", functools.partial(frame.to_csv, index=False))
+        records.write_atomically(out / f"{name}.parquet", functools.partial(frame.to_parquet, index=False))
     item_table = pd.concat(items, ignore_index=True) if items else pd.DataFrame(
         columns=[*ITEM_KEYS, "eval_len", "item", *metrics.ITEM_SUMS])
-    _atomic(out / "items.parquet", lambda p: item_table.to_parquet(p, index=False))
+    records.write_atomically(out / "items.parquet", functools.partial(item_table.to_parquet, index=False))
     commits = sorted({r["environment"]["git_commit"] for r in found})
     meta = {
         "n_records": len(found), "unreadable": problems, "items_unreadable": items_unreadable,
@@ -189,7 +180,8 @@ def aggregate(root: Path, out: Path) -> dict:
         "git_commits": commits, "mixed_code_versions": len(commits) > 1,
         "environment": {r["environment"]["machine"]: r["environment"] for r in reversed(found)},
     }
-    _atomic(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=1, default=int) + "\n"))
+    text = json.dumps(meta, indent=1, default=int) + "\n"  # default: numpy counts
+    records.write_atomically(out / "meta.json", lambda file: file.write(text.encode()))
     return meta
 
 
@@ -203,12 +195,6 @@ def _items_of(record: dict, problems: list[str]) -> list[pd.DataFrame]:
     except ValueError as error:
         problems.append(str(error))
         return []
-
-
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    tmp.replace(path)
 
 
 def summary(meta: dict, out: Path) -> str:

@@ -26,10 +26,10 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -138,7 +138,8 @@ def forward_step(model: torch.nn.Module, batch: int, seq_len: int) -> Callable[[
 X_TRANSFORMERS_OPTIONS = {  # encoding -> (wrapper options, attention-layer options)
     "none": ({"use_abs_pos_emb": False}, {}),
     "learned": ({"use_abs_pos_emb": True}, {}),
-    "rope": ({"use_abs_pos_emb": False}, {"rotary_pos_emb": True, "rotary_emb_dim": BASE["d_model"] // BASE["n_heads"]}),
+    "rope": ({"use_abs_pos_emb": False},
+             {"rotary_pos_emb": True, "rotary_emb_dim": BASE["d_model"] // BASE["n_heads"]}),
     "alibi": ({"use_abs_pos_emb": False}, {"alibi_pos_bias": True}),
     "t5": ({"use_abs_pos_emb": False}, {"rel_pos_bias": True}),
 }
@@ -244,7 +245,8 @@ def part_peer(options: BenchOptions, out: Path) -> PartResult:
     steps, params = {}, {}
     for name in PEER_TARGETS:
         ours, theirs = posbench_model(name), x_transformers_model(name)
-        steps[f"{name}/posbench"], steps[f"{name}/x-transformers"] = forward_step(ours, 1, SEQ_LEN), forward_step(theirs, 1, SEQ_LEN)
+        steps[f"{name}/posbench"] = forward_step(ours, 1, SEQ_LEN)
+        steps[f"{name}/x-transformers"] = forward_step(theirs, 1, SEQ_LEN)
         params[name] = (count_params(ours)["total"], sum(p.numel() for p in theirs.parameters()))
     result.samples = alternate(steps, options.rounds, options.warmup)
     for name, target_value in PEER_TARGETS.items():
@@ -253,7 +255,8 @@ def part_peer(options: BenchOptions, out: Path) -> PartResult:
         target, meets = verdict(ratio, target_value, at_most=True)
         result.rows += [Row("peer", name, "posbench", median(ours), "ms"),
                         Row("peer", name, "x-transformers", median(theirs), "ms"),
-                        Row("peer", name, "params diff", 100 * (params[name][1] - params[name][0]) / params[name][0], "%"),
+                        Row("peer", name, "params diff",
+                            100 * (params[name][1] - params[name][0]) / params[name][0], "%"),
                         Row("peer", name, "paired ratio", paired_ratio(ours, theirs), "x"),
                         Row("peer", name, "ratio", ratio, "x", target, meets)]
         if meets is False:
@@ -304,9 +307,10 @@ def part_scale(options: BenchOptions, out: Path) -> PartResult:
         for seq_len in options.scale_lengths:
             estimate_s = last_s * (seq_len / reached) ** 2 if reached else 0.0
             if estimate_s > options.scale_budget_seconds:
-                failure = f"L={seq_len}: not run, estimated {estimate_s:.0f} s > budget {options.scale_budget_seconds:g} s"
+                failure = (f"L={seq_len}: not run, estimated {estimate_s:.0f} s > budget "
+                           f"{options.scale_budget_seconds:g} s")
                 break
-            outcome = measure.run_isolated("posbench.bench:scale_point", {
+            outcome = measure.run_isolated(scale_point, {
                 "encoding": name, "seq_len": seq_len, "threads": options.threads,
                 "point_seconds": options.scale_point_seconds})
             if outcome.status != "ok":
@@ -370,7 +374,8 @@ def text_table(result: PartResult) -> str:
     for row in result.rows:
         items += [row.item] if row.item not in items else []
         metrics += [row.metric] if row.metric not in metrics else []
-        cells[row.item, row.metric] = format_value(row.value) + (f" {row.unit}" if row.unit in ("ms", "MiB", "%") else "")
+        unit = f" {row.unit}" if row.unit in ("ms", "MiB", "%") else ""
+        cells[row.item, row.metric] = format_value(row.value) + unit
         if row.target:
             verdicts[row.item] = (row.target, "yes" if row.meets else "NO")
     header = ["", *metrics, *(["target", "met"] if verdicts else [])]

@@ -20,8 +20,9 @@ The convention
   FLOP per real output element; a complex multiply costs 6 (4 real multiplies, 2 adds), a complex
   add 2. In this model that is exactly the encoding's own work (the embedding add ``E + P``, RoPE's
   rotation — one complex multiply per pair of dimensions, 3 FLOPs per rotated element — and the
-  logit-bias add inside attention) plus the two residual adds per block. An op with a constant operand (SDPA's internal ``1/√d`` scale,
-  which a fused kernel hides), negation and integer index arithmetic are free.
+  logit-bias add inside attention) plus the two residual adds per block. An op with a constant
+  operand (SDPA's internal ``1/√d`` scale, which a fused kernel hides), negation and integer index
+  arithmetic are free.
 * Not counted by any of the three: softmax, layer norms, activations, reductions (mean-pooling,
   the batch-sum of a broadcast gradient), gathers and copies (embedding lookup, concat, index).
   They are kernel-dependent, cheap, and the same for every encoding.
@@ -41,11 +42,11 @@ The convention
   needs no gradient (1×); attention backward is 4 matmuls (2× forward) on every kernel, so a
   flash kernel's recomputation of ``q·kᵀ`` is not counted (torch's stock formula counts it; we
   replace it so the figure does not depend on which kernel ran). Elementwise backward: RoPE
-  one complex multiply by the conjugate turn (3 FLOPs per rotated element), one gradient-accumulation add per residual branch point
-  (2 per block) and, for a trainable bias shared by all layers (T5), ``n_layers − 1``
-  accumulation adds of its gradient, the size of the bias as attention holds it (the
-  ``(h, 2L − 1)`` table of a relative bias, else the ``(h, L, L)`` mask). The loss is not
-  counted: backward is seeded with the gradient of a sum.
+  one complex multiply by the conjugate turn (3 FLOPs per rotated element), one
+  gradient-accumulation add per residual branch point (2 per block) and, for a trainable bias
+  shared by all layers (T5), ``n_layers − 1`` accumulation adds of its gradient, the size of the
+  bias as attention holds it (the ``(h, 2L − 1)`` table of a relative bias, else the ``(h, L, L)``
+  mask). The loss is not counted: backward is seeded with the gradient of a sum.
 """
 
 from __future__ import annotations
@@ -60,8 +61,14 @@ from torch.utils.flop_counter import FlopCounterMode
 with warnings.catch_warnings():  # fvcore 0.1.5 torch.jit.scripts its losses on import; torch 2.13 deprecates that
     warnings.simplefilter("ignore", DeprecationWarning)
     from fvcore.nn import FlopCountAnalysis
-    from fvcore.nn.jit_handles import (addmm_flop_jit, bmm_flop_jit, einsum_flop_jit, get_shape,
-                                       linear_flop_jit, matmul_flop_jit)
+    from fvcore.nn.jit_handles import (
+        addmm_flop_jit,
+        bmm_flop_jit,
+        einsum_flop_jit,
+        get_shape,
+        linear_flop_jit,
+        matmul_flop_jit,
+    )
 
 from posbench import attention
 from posbench.model import ModelConfig, Transformer, build_model

@@ -30,9 +30,9 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -149,7 +149,7 @@ class CpuMemoryMonitor:
     thread only runs in the memory pass, never while latency is timed.
     """
 
-    def __enter__(self) -> "CpuMemoryMonitor":
+    def __enter__(self) -> CpuMemoryMonitor:
         self.baseline = current_rss_bytes()
         self.samples: list[int] = []
         self._stop = threading.Event()
@@ -202,7 +202,7 @@ class CudaAllocatorMonitor:
     def __init__(self, device: torch.device):
         self.device = device
 
-    def __enter__(self) -> "CudaAllocatorMonitor":
+    def __enter__(self) -> CudaAllocatorMonitor:
         torch.cuda.synchronize(self.device)
         self.baseline = torch.cuda.memory_allocated(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)
@@ -243,7 +243,7 @@ class Nvml:
         try:
             self.nvml = nvml or importlib.import_module("pynvml")
             self.nvml.nvmlInit()
-        except Exception as error:  # ImportError, NVMLError_LibraryNotFound, driver errors
+        except Exception as error:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, driver errors
             self.reason = f"NVML unavailable: {type(error).__name__}: {error}"
             return
         try:
@@ -301,7 +301,8 @@ def nvml_memory(nvml: Nvml, context_bytes: int | None) -> dict:
     process = nvml.process_bytes()
     return {
         "available": True,
-        "reason": "" if process is not None else f"process {os.getpid()} is not in NVML's list (container PID namespace?)",
+        "reason": ("" if process is not None
+                   else f"process {os.getpid()} is not in NVML's list (container PID namespace?)"),
         "device_uuid": nvml.device_uuid,
         "context_mib": None if context_bytes is None else mib(context_bytes),
         "process_mib": None if process is None else mib(process),
@@ -335,17 +336,20 @@ class ChildOutcome:
     sections: dict = field(default_factory=dict)
 
 
-def run_isolated(target: str, payload: dict) -> ChildOutcome:
-    """Run ``target(payload, sections)`` (``"module:function"``) in a fresh Python process.
+def run_isolated(target: Callable[[dict, dict], None], payload: dict) -> ChildOutcome:
+    """Run ``target(payload, sections)`` in a fresh Python process; ``payload`` must be JSON.
 
-    ``target`` fills ``sections`` as it goes; whatever it finished comes back even when it fails.
-    A failed allocation comes back as ``oom`` from the child itself; a child killed by SIGKILL — what
-    the kernel's out-of-memory killer sends, and it cannot be caught — is reported ``oom`` by us.
+    ``target`` is a module-level function, found again in the child by its module and name
+    (:func:`target_name`). It fills ``sections`` as it goes; whatever it finished comes back even
+    when it fails. A failed allocation comes back as ``oom`` from the child itself; a child killed by
+    SIGKILL — what the kernel's out-of-memory killer sends, and it cannot be caught — is reported
+    ``oom`` by us.
     """
+    name = target_name(target)
     with tempfile.TemporaryDirectory(prefix="posbench-") as folder:
         payload_path, outcome_path = Path(folder) / "payload.json", Path(folder) / "outcome.json"
         payload_path.write_text(json.dumps(payload))
-        code = subprocess.run([sys.executable, "-m", "posbench.measure", target, str(payload_path),
+        code = subprocess.run([sys.executable, "-m", "posbench.measure", name, str(payload_path),
                                str(outcome_path)]).returncode
         if outcome_path.exists():
             return ChildOutcome(**json.loads(outcome_path.read_text()))
@@ -357,6 +361,15 @@ def run_isolated(target: str, payload: dict) -> ChildOutcome:
     return ChildOutcome("error", f"the measurement process exited with code {code} and left no outcome")
 
 
+def target_name(function: Callable) -> str:
+    """``"module:name"`` of a module-level function: what the child imports, derived rather than written
+    out, so a moved or renamed function cannot leave a stale string behind."""
+    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if module in (None, "__main__") or getattr(sys.modules.get(module), name, None) is not function:
+        raise ValueError(f"run_isolated needs a module-level function of an importable module, got {function!r}")
+    return f"{module}:{name}"
+
+
 def _child_main(target: str, payload_path: str, outcome_path: str) -> int:
     """The isolated process: run the target, classify what went wrong, write the outcome atomically."""
     module, function = target.split(":")
@@ -365,7 +378,7 @@ def _child_main(target: str, payload_path: str, outcome_path: str) -> int:
     try:
         measure(json.loads(Path(payload_path).read_text()), sections)
         outcome = ChildOutcome("ok", "", sections)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - any failure is classified and becomes the outcome
         if is_out_of_memory(error):
             outcome = ChildOutcome("oom", first_line(error), sections)
         else:

@@ -46,12 +46,12 @@ class ModelConfig:
     patch_dim: int | None = None  # set: inputs are float patches (B, L, patch_dim) instead of token ids
 
     @classmethod
-    def from_size(cls, size: str, **overrides) -> "ModelConfig":
+    def from_size(cls, size: str, **overrides) -> ModelConfig:
         if size not in SIZES:
             raise ValueError(f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
         return cls(**{**SIZES[size], **overrides})
 
-    def replace(self, **changes) -> "ModelConfig":
+    def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -71,7 +71,7 @@ class KVCache:
     positions: Positions | None = None  # of the T cached tokens
 
     @classmethod
-    def empty(cls, n_layers: int) -> "KVCache":
+    def empty(cls, n_layers: int) -> KVCache:
         return cls([None] * n_layers, [None] * n_layers)
 
     def __len__(self) -> int:

@@ -15,8 +15,9 @@ versus concatenating, as the width shrinks:
 * **Probes.** A linear probe (multinomial logistic regression) and a one-hidden-layer MLP, fitted
   by L-BFGS on z-scored inputs, stopped at the round with the lowest validation cross-entropy, to
   recover the token and, separately, the exact position. The (token, position) pairs are uniform
-  over the ``V × L`` grid, and the held-out pairs are combinations the probe never saw: every distinct point is trivially recoverable by a lookup table, so what is
-  measured is whether the token (position) can be read off its own component in new combinations.
+  over the ``V × L`` grid, and the held-out pairs are combinations the probe never saw: every
+  distinct point is trivially recoverable by a lookup table, so what is measured is whether the
+  token (position) can be read off its own component in new combinations.
   Held-out accuracy sits beside chance (1/V, 1/L), and the held-out cross-entropy gives the
   mutual-information lower bound ``I(X; Y) ≥ H(Y) − CE`` in bits, with ``H(Y) = log2 V`` (``log2 L``)
   for the uniform grid (clipped at 0; chance is 0 bits). Because a test pair's token was seen at
@@ -321,8 +322,8 @@ def input_vectors(config: ProbeConfig, log: TextIO) -> tuple[AbsoluteEncoding, I
     if config.embedding == "trained":
         model, training = train_lm(config, log)
         encoding, embedding = model.encoding, model.embed.weight.detach()
-        description = (f"token embeddings (and a learned encoding's table) of a {training['n_layers']}-layer {TRAINING_TASK} "
-                       f"model after {training['steps']} steps, seed {training['seed']}")
+        description = (f"token embeddings (and a learned encoding's table) of a {training['n_layers']}-layer "
+                       f"{TRAINING_TASK} model after {training['steps']} steps, seed {training['seed']}")
     else:
         encoding = encodings.build(config.encoding, d_model=config.d_model, n_heads=1, max_len=config.seq_len)
         embedding = random_embedding(encoding, config.vocab, config.seq_len)
@@ -361,7 +362,8 @@ def probe(config: ProbeConfig, log: TextIO | None = None) -> dict:
         "family": type(encoding).__name__.lower(), "combine": encoding.combine, "vocab": vocab,
         "width": vectors.tokens.shape[1], "token_width": encoding.token_width, "position_width": encoding.d_pos,
         "embedding": embedding,
-        "pairs": {"grid": vocab * config.seq_len, **{name: len(pairs) for name, pairs in splits.items()}, "split": SPLIT},
+        "pairs": {"grid": vocab * config.seq_len, **{name: len(pairs) for name, pairs in splits.items()},
+                  "split": SPLIT},
         "recovery": results, "geometry": shape,
         "wall_time_s": {"vectors": made - started, "probes": time.perf_counter() - made,
                         "total": time.perf_counter() - started},

@@ -5,7 +5,8 @@ Every record carries ``schema_version``, ``kind`` (``profile``, ``train``, …),
 a ``config_hash`` of its inputs. Each kind has a JSON schema under ``posbench/schemas/`` that
 extends ``common.schema.json``; records are validated when written and when read. Writes are
 atomic (temporary file in the same folder, fsync, rename), so a killed job leaves either no file
-or a complete, valid one.
+or a complete, valid one; :func:`write_atomically` is the one writer for every file posbench
+writes that way (records, items, manifests, tables).
 
 A record may carry per-item results (one row per evaluation item, for intervals over the evaluation
 set) as :class:`Items`: too many rows for its JSON, they go to a file beside it (:func:`items_path`),
@@ -103,29 +104,27 @@ def write_record(path: str | os.PathLike, record: dict) -> Path:
     :class:`Items`, if any, are written first, beside it."""
     validate(record)
     if isinstance(record.get("items"), Items):
-        _write_atomically(items_path(path), lambda f: np.savez_compressed(f, **record["items"].columns))
+        write_atomically(items_path(path), lambda file: np.savez_compressed(file, **record["items"].columns))
     return write_json(path, record)
 
 
 def write_json(path: str | os.PathLike, document: dict) -> Path:
-    """Write ``document`` atomically (a temporary file beside it, fsync, rename)."""
-
-    def dump(f: BinaryIO) -> None:
-        f.write(json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
-
-    return _write_atomically(path, dump)
+    """Write ``document`` atomically as indented JSON with sorted keys."""
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    return write_atomically(path, lambda file: file.write(text.encode()))
 
 
-def _write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
-    """``write`` to a temporary file beside ``path``, fsync, rename: ``path`` is the old file or the new one whole."""
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
+    """The one atomic writer: ``write`` fills a temporary file beside ``path`` (opened binary), which is
+    fsynced and renamed over ``path``; on any failure the temporary file is removed and ``path`` untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(fd, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -205,4 +204,4 @@ def _version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return sys.modules[name].__version__ if name in sys.modules and hasattr(sys.modules[name], "__version__") else None
+        return getattr(sys.modules.get(name), "__version__", None)

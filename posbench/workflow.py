@@ -65,7 +65,8 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return f"config key '{key}': expected {expected}, got {error.instance!r}"
     if error.validator == "enum":
-        return f"config key '{key}': {error.instance!r} is not allowed; allowed: {', '.join(map(str, error.validator_value))}"
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"config key '{key}': {error.instance!r} is not allowed; allowed: {allowed}"
     if error.validator == "oneOf" and key == "devices":
         return f"config key 'devices': expected auto or a list of {', '.join(KNOWN_DEVICES)}, got {error.instance!r}"
     if error.validator == "pattern" and key == "machine":
@@ -189,7 +190,8 @@ PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{token
                 "seed{seed}.json")
 PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_lens}.json"
 TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/seeds{seeds}.json"
-PROBE_BATCH = "{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_models}.seeds{seeds}.json"
+PROBE_BATCH = ("{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/"
+               "d{d_models}.seeds{seeds}.json")
 LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 

@@ -400,7 +400,8 @@ def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"scaling": {"rope_type": "ntk", "factor": 2.0}}, "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
+    ({"scaling": {"rope_type": "ntk", "factor": 2.0}},
+     "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
     ({"scaling": {"rope_type": "yarn", "factor": 2.0}}, r"scaling \(yarn\) needs original_max_position_embeddings"),
     ({"scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 3}}, r"key 'beta_fast' is not allowed"),
     ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),

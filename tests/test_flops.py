@@ -8,6 +8,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from posbench import ModelConfig, attention, build_model, encodings
 from posbench.flops import TORCH_FORMULAS, analytic_flops, count_flops, torch_flops
+
+# isort: split
 from fvcore.nn import FlopCountAnalysis  # after posbench, which imports it without its deprecation warnings
 
 torch.set_num_threads(1)

@@ -193,12 +193,24 @@ def importable_tests(monkeypatch):
 
 
 def test_run_isolated_error_keeps_finished_sections(importable_tests, capfd):
-    outcome = measure.run_isolated("test_measure:finish_one_section_then_fail", {"value": 7})
+    outcome = measure.run_isolated(finish_one_section_then_fail, {"value": 7})
     assert outcome == measure.ChildOutcome("error", "KeyError: 'second'", {"first": 7})
     assert "Traceback" in capfd.readouterr().err  # the child's traceback reaches the log
 
 
 def test_run_isolated_sigkill_is_oom(importable_tests):
-    outcome = measure.run_isolated("test_measure:finish_one_section_then_get_killed", {"value": 7})
+    outcome = measure.run_isolated(finish_one_section_then_get_killed, {"value": 7})
     assert outcome.status == "oom" and "SIGKILL" in outcome.reason
     assert outcome.sections == {}  # a killed process sends nothing back
+
+
+def test_run_isolated_derives_the_target_and_refuses_what_a_child_cannot_import():
+    assert measure.target_name(finish_one_section_then_fail) == f"{__name__}:finish_one_section_then_fail"
+    assert measure.target_name(measure.latency_stats) == "posbench.measure:latency_stats"
+
+    def nested(payload, sections):
+        pass
+
+    for unreachable in (nested, lambda payload, sections: None):
+        with pytest.raises(ValueError, match="module-level function"):
+            measure.run_isolated(unreachable, {})

@@ -11,9 +11,22 @@ import posbench.train
 from posbench import encodings, records
 from posbench.__main__ import main
 from posbench.aggregate import probe_rows
-from posbench.probe import (InputVectors, ProbeConfig, check, fit_probe, geometry, model_space, principal_angles,
-                            principal_basis, probe, random_embedding, recovery, score, split_pairs)
 from posbench.positions import Positions
+from posbench.probe import (
+    InputVectors,
+    ProbeConfig,
+    check,
+    fit_probe,
+    geometry,
+    model_space,
+    principal_angles,
+    principal_basis,
+    probe,
+    random_embedding,
+    recovery,
+    score,
+    split_pairs,
+)
 from posbench.workflow import ConfigError, probe_records, validate_config
 
 torch.set_num_threads(1)

@@ -7,15 +7,16 @@ import resource
 import signal
 import subprocess
 import sys
+from dataclasses import asdict
 
 import jsonschema
 import pytest
 import torch
 
-from posbench import measure, records
+from posbench import aggregate, measure, profile, records
 from posbench.__main__ import main
-from posbench.cli import profile
 from posbench.model import build_model
+from posbench.profile import ProfileConfig, check
 
 QUICK = ["--size", "tiny", "--seq-len", "64", "--warmup", "1", "--min-repeats", "3", "--min-seconds", "0",
          "--threads", "1"]
@@ -40,6 +41,7 @@ def test_ok_record_measures_the_cell(rope_record):
                                 "batch": 1, "dtype": "float32", "mode": "infer", "threads": 1, "warmup": 1,
                                 "min_repeats": 3, "min_seconds": 0.0, "seed": 0}
     assert record["params"] == {"total": 131712, "position": 0, "rest": 131712}  # tiny: d 64, 2 layers, vocab 256
+    assert record["model"] == {"d_model": 64, "width": 64, "n_layers": 2, "n_heads": 4, "d_ff": 256}
     flops = record["flops"]
     # per layer: projections 8w²L + feed-forward 16w²L + scores and values 4L²w + rotation 6Lw
     # + residual adds 2Lw = 7 372 800; two layers plus the head 2LwV
@@ -67,7 +69,7 @@ def test_train_mode_times_a_training_step(tmp_path):
 
 
 def _cell(mode):
-    return {"encoding": "alibi", "size": "tiny", "seq_len": 16, "max_len": 16, "batch": 2, "mode": mode, "seed": 0}
+    return ProfileConfig(encoding="alibi", size="tiny", seq_len=16, batch=2, mode=mode)
 
 
 def test_train_step_updates_every_weight_and_infer_step_none():
@@ -81,6 +83,18 @@ def test_train_step_updates_every_weight_and_infer_step_none():
     logits = profile.make_step(model, _cell("infer"))()
     assert not model.training and logits.is_inference() and logits.shape == (2, 16, 256)
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_model_section_states_the_width_the_layers_run_at():
+    config = ProfileConfig(encoding="sinusoidal_concat", size="tiny", seq_len=16)
+    naive_concat = build_model(profile.model_config(config))
+    assert profile.model_shape(naive_concat) == {"d_model": 64, "width": 128, "n_layers": 2, "n_heads": 4, "d_ff": 512}
+
+
+def test_cost_row_takes_the_model_from_the_record(rope_record):
+    row = aggregate.cost_row({**rope_record, "model": {**rope_record["model"], "width": 128, "d_ff": 512}})
+    assert [row[key] for key in ("d_model", "width", "n_layers", "n_heads", "d_ff")] == [64, 128, 2, 4, 512]
+    assert row["params_position"] == 0 and row["attention_path"] == "is_causal"
 
 
 def test_same_cell_same_config_hash(rope_record):
@@ -160,7 +174,33 @@ def test_bad_argument_is_one_line_and_exit_2(tmp_path, capsys, arguments, names)
 
 
 def test_learned_within_its_table_is_accepted():
-    assert profile.length_problem({"encoding": "learned", "size": "tiny", "seq_len": 1024, "max_len": 1024}) is None
+    assert profile.length_problem(ProfileConfig(encoding="learned", size="tiny", seq_len=1024)) is None
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"encoding": "rotary"}, "encoding 'rotary' is not allowed; allowed: alibi, learned,"),
+    ({"device": "tpu"}, "device 'tpu' is not allowed; allowed: cpu, cuda, cuda:N, mps"),
+    ({"seq_len": 0}, "seq_len 0 is not allowed; allowed: a positive integer"),
+    ({"batch": 1.5}, "batch 1.5 is not allowed; allowed: a positive integer"),
+    ({"warmup": -1}, "warmup -1 is not allowed; allowed: an integer >= 0"),
+    ({"threads": 0}, "threads 0 is not allowed; allowed: a positive integer or None"),
+    ({"min_seconds": float("nan")}, "min_seconds nan is not allowed; allowed: a number >= 0"),
+    ({"encoding": "learned", "seq_len": 65, "max_len": 64}, "allowed: 1 to 64, or a larger --max-len"),
+])
+def test_check_names_the_bad_field_in_one_line(change, message):
+    with pytest.raises(ValueError) as error:
+        check(ProfileConfig(**{"encoding": "rope", "size": "tiny", "seq_len": 64, **change}))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_record_config_is_the_one_the_command_line_always_wrote():
+    """Existing records keep their hash: ``asdict`` of a config is the cell dict of before, max_len filled in."""
+    config = ProfileConfig(encoding="rope", size="tiny", seq_len=64, threads=1, warmup=1, min_repeats=3,
+                           min_seconds=0.0)
+    assert asdict(config) == {"encoding": "rope", "size": "tiny", "seq_len": 64, "max_len": 64, "device": "cpu",
+                              "batch": 1, "dtype": "float32", "mode": "infer", "threads": 1, "warmup": 1,
+                              "min_repeats": 3, "min_seconds": 0.0, "seed": 0}
+    assert records.config_hash(asdict(config)) == "2294ab5153703de0"  # what the old CLI wrote
 
 
 # ----- atomic writes ---------------------------------------------------------------------------
@@ -194,3 +234,15 @@ def test_an_interrupted_write_leaves_no_file(rope_record, tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         records.write_record(tmp_path / "cell.json", rope_record)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = records.write_atomically(tmp_path / "table.csv", lambda file: file.write(b"old\n"))
+
+    def half_then_fail(file):
+        file.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        records.write_atomically(path, half_then_fail)
+    assert path.read_bytes() == b"old\n" and list(tmp_path.iterdir()) == [path]

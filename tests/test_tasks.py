@@ -9,8 +9,8 @@ import torch
 from posbench import tasks
 from posbench.tasks import IGNORE
 from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
-from posbench.tasks.long_range import MOTIFS, to_ids
 from posbench.tasks.lm_code import source_files, split_files
+from posbench.tasks.long_range import MOTIFS, to_ids
 
 ALL = ["copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range", "reverse"]
 
@@ -106,7 +106,8 @@ def test_digits_file_is_sklearns_dataset():
 
     images, labels = load_digits()
     assert images.shape == (1797, 8, 8) and images.min() == 0 and images.max() == 16
-    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]  # the dataset's class counts
+    class_counts = [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]  # the dataset's
+    assert np.bincount(labels).tolist() == class_counts
     assert images[0, 0].tolist() == [0, 0, 5, 13, 9, 1, 0, 0] and labels[:3].tolist() == [0, 1, 2]
 
 

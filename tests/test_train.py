@@ -51,7 +51,8 @@ def test_evaluation_at_every_length(runs, name):
     assert record["model"]["max_len"] == 96
     for e in record["eval"]:
         assert e["sequences"] == 16 and e["scored_targets"] == 16 * e["length"]
-        assert math.isfinite(e["metrics"]["loss"]) and 0 <= e["metrics"]["exact_match"] <= e["metrics"]["token_accuracy"] <= 1
+        metrics = e["metrics"]
+        assert math.isfinite(metrics["loss"]) and 0 <= metrics["exact_match"] <= metrics["token_accuracy"] <= 1
 
 
 @pytest.mark.parametrize("name", ["rope", "sinusoidal_2d"])
@@ -81,7 +82,8 @@ def test_train_records_the_curve_of_the_one_loop():
     assert train(config, log=io.StringIO())["loss_curve"] == fitted.curve
     assert [p["step"] for p in fitted.curve] == [3, 6, 7] and len(fitted.losses) == 7 and fitted.status == "ok"
     assert fitted.curve[1]["loss"] == sum(fitted.losses[3:6]) / 3 and fitted.curve[2]["loss"] == fitted.losses[6]
-    assert [line.split()[:3] for line in log.getvalue().splitlines()] == [["[mine]", "step", f"{s}/7"] for s in (3, 6, 7)]
+    progress = [line.split()[:3] for line in log.getvalue().splitlines()]
+    assert progress == [["[mine]", "step", f"{s}/7"] for s in (3, 6, 7)]
 
 
 def test_aggregate_collects_the_items_and_reports_a_record_without_them(runs, tmp_path):
@@ -137,7 +139,8 @@ def test_non_finite_loss_gives_an_error_record(monkeypatch, tmp_path):
 
     monkeypatch.setattr(posbench.train, "scored_logits", poisoned)
     out = tmp_path / "r.json"
-    args = ["train", "--task", "reverse", "--encoding", "rope", "--steps", "5", "--train-length", "4", "--out", str(out)]
+    args = ["train", "--task", "reverse", "--encoding", "rope", "--steps", "5", "--train-length", "4",
+            "--out", str(out)]
     assert main(args) == 1
     record = records.read_record(out)
     assert record["status"] == "error" and record["reason"] == "non-finite loss (nan) at step 1"
@@ -163,8 +166,10 @@ def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
     (["--task", "sort", "--encoding", "rope"], "argument --task: invalid choice: 'sort'"),
     (["--task", "copy", "--encoding", "rotary"], "argument --encoding: invalid choice: 'rotary'"),
     (["--task", "copy", "--encoding", "rope", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
-    (["--task", "copy", "--encoding", "rope", "--steps", "0"], "argument --steps: must be a positive integer, got 0"),
-    (["--task", "copy", "--encoding", "rope", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),
+    (["--task", "copy", "--encoding", "rope", "--steps", "0"],
+     "argument --steps: '0' is not allowed; allowed: a positive integer"),
+    (["--task", "copy", "--encoding", "rope", "--seed", "-1"],
+     "argument --seed: '-1' is not allowed; allowed: an integer >= 0"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"
@@ -176,7 +181,8 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task", "copy", "--encoding", "rope_2d"], "encoding 'rope_2d' needs a task on a grid; tasks with a grid: digits_2d"),
+    (["--task", "copy", "--encoding", "rope_2d"],
+     "encoding 'rope_2d' needs a task on a grid; tasks with a grid: digits_2d"),
     (["--task", "copy", "--encoding", "rope", "--data", "x.txt"], "task 'copy' has no option 'data'"),
     (["--task", "lm_prose", "--encoding", "rope", "--data", "/nonexistent.txt"], "No such file"),
 ])

@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posbench.workflow import (TRAIN_RECORD, ConfigError, batch_manifests, profile_records, record_template,
-                               resolve_devices, train_records, validate_config)
+from posbench.workflow import (
+    TRAIN_RECORD,
+    ConfigError,
+    batch_manifests,
+    profile_records,
+    record_template,
+    resolve_devices,
+    train_records,
+    validate_config,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

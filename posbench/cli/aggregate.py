@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from posbench.cli import arguments
 
 HELP = "collect every record under --records into tables (cost, accuracy, extrapolation) under --out"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--records", type=Path, required=True, help="folder searched recursively for *.json records")
+    parser.add_argument("--records", type=arguments.existing_folder, required=True,
+                        help="folder searched recursively for *.json records")
     parser.add_argument("--out", type=Path, required=True, help="folder for the tables and meta.json")
 
 
 def run(args) -> int:
     from posbench.aggregate import aggregate, summary
 
-    if not args.records.is_dir():
-        sys.stderr.write(f"posbench aggregate: error: argument --records: {args.records} is not a folder\n")
-        return 2
     print(summary(aggregate(args.records, args.out), args.out))
     return 0

@@ -7,54 +7,30 @@ import argparse
 from pathlib import Path
 
 from posbench import bench
+from posbench.cli import arguments
 
 HELP = "benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale"
 
 QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,),
-             scale_point_seconds=0.5)  # a smoke run: well under a minute on 2 cores
-
-
-def part_list(text: str) -> tuple[str, ...]:
-    parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in parts if p not in bench.PARTS]
-    if unknown or not parts:
-        raise argparse.ArgumentTypeError(f"unknown part {', '.join(unknown) or '(none)'}; "
-                                         f"allowed: {', '.join(bench.PARTS)}")
-    return parts
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def power_of_two(text: str) -> int:
-    value = positive_int(text)
-    if value & (value - 1) or value < 1024:
-        raise argparse.ArgumentTypeError(f"expected a power of two >= 1024, got {text!r}")
-    return value
+             scale_point_seconds=0.5)  # a smoke run: few repeats, short lengths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/bench"),
                         help="folder for bench.csv, bench.txt, samples.json and profiles (default: %(default)s)")
-    parser.add_argument("--parts", type=part_list, default=bench.PARTS,
+    parser.add_argument("--parts", type=arguments.comma_list(bench.PARTS), default=bench.PARTS,
                         help=f"comma-separated subset of {','.join(bench.PARTS)} (default: all)")
     parser.add_argument("--quick", action="store_true",
-                        help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run of about a minute")
-    parser.add_argument("--rounds", type=positive_int, help="timed rounds of alternation for paths, P1, P2 "
+                        help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run")
+    parser.add_argument("--rounds", type=arguments.positive_int, help="timed rounds of alternation for paths, P1, P2 "
                                                            f"(default {bench.BenchOptions.rounds})")
-    parser.add_argument("--scale-max-len", type=power_of_two,
+    parser.add_argument("--scale-max-len", type=arguments.power_of_two(1024),
                         help=f"longest P6 length tried (default {max(bench.BenchOptions.scale_lengths)})")
-    parser.add_argument("--threads", type=positive_int, default=bench.BenchOptions.threads,
+    parser.add_argument("--threads", type=arguments.positive_int, default=bench.BenchOptions.threads,
                         help="torch threads (default: %(default)s)")
     parser.add_argument("--flex", action="store_true",
-                        help="also time FlexAttention in 'paths' (torch.compile: ~30 s and a C++ compiler)")
+                        help="also time FlexAttention in 'paths' (torch.compile: needs a C++ compiler; the "
+                             "part's notes give the compile time)")
 
 
 def options_from(args: argparse.Namespace) -> bench.BenchOptions:

@@ -14,44 +14,34 @@ from itertools import product
 from pathlib import Path
 
 from posbench import batch
+from posbench.cli import arguments
 from posbench.probe import EMBEDDINGS, ProbeConfig, check, probe, probe_encodings
 
 HELP = ("probe one encoding × vocabulary × length at one or more widths and seeds: token and position recovery "
         "(linear, MLP), the information bound and the subspace geometry -> a JSON record per width and seed")
 
 
-def _integer(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer >= {minimum}")
-        return value
-
-    return parse
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", required=True, choices=probe_encodings(), metavar="ENCODING",
                         help=f"one of: {', '.join(probe_encodings())}")
-    parser.add_argument("--d-model", required=True, type=_integer(4), nargs="+", metavar="D",
+    parser.add_argument("--d-model", required=True, type=arguments.integer(4), nargs="+", metavar="D",
                         help="model width(s) d, each a multiple of 4 (a naive concat's inputs are d + d wide)")
     parser.add_argument("--embedding", default="random", choices=EMBEDDINGS,
                         help="random: Gaussian, matched in norm to the position vectors; trained: from a short "
                              "lm_prose run (default: random)")
-    parser.add_argument("--vocab", type=_integer(2), metavar="V",
+    parser.add_argument("--vocab", type=arguments.integer(2), metavar="V",
                         help="tokens of random embeddings (default 64); trained ones use lm_prose's vocabulary")
-    parser.add_argument("--seq-len", type=_integer(2), default=64, metavar="L", help="positions 0 … L-1 (default: 64)")
-    parser.add_argument("--seed", type=_integer(0), nargs="+", default=[0],
+    parser.add_argument("--seq-len", type=arguments.integer(2), default=64, metavar="L",
+                        help="positions 0 … L-1 (default: 64)")
+    parser.add_argument("--seed", type=arguments.non_negative_int, nargs="+", default=[0],
                         help="seed(s) of embeddings, LM run, splits and probes (default: 0)")
-    parser.add_argument("--train-steps", type=_integer(1), default=300,
+    parser.add_argument("--train-steps", type=arguments.positive_int, default=300,
                         help="trained embeddings: optimizer steps of the lm_prose run (default: 300)")
-    parser.add_argument("--train-layers", type=_integer(1), default=1, help="layers of that model (default: 1)")
-    parser.add_argument("--max-pairs", type=_integer(16), default=4096,
+    parser.add_argument("--train-layers", type=arguments.positive_int, default=1,
+                        help="layers of that model (default: 1)")
+    parser.add_argument("--max-pairs", type=arguments.integer(16), default=4096,
                         help="(token, position) pairs probed, at most the whole grid (default: 4096)")
-    parser.add_argument("--threads", type=_integer(1), default=1, help="torch CPU threads (default: 1)")
+    parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
                         help="where each record goes (written atomically); with several widths or seeds it "
                              "contains {d_model} and {seed}")

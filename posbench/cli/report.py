@@ -9,11 +9,14 @@ from pathlib import Path
 
 import yaml
 
+from posbench.cli import arguments
+
 HELP = "Build the PDF report (verdicts, claims, figures, appendix) from results/tables; nothing is re-measured."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tables", type=Path, required=True, help="folder with cost.csv, accuracy.csv, ... and meta.json")
+    parser.add_argument("--tables", type=arguments.existing_folder, required=True,
+                        help="folder with cost.csv, accuracy.csv, ... and meta.json")
     parser.add_argument("--out", type=Path, required=True, help="the PDF to write, e.g. results/report.pdf")
     config = parser.add_mutually_exclusive_group()
     config.add_argument("--config", type=Path, help="workflow config file (YAML) to print in the appendix")
@@ -24,15 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from posbench.report import build_report
 
-    if not args.tables.is_dir():
-        print(f"posbench report: --tables {args.tables} is not a folder", file=sys.stderr)
-        return 2
     try:
         config = (json.loads(args.config_json) if args.config_json is not None
                   else yaml.safe_load(args.config.read_text()) if args.config is not None else None)
     except (OSError, ValueError, yaml.YAMLError) as error:
-        option = "--config-json" if args.config_json is not None else f"--config {args.config}"
-        print(f"posbench report: {option}: {str(error).splitlines()[0]}", file=sys.stderr)
+        where = "argument --config-json" if args.config_json is not None else f"argument --config: {args.config}"
+        print(f"posbench report: error: {where}: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
     pages = build_report(args.tables, args.out, config, args.plots)
     print(f"wrote {args.out} ({pages} pages)" + (f" and figures under {args.plots}" if args.plots else ""))

@@ -11,32 +11,12 @@ import sys
 from pathlib import Path
 
 from posbench import batch, encodings, tasks
+from posbench.cli import arguments
 from posbench.model import SIZES
 from posbench.train import TrainConfig, resolve, train
 
 HELP = ("train one task × encoding × size for one or more seeds, evaluate at the training length and beyond, "
         "write a JSON record per seed")
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,16 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", required=True, choices=encodings.names(), metavar="ENCODING",
                         help=f"one of: {', '.join(encodings.names())}")
     parser.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default: tiny)")
-    parser.add_argument("--seed", type=non_negative_int, nargs="+", default=[0],
+    parser.add_argument("--seed", type=arguments.non_negative_int, nargs="+", default=[0],
                         help="seed(s) for initialisation and training data, run one after another (default: 0)")
-    parser.add_argument("--steps", type=positive_int, help="optimizer steps (default: the task's)")
-    parser.add_argument("--batch-size", type=positive_int, help="training batch size (default: the task's)")
-    parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: the task's)")
-    parser.add_argument("--train-length", type=positive_int,
+    parser.add_argument("--steps", type=arguments.positive_int, help="optimizer steps (default: the task's)")
+    parser.add_argument("--batch-size", type=arguments.positive_int, help="training batch size (default: the task's)")
+    parser.add_argument("--lr", type=arguments.positive_number, help="peak learning rate (default: the task's)")
+    parser.add_argument("--train-length", type=arguments.positive_int,
                         help="longest training length L; evaluation at L·(1, 1.25, 1.5, 2, 4, 8) (default: the task's)")
     parser.add_argument("--data", metavar="PATH", help="lm_prose: a UTF-8 text file; lm_code: a folder of *.py files")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default: 1)")
-    parser.add_argument("--log-every", type=positive_int, default=100, help="a progress line every N steps (stderr)")
+    parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
+    parser.add_argument("--log-every", type=arguments.positive_int, default=100,
+                        help="a progress line every N steps (stderr)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
                         help="where each record goes (written atomically); with several seeds it contains {seed}")
     parser.add_argument("--manifest", type=Path, metavar="PATH.json",

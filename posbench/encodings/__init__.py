@@ -10,11 +10,10 @@ here, so its encodings reach ``train``, ``profile`` and the workflow like the bu
 torch.Size([8, 4, 4])
 """
 
+# Importing a family module registers its encodings.
+from posbench.encodings import absolute, alibi, fire, grid, kerple, none, rope, t5  # noqa: F401
 from posbench.encodings.base import PositionalEncoding, Traits
 from posbench.encodings.registry import build, names, register, traits
-
-# Importing a family module registers its encodings.
-from posbench.encodings import absolute, alibi, fire, grid, kerple, none, rope, t5  # noqa: E402,F401
 
 PLUGIN_GROUP = "posbench.encodings"
 

@@ -4,7 +4,7 @@ code that needs to know what an encoding is reads its :func:`traits`."""
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from posbench.encodings.base import PositionalEncoding, Traits
 

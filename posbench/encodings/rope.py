@@ -91,7 +91,8 @@ class RopeScaling:
 
     def _yarn(self, inv_freq: torch.Tensor, width: int, base: float) -> torch.Tensor:
         def correction_dim(rotations: float) -> float:  # the dimension that turns ``rotations`` times in training
-            return width * math.log(self.original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(base))
+            turns_in_training = self.original_max_position_embeddings / (rotations * 2 * math.pi)
+            return width * math.log(turns_in_training) / (2 * math.log(base))
 
         low = max(math.floor(correction_dim(self.beta_fast)), 0)
         high = min(math.ceil(correction_dim(self.beta_slow)), width - 1)
@@ -259,7 +260,8 @@ class Rope(PositionalEncoding):
             return turn(q, query_rows), turn(k, key_rows)
         widths = [self.rotated, q.shape[-1] - self.rotated]  # split, not two slices: one gradient, no accumulation add
         (q_turning, q_passing), (k_turning, k_passing) = q.split(widths, dim=-1), k.split(widths, dim=-1)
-        return torch.cat([turn(q_turning, query_rows), q_passing], dim=-1), torch.cat([turn(k_turning, key_rows), k_passing], dim=-1)
+        return (torch.cat([turn(q_turning, query_rows), q_passing], dim=-1),
+                torch.cat([turn(k_turning, key_rows), k_passing], dim=-1))
 
     def extra_repr(self) -> str:
         scaling = f", scaling={self.scaling.label()}" if self.scaling else ""

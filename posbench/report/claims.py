@@ -19,7 +19,7 @@ from posbench import encodings
 from posbench.encodings.absolute import SINUSOID_BASE, sinusoid_table
 from posbench.model import ModelConfig, build_model, count_params
 from posbench.report.data import MIN_SEEDS, Tables, higher_is_better, seed_summary
-from posbench.report.verdicts import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, majority, Finding
+from posbench.report.verdicts import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Finding, majority
 
 D_MODEL = 512  # the width the article's examples use
 SIZE_AT_D = "medium"  # posbench.SIZES entry with d_model = 512
@@ -86,7 +86,8 @@ def claim_concat_cost(tables: Tables) -> Claim:
     proj = {e: projection_params(m) / projection_params(models["sinusoidal"]) for e, m in models.items()}
     total = {e: count_params(m)["total"] / count_params(models["sinusoidal"])["total"] for e, m in models.items()}
     flops, source = flops_ratios(tables)
-    flops_text = (f"; FLOPs naive ×{flops['sinusoidal_concat']:.2f}, fixed ×{flops.get('sinusoidal_concat_fixed', float('nan')):.2f} ({source})"
+    fixed = flops.get("sinusoidal_concat_fixed", float("nan"))
+    flops_text = (f"; FLOPs naive ×{flops['sinusoidal_concat']:.2f}, fixed ×{fixed:.2f} ({source})"
                   if flops else f"; {source}")
     naive_costs = 3.5 <= proj["sinusoidal_concat"] <= 4.5 and flops.get("sinusoidal_concat", math.nan) > 1
     fixed_free = abs(proj["sinusoidal_concat_fixed"] - 1) < 0.01

@@ -90,7 +90,9 @@ def higher_is_better(frame: pd.DataFrame) -> bool:
     if "higher_is_better" not in frame.columns or frame["higher_is_better"].dropna().empty:
         return True
     value = frame["higher_is_better"].dropna().iloc[0]
-    return str(value).strip().lower() in ("true", "1", "1.0") if not isinstance(value, (bool, np.bool_)) else bool(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return str(value).strip().lower() in ("true", "1", "1.0")
 
 
 def metric_label(frame: pd.DataFrame) -> str:

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench.report import claims, figures, verdicts
 from posbench.report.data import Tables
-from posbench.report.layout import (BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style)
+from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
 
 METHOD = (
     "Latency: the model in eval and inference mode, warm-up calls, then at least min_repeats timed calls and at "
@@ -50,7 +50,8 @@ def verdict_page(doc: Document, tables: Tables, chinese: bool) -> None:
         doc.heading(title, H2)
         rows = []
         for row, result in ((r, v) for r, v in judged if r.heading == heading):
-            claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, Style(size=9, weight="bold" if not chinese else "normal"))]
+            english = Style(size=9, weight="bold" if not chinese else "normal")
+            claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, english)]
             evidence = [(line, SMALL) for line in result.evidence]
             rows.append([claim + evidence, verdict_cell(result.verdict, row.rule)])
         doc.table(rows, [0.67, 0.33])
@@ -122,7 +123,8 @@ def failed_cells(tables: Tables) -> pd.DataFrame:
             continue
         for _, row in frame[frame["status"] != "ok"].iterrows():
             rows.append({"table": table, "machine": row.get("machine", ""), "cell": describe_cell(table, row),
-                         "status": row["status"], "reason": row.get("reason", "") if pd.notna(row.get("reason")) else ""})
+                         "status": row["status"],
+                         "reason": row.get("reason", "") if pd.notna(row.get("reason")) else ""})
     return pd.DataFrame(rows, columns=["table", "machine", "cell", "status", "reason"])
 
 

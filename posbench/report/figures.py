@@ -6,9 +6,9 @@ is, and a ``draw(figure, rect, tables)`` that fills a rectangle of a page (or of
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -60,7 +60,8 @@ def legend_top(encodings) -> float:
 def encoding_legend(figure: Figure, rect: Rect, encodings: list[str]) -> None:
     handles = [Patch(color=colour(e), label=e) for e in sorted(encodings, key=list(palette()).index)]
     figure.legend(handles=handles, loc="upper center", bbox_to_anchor=((rect[0] + rect[2]) / 2, rect[3]),
-                  ncol=min(LEGEND_COLUMNS, len(handles)), frameon=False, fontsize=7, handlelength=1.2, columnspacing=1.0)
+                  ncol=min(LEGEND_COLUMNS, len(handles)), frameon=False, fontsize=7, handlelength=1.2,
+                  columnspacing=1.0)
 
 
 def _no_legend(ax) -> None:
@@ -258,7 +259,8 @@ FIGURES = (
     FigureSpec("params_flops", "Parameters and FLOPs: add vs naive concat vs fixed-width concat",
                "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops for "
                "every size in posbench.SIZES; naive concat [E;P] runs the whole network at width 2d, fixed-width "
-               "concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding line). Log-log axes.", 3.2, lambda t: None, draw_params_flops),
+               "concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding line). Log-log axes.", 3.2,
+               lambda t: None, draw_params_flops),
     FigureSpec("latency_memory", "Latency and memory against sequence length",
                "From cost.csv: median latency (ms) and memory (MiB) per encoding, one column per device, "
                "for the size profiled most on that device (other sizes: see cost.csv). Log-log axes.",

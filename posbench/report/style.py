@@ -14,9 +14,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # the report never opens a window
 
-from matplotlib import font_manager  # noqa: E402
+from matplotlib import font_manager
 
-from posbench import encodings  # noqa: E402
+from posbench import encodings
 
 PREFERRED_CJK = ("WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC",
                  "PingFang SC", "Microsoft YaHei", "SimHei", "AR PL UMing CN")

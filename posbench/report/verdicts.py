@@ -1,8 +1,8 @@
 """Page 1: the six rows of the article's guidance (section 九), each judged by an explicit rule.
 
 Every rule compares the best *added* encoding (``E + P``: sinusoidal, learned; sinusoidal_2d on the
-grid task; read from the tables' ``pe_combine`` trait column) with the best of the other schemes on that row's measurements, in units of the seed
-spread (sample standard deviation over seeds):
+grid task; read from the tables' ``pe_combine`` trait column) with the best of the other schemes on
+that row's measurements, in units of the seed spread (sample standard deviation over seeds):
 
 * ``advantage`` = how much the best other scheme beats the best added one (metric units; negative
   when adding is ahead);
@@ -18,8 +18,8 @@ inconclusive.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 
@@ -195,7 +195,8 @@ def judge_budget(tables: Tables) -> RowVerdict:
     rows = tables.ok("accuracy", "task", "encoding", "pe_combine", "value", "params_total")
     rows = rows[rows["task"] == "lm_prose"]
     if rows.empty:
-        return RowVerdict(INCONCLUSIVE, [tables.missing("accuracy", "params_total") or "no ok lm_prose rows with params_total"])
+        return RowVerdict(INCONCLUSIVE,
+                          [tables.missing("accuracy", "params_total") or "no ok lm_prose rows with params_total"])
     params = rows.groupby("encoding")["params_total"].median()
     added = compare(rows, "lm_prose").added
     if added is None:

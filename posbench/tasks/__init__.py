@@ -9,7 +9,8 @@
 from posbench.tasks.base import IGNORE, Batch, Task
 from posbench.tasks.registry import get, names, register
 
+# isort: split
 # Importing a task module registers it.
-from posbench.tasks import copy, digits_2d, dyck, index_lookup, long_range, lm_code, lm_prose, reverse  # noqa: E402,F401
+from posbench.tasks import copy, digits_2d, dyck, index_lookup, lm_code, lm_prose, long_range, reverse  # noqa: F401
 
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]

@@ -14,8 +14,9 @@ A task's *length* is its problem size (symbols to copy, brackets, characters in 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -34,8 +35,8 @@ class Batch:
 @dataclass(frozen=True)
 class Task:
     """Base of every task. Fields are options (``tasks.get(name, **options)``); the training
-    defaults (``steps``, ``batch_size``, ``lr``) size one job with the ``tiny`` model at 20–40 s
-    on one CPU core."""
+    defaults (``steps``, ``batch_size``, ``lr``) size one job with the ``tiny`` model for a short run
+    on one CPU core; each train record's ``wall_time_s`` says how long it took."""
 
     name: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first (posbench.metrics)

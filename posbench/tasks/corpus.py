@@ -9,9 +9,10 @@ bits per character over every position of a window (as in the ALiBi paper's extr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 import torch

@@ -10,8 +10,9 @@ Classes are balanced by drawing the label first and then placing the motifs to m
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 import torch

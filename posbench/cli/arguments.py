@@ -1,0 +1,76 @@
+"""Argument types shared by every command, so each mistake is worded once.
+
+argparse prints a type's ``ArgumentTypeError`` as ``argument --flag: MESSAGE``, on one line and with
+exit status 2 (:class:`posbench.__main__.OneLineParser`). Every message here reads
+``'TEXT' is not allowed; allowed: WHAT`` — for text that is no number at all (``abc``) as for a
+number out of range — so a user meets one form whichever command they mistyped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+
+def not_allowed(text: str, allowed: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: {allowed}")
+
+
+def _parser(convert: Callable[[str], object], accept: Callable[[object], bool], allowed: str):
+    """A type for argparse: ``convert`` the text, and refuse it unless it converts and is accepted."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise not_allowed(text, allowed) from None
+        if not accept(value):
+            raise not_allowed(text, allowed)
+        return value
+
+    return parse
+
+
+def integer(minimum: int) -> Callable[[str], int]:
+    """Whole numbers >= ``minimum``."""
+    allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    return _parser(int, lambda value: value >= minimum, allowed)
+
+
+def number(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
+    """Finite numbers >= ``minimum`` (``inclusive``) or > it; ``nan`` and ``inf`` are refused."""
+    if inclusive:
+        return _parser(float, lambda value: math.isfinite(value) and value >= minimum, f"a number >= {minimum:g}")
+    return _parser(float, lambda value: math.isfinite(value) and value > minimum, f"a number > {minimum:g}")
+
+
+def power_of_two(minimum: int) -> Callable[[str], int]:
+    return _parser(int, lambda value: value >= minimum and not value & (value - 1), f"a power of two >= {minimum}")
+
+
+def matching(pattern: re.Pattern, allowed: str) -> Callable[[str], str]:
+    """Text that ``pattern`` matches in full; ``allowed`` says what that is in words."""
+    return _parser(str, pattern.fullmatch, allowed)
+
+
+def comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """Some of ``choices``, comma-separated, in the order given."""
+    allowed = f"one or more of {', '.join(choices)}, comma-separated"
+
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+        unknown = [part for part in chosen if part not in choices]
+        if unknown or not chosen:
+            raise not_allowed(unknown[0] if unknown else text, allowed)
+        return chosen
+
+    return parse
+
+
+positive_int = integer(1)
+non_negative_int = integer(0)
+positive_number = number(0, inclusive=False)
+non_negative_number = number(0, inclusive=True)
+existing_folder = _parser(Path, Path.is_dir, "an existing folder")

@@ -1,0 +1,277 @@
+"""Measure the cost of one cell: latency, memory, FLOPs and parameters of one model on one device.
+
+A cell is encoding × size × sequence length × device (× batch, dtype, mode), given as a
+:class:`ProfileConfig`. :func:`profile` returns its ``profile`` record (see
+``schemas/profile.schema.json``): ``skipped`` on a device this machine lacks, else measured by
+:func:`measure_cell` in a fresh process (:func:`posbench.measure.run_isolated`), so an
+out-of-memory — even a kill by the kernel — becomes an ``oom`` record and no cell's memory figures
+carry another's.
+
+Inside the child, in this order: build the model (fixed seed), a memory pass (the first thing
+after the build, so nothing earlier has inflated the baseline), the latency pass, one profiled
+step to see which attention kernel ran, and the FLOP counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass
+from typing import TextIO
+
+import torch
+
+from posbench import encodings, measure, records
+from posbench.attention import choose_path
+from posbench.flops import count_flops
+from posbench.model import SIZES, ModelConfig, build_model, count_params
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MODES = ("infer", "train")
+DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d+)?")
+DEVICE_ALLOWED = "cpu, cuda, cuda:N, mps"
+MEMORY_PASS_STEPS = 2  # the first step allocates caches and optimizer state, the second is steady
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """One cell; ``asdict`` of it is the record's ``config``, hashed into ``config_hash``."""
+
+    encoding: str
+    size: str
+    seq_len: int
+    max_len: int | None = None  # positions the encoding is built for (rows of a learned table); None: seq_len
+    device: str = "cpu"
+    batch: int = 1
+    dtype: str = "float32"
+    mode: str = "infer"  # infer: a forward in inference mode; train: forward + backward + AdamW step
+    threads: int | None = None  # torch CPU threads; None: torch's default
+    warmup: int = 3
+    min_repeats: int = 10
+    min_seconds: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.max_len is None:  # the record states the table size actually built
+            object.__setattr__(self, "max_len", self.seq_len)
+
+
+def check(config: ProfileConfig) -> None:
+    """A one-line ``ValueError`` naming the bad field and the allowed values, before any work is done."""
+    choices = {"encoding": encodings.names(), "size": tuple(SIZES), "dtype": tuple(DTYPES), "mode": MODES}
+    for name, allowed in choices.items():
+        _require(getattr(config, name) in allowed, config, name, ", ".join(allowed))
+    _require(isinstance(config.device, str) and DEVICE_PATTERN.fullmatch(config.device), config, "device",
+             DEVICE_ALLOWED)
+    for name in ("seq_len", "max_len", "batch", "min_repeats"):
+        _require(_is_integer(getattr(config, name), 1), config, name, "a positive integer")
+    for name in ("warmup", "seed"):
+        _require(_is_integer(getattr(config, name), 0), config, name, "an integer >= 0")
+    _require(config.threads is None or _is_integer(config.threads, 1), config, "threads",
+             "a positive integer or None")
+    seconds = config.min_seconds
+    _require(isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0, config, "min_seconds",
+             "a number >= 0")
+    problem = length_problem(config)
+    if problem:
+        raise ValueError(problem)
+
+
+def _is_integer(value, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _require(ok, config: ProfileConfig, name: str, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"{name} {getattr(config, name)!r} is not allowed; allowed: {allowed}")
+
+
+def model_config(config: ProfileConfig) -> ModelConfig:
+    return ModelConfig.from_size(config.size, encoding=config.encoding, max_len=config.max_len)
+
+
+def length_problem(config: ProfileConfig) -> str | None:
+    """Why the encoding cannot take ``seq_len`` positions (a bounded table too short), or ``None``.
+
+    Reads the encoding's declared ``max_positions``, so no encoding name is special-cased here.
+    """
+    cfg = model_config(config)
+    try:
+        encoding = encodings.build(cfg.encoding, d_model=cfg.d_model, n_heads=cfg.n_heads,
+                                   max_len=cfg.max_len, causal=cfg.causal)
+    except ValueError as error:
+        return f"argument --encoding: {error}"
+    limit = encoding.max_positions
+    if limit is not None and config.seq_len > limit:
+        return (f"argument --seq-len: {config.seq_len} positions but {config.encoding}'s table has {limit} rows "
+                f"(--max-len {config.max_len}); allowed: 1 to {limit}, or a larger --max-len")
+    return None
+
+
+def missing_device(device: str) -> str | None:
+    """Why this machine cannot run on ``device``, or ``None`` when it can."""
+    kind, _, index = device.partition(":")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            return f"no CUDA device visible (torch {torch.__version__}, built for CUDA {torch.version.cuda})"
+        if index and int(index) >= torch.cuda.device_count():
+            return f"{device} does not exist: {torch.cuda.device_count()} CUDA device(s) visible"
+    if kind == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        return f"MPS is not available (torch {torch.__version__} on {sys.platform})"
+    return None
+
+
+def profile(config: ProfileConfig, log: TextIO | None = None) -> dict:
+    """One cell's record: ``skipped`` on a device this machine lacks, else measured in a fresh process.
+
+    Sets torch's thread count in this process to ``config.threads`` (when given), so the record's
+    environment reports the setting the cell was measured with. A one-line summary goes to ``log``
+    (default: the current ``sys.stderr``).
+    """
+    check(config)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    reason = missing_device(config.device)
+    if reason:
+        outcome = measure.ChildOutcome("skipped", reason)
+    else:
+        outcome = measure.run_isolated(measure_cell, asdict(config))
+    record = records.new_record("profile", asdict(config), outcome.status, outcome.reason)
+    record.update(outcome.sections)
+    print(summary(record), file=log or sys.stderr)
+    return record
+
+
+def summary(record: dict) -> str:
+    cell, status = record["config"], record["status"]
+    text = f"profile {cell['encoding']} {cell['size']} L={cell['seq_len']} {cell['device']} {cell['mode']}: {status}"
+    if status == "ok":
+        latency, cpu = record["latency"], record["memory"]["cpu"]
+        text += (f", median {latency['median_ms']:.3f} ms (CV {latency['cv']:.3f}, n={latency['n']}),"
+                 f" CPU peak {cpu['peak_mib']:.1f} MiB (+{cpu['above_baseline_mib']:.1f} above baseline)")
+    return text + (f" — {record['reason']}" if record["reason"] else "")
+
+
+# ----- the isolated child --------------------------------------------------------------------
+def measure_cell(payload: dict, sections: dict) -> None:
+    """Measure the cell ``payload`` (a config as a dict) in this fresh process, filling ``sections`` as
+    each part finishes."""
+    config = ProfileConfig(**payload)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device = torch.device(config.device)
+    nvml, context = _open_nvml(device)
+    torch.manual_seed(config.seed)
+    model = build_model(model_config(config)).to(device=device, dtype=DTYPES[config.dtype])
+    sections["params"] = count_params(model)
+    sections["model"] = model_shape(model)
+    sections["hardware"] = hardware(device, nvml)
+    step = make_step(model, config)
+    sections["memory"] = measure_memory(step, device, nvml, context)
+    sections["latency"] = measure.measure_latency(step, device, warmup=config.warmup,
+                                                  min_repeats=config.min_repeats,
+                                                  min_seconds=config.min_seconds)
+    sections["attention"] = attention_used(model, step, config.seq_len)
+    sections["flops"] = flop_counts(model, config)
+    if nvml:
+        nvml.close()
+
+
+def model_shape(model) -> dict:
+    """The model as built: ``width`` is what the layers run at (d + d_p for a naive concat), ``d_model``
+    the size's nominal width."""
+    cfg = model.cfg
+    return {"d_model": cfg.d_model, "width": model.width, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
+            "d_ff": model.d_ff}
+
+
+def _open_nvml(device: torch.device) -> tuple[measure.Nvml | None, int | None]:
+    """On CUDA: NVML for the device and this process's idle context (CUDA initialised, no model)."""
+    if device.type != "cuda":
+        return None, None
+    torch.zeros(1, device=device)  # creates the context
+    torch.cuda.synchronize(device)
+    nvml = measure.Nvml(measure.torch_device_uuid(device))
+    return nvml, nvml.process_bytes() if nvml.available else None
+
+
+def make_step(model: torch.nn.Module, config: ProfileConfig):
+    """One unit of timed work on fixed random tokens: a forward in inference mode, or a training step."""
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(config.seed)
+    vocab = model.cfg.vocab_size
+    tokens = torch.randint(vocab, (config.batch, config.seq_len + 1), generator=generator).to(device)
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]  # (B, L) each
+
+    if config.mode == "infer":
+        model.eval()
+
+        def forward():
+            with torch.inference_mode():
+                return model(inputs)
+
+        return forward
+
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(inputs)  # (B, L, vocab)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        loss.backward()
+        optimizer.step()
+
+    return train_step
+
+
+def measure_memory(step, device: torch.device, nvml: measure.Nvml | None, context: int | None) -> dict:
+    """The memory pass: ``MEMORY_PASS_STEPS`` steps watched by the CPU (and CUDA) monitors."""
+    cuda = measure.CudaAllocatorMonitor(device) if device.type == "cuda" else None
+    with measure.CpuMemoryMonitor() as cpu, cuda or contextlib.nullcontext():
+        for _ in range(MEMORY_PASS_STEPS):
+            step()
+        measure.synchronize(device)
+    return {"unit": "MiB", "steps": MEMORY_PASS_STEPS, "cpu": cpu.result(),
+            "cuda": cuda.result() if cuda else None,
+            "nvml": measure.nvml_memory(nvml, context) if nvml else None}
+
+
+def hardware(device: torch.device, nvml: measure.Nvml | None) -> dict:
+    """What the cell ran on, as this process sees it (its thread count, its GPU)."""
+    info = {"device": str(device), "cpu": records.cpu_model(), "torch_threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(gpu=props.name, gpu_uuid=measure.torch_device_uuid(device),
+                    gpu_capability=f"{props.major}.{props.minor}", gpu_memory_mib=measure.mib(props.total_memory),
+                    gpu_driver=nvml.driver_version() if nvml else None, cuda=torch.version.cuda,
+                    cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return info
+
+
+SDPA_KERNEL_PREFIX = "aten::_scaled_dot_product_"
+
+
+def attention_used(model, step, seq_len: int) -> dict:
+    """Which attention code ran: the model's path (:func:`posbench.attention.choose_path`, the function the
+    model itself calls) and the SDPA kernels seen in one profiled step.
+
+    ``sdpa_backend`` is the kernel names without prefix and ``_backward`` suffix, e.g.
+    ``flash_attention_for_cpu`` (CPU flash), ``attention_math`` (the unfused fallback),
+    ``efficient_attention`` / ``flash_attention`` / ``cudnn_attention`` (CUDA).
+    """
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        step()
+    kernels = sorted({event.name for event in profiler.events() if event.name.startswith(SDPA_KERNEL_PREFIX)})
+    backends = sorted({name.removeprefix(SDPA_KERNEL_PREFIX).removesuffix("_backward") for name in kernels})
+    param = next(model.parameters())
+    path = choose_path(model.encoding, seq_len, seq_len, model.cfg.causal, param.dtype, device=param.device)
+    return {"path": path, "sdpa_kernels": kernels, "sdpa_backend": ",".join(backends)}
+
+
+def flop_counts(model, config: ProfileConfig) -> dict:
+    """Analytic, fvcore (``None`` in train mode) and torch-counter FLOPs, reconciled in :mod:`posbench.flops`."""
+    return count_flops(model, config.batch, config.seq_len, mode=config.mode).as_dict()
