@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -27,6 +28,26 @@ def test_latency_stats_of_known_samples():
     assert stats["cv"] == pytest.approx(math.sqrt(82.5 / 9) / 5.5)
     assert (stats["min_ms"], stats["max_ms"]) == (1.0, 10.0)
     assert stats["samples_ms"] == [float(x) for x in range(10, 0, -1)]  # raw samples kept, in order
+
+
+def test_latency_stats_of_skewed_samples():
+    """One slow call among fast ones: the median stays with the fast calls, the mean does not.
+    Symmetric samples cannot tell the two apart; these can."""
+    samples = [3.0, 100.0, 1.0, 2.0]
+    stats = measure.latency_stats(samples)
+    assert stats["median_ms"] == pytest.approx(2.5)  # not the mean, 26.5
+    assert stats["mean_ms"] == pytest.approx(26.5)
+    assert stats["p90_ms"] == pytest.approx(70.9)  # rank 0.9 · 3 = 2.7 -> 3 + 0.7 · (100 − 3)
+    assert stats["iqr_ms"] == pytest.approx(27.25 - 1.75)  # ranks 2.25 and 0.75
+    stdev = math.sqrt((25.5**2 + 24.5**2 + 23.5**2 + 73.5**2) / 3)  # sample stdev, n − 1
+    assert stats["stdev_ms"] == pytest.approx(stdev)
+    assert stats["cv"] == pytest.approx(stdev / 26.5)
+    assert (stats["n"], stats["min_ms"], stats["max_ms"]) == (4, 1.0, 100.0)
+    x = np.array(samples)  # the same figures from numpy, as a second reference
+    assert stats["median_ms"] == pytest.approx(np.median(x))
+    assert stats["p90_ms"] == pytest.approx(np.percentile(x, 90))
+    assert stats["iqr_ms"] == pytest.approx(np.percentile(x, 75) - np.percentile(x, 25))
+    assert stats["cv"] == pytest.approx(x.std(ddof=1) / x.mean())
 
 
 def test_latency_stats_of_one_sample_and_of_none():
