@@ -104,6 +104,14 @@ def test_gradients_reach_position_parameters(name):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
 
 
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_checkpoints_hold_only_learned_parameters(name):
+    """Tables computed from a formula (sinusoids, rotary angles, ALiBi slopes) are non-persistent
+    buffers: a checkpoint carries exactly the learned parameters."""
+    enc = build(name)
+    assert set(enc.state_dict()) == {n for n, _ in enc.named_parameters()}
+
+
 # ----- widths -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,d_pos,token,model", [
