@@ -261,6 +261,7 @@ def test_t5_buckets_match_reference_values(relative, bidirectional, bucket):
     max_exact + ⌊log(n / max_exact) / log(max_distance / max_exact) · (buckets − max_exact)⌋."""
     got = relative_position_bucket(torch.tensor([relative]), bidirectional, 32, 128)
     assert got.item() == bucket
+    assert relative_position_bucket(torch.tensor([relative]), bidirectional).item() == bucket  # the defaults
 
 
 def reference_t5_bucket(offset, bidirectional, num_buckets=32, max_distance=128):
@@ -284,9 +285,10 @@ def bucket_of_each_offset(enc, k_len):
     """Read the bucket of each offset ``1 − k_len … k_len − 1`` off the encoding's bias by setting
     bucket b's scalar to b in every head (the public behaviour: what attention adds)."""
     (weight,) = enc.parameters()
-    assert weight.shape == (32, enc.n_heads)  # one scalar per (bucket, head)
+    n_buckets = weight.shape[0]
+    assert weight.shape == (n_buckets, enc.n_heads)  # one scalar per (bucket, head)
     with torch.no_grad():
-        weight.copy_(torch.arange(32.0)[:, None].expand(32, enc.n_heads))
+        weight.copy_(torch.arange(float(n_buckets))[:, None].expand(n_buckets, enc.n_heads))
     table = enc.relative_bias(k_len)  # (h, 2k − 1), column k − 1 is offset 0
     assert torch.equal(table, table[:1].expand_as(table))
     return {offset: int(table[0, offset + k_len - 1]) for offset in range(1 - k_len, k_len)}
@@ -314,6 +316,25 @@ def test_t5_default_buckets_beyond_the_exact_range(causal):
         assert buckets[-127] == 15 and buckets[127] == 31 and buckets[-64] == 14 and buckets[64] == 30
         assert [buckets[-n] for n in range(8)] == list(range(8))
         assert [buckets[n] for n in range(1, 8)] == list(range(17, 24))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_t5_family_options_reach_the_buckets(causal):
+    enc = encodings.build("t5", d_model=32, n_heads=2, max_len=100, causal=causal, num_buckets=16, max_distance=40)
+    buckets = bucket_of_each_offset(enc, 100)
+    assert buckets == {offset: reference_t5_bucket(offset, not causal, 16, 40) for offset in buckets}
+    assert max(buckets.values()) == 15
+
+
+@pytest.mark.parametrize("name", ["t5", "learned"])
+def test_learned_position_parameters_start_small(name):
+    """T5's bias and the learned table start N(0, 0.02²): near zero, so training starts close to no
+    position signal. Over 8192 draws the sample stdev is within 3 % of 0.02 (5 standard errors)."""
+    torch.manual_seed(0)
+    (weight,) = build(name, d_model=64, n_heads=256, max_len=128).parameters()  # 32 buckets × 256 heads; 128 rows × 64
+    assert weight.numel() == 8192
+    assert weight.std().item() == pytest.approx(0.02, rel=0.03)
+    assert abs(weight.mean().item()) < 5 * 0.02 / math.sqrt(8192)
 
 
 def test_t5_has_one_scalar_per_bucket_and_head():
