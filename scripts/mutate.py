@@ -10,6 +10,8 @@ kept between runs, so mutmut retests only the functions (and tests) that changed
     python scripts/mutate.py                       # every module in MODULES
     python scripts/mutate.py posbench/measure.py   # some of them
     python scripts/mutate.py --max-children 1 …    # mutants tested at once (default 2)
+    python scripts/mutate.py posbench/measure.py --retest 'posbench.measure.x_latency_stats*'
+                                                   # retest these mutants (names or globs) after adding tests
 
 Prints killed / survived / other per module, the wall time, and the surviving mutants' names; see
 one with ``cd .mutmut/<module> && mutmut show <name>``. Not part of CI (it takes about an hour).
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help=f"default: all of {', '.join(MODULES)}")
     parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--retest", nargs="+", default=[], metavar="MUTANT",
+                        help="mutant names or globs to test again, whatever their stored result")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -91,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     for module in args.modules or MODULES:
         folder = prepare(module, MODULES[module])
         began = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children),
+                              *args.retest],
                              cwd=folder, stdout=(folder / "run.log").open("w"), stderr=subprocess.STDOUT)
         seconds = time.monotonic() - began
         statuses = results(folder) if run.returncode == 0 else {}

@@ -57,14 +57,29 @@ def test_latency_stats_of_one_sample_and_of_none():
         measure.latency_stats([])
 
 
+@pytest.mark.parametrize("samples, stdev, cv", [
+    ([1.0, 3.0], math.sqrt(2), math.sqrt(2) / 2),  # two samples have a spread
+    ([0.2, 0.4], math.sqrt(0.02), math.sqrt(0.02) / 0.3),  # sub-millisecond calls: CV is still stdev / mean
+    ([0.0, 0.0], 0.0, 0.0),  # a clock too coarse to see the call: no spread, not a division by zero
+])
+def test_latency_spread_of_small_samples(samples, stdev, cv):
+    stats = measure.latency_stats(samples)
+    assert stats["stdev_ms"] == pytest.approx(stdev) and stats["cv"] == pytest.approx(cv)
+
+
+def test_mib_is_rounded_to_a_thousandth():
+    assert measure.mib(1.23456 * measure.MIB) == 1.235 and measure.mib(3 * measure.MIB) == 3.0
+
+
 def test_measure_latency_meets_both_minimums_after_warmup():
     calls = []
     result = measure.measure_latency(lambda: calls.append(1), CPU, warmup=2, min_repeats=5, min_seconds=0)
     assert len(calls) == 2 + 5 and result["n"] == 5 and len(result["samples_ms"]) == 5
-    assert result["warmup"] == 2 and result["timer"] == "perf_counter"
+    assert result["warmup"] == 2 and result["timer"] == "perf_counter" and result["unit"] == "ms"
 
     result = measure.measure_latency(lambda: time.sleep(0.005), CPU, warmup=0, min_repeats=2, min_seconds=0.05)
     assert result["total_s"] >= 0.05 and result["n"] >= 2
+    assert sum(result["samples_ms"]) / 1e3 <= result["total_s"] < sum(result["samples_ms"]) / 1e3 + 1.0
     assert min(result["samples_ms"]) >= 5.0  # a 5 ms sleep never takes less
 
 
@@ -93,6 +108,44 @@ def test_cpu_monitor_sees_a_200_mib_peak(monkeypatch, high_water_mark):
     assert 195 <= result["above_baseline_mib"] <= 240
     assert result["peak_mib"] == pytest.approx(result["baseline_mib"] + result["above_baseline_mib"], abs=1e-2)
     assert result["samples"] > 10 and 195 <= result["sampled_peak_mib"] - result["baseline_mib"] <= 240
+
+
+def test_cpu_monitor_without_proc_falls_back_to_ru_maxrss(monkeypatch):
+    """macOS: no /proc, so no baseline, no samples, no reset; the whole process's peak is all there is."""
+    monkeypatch.setattr(measure, "current_rss_bytes", lambda: None)
+    monkeypatch.setattr(measure, "ru_maxrss_bytes", lambda: 300 * measure.MIB)
+    monkeypatch.setattr(measure, "rss_high_water_mark_bytes", lambda: pytest.fail("VmHWM read without a reset"))
+    with measure.CpuMemoryMonitor() as monitor:
+        time.sleep(0.01)
+    assert monitor.result() == {
+        "method": "ru_maxrss (peak of the whole process, build included)", "baseline_mib": 0.0, "peak_mib": 300.0,
+        "above_baseline_mib": 300.0, "sampled_peak_mib": None, "samples": 0, "sample_interval_ms": None,
+        "ru_maxrss_mib": 300.0}
+
+
+def test_cpu_monitor_sampling_only_reports_its_interval(monkeypatch):
+    monkeypatch.setattr(measure, "reset_rss_high_water_mark", lambda: False)
+    with measure.CpuMemoryMonitor() as monitor:
+        time.sleep(0.05)
+    result = monitor.result()
+    assert result["method"] == "/proc/self/statm sampled every 1 ms"
+    assert result["sample_interval_ms"] == pytest.approx(monitor.elapsed_s * 1e3 / result["samples"])
+    assert 50 <= monitor.elapsed_s * 1e3 < 1000 and result["sample_interval_ms"] >= 1.0
+    assert result["peak_mib"] == result["sampled_peak_mib"]
+
+
+def test_rss_high_water_mark_reads_kib(monkeypatch):
+    status = "Name:\tpython\nVmPeak:\t  9000 kB\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"
+    monkeypatch.setattr(measure, "Path", lambda path: SimpleNamespace(read_text=lambda: status))
+    assert measure.rss_high_water_mark_bytes() == 2048 * 1024
+
+
+def test_refused_high_water_mark_reset_says_so(monkeypatch):
+    def refuse(text):
+        raise PermissionError("clear_refs")
+
+    monkeypatch.setattr(measure, "Path", lambda path: SimpleNamespace(write_text=refuse))
+    assert measure.reset_rss_high_water_mark() is False
 
 
 def test_cpu_monitor_of_idle_work_stays_near_baseline():
@@ -146,7 +199,7 @@ def test_nvml_matches_the_device_by_uuid_not_index():
     # torch calls it device 0 (CUDA_VISIBLE_DEVICES=1), NVML calls it device 1
     fake = FakeNvml()
     nvml = measure.Nvml("bbbb1111-1111", nvml=fake)
-    assert nvml.available and nvml.driver_version() == "550.54.15"
+    assert nvml.available and nvml.reason == "" and nvml.driver_version() == "550.54.15"
     assert nvml.process_bytes() == 222 * measure.MIB
     memory = measure.nvml_memory(nvml, context_bytes=200 * measure.MIB)
     assert memory == {"available": True, "reason": "", "device_uuid": "bbbb1111-1111", "context_mib": 200.0,
@@ -161,6 +214,27 @@ def test_nvml_process_missing_from_its_list():
     memory = measure.nvml_memory(measure.Nvml("GPU-AAAA0000-0000", nvml=fake), context_bytes=None)
     assert memory["available"] and memory["process_mib"] is None and memory["above_context_mib"] is None
     assert "not in NVML's list" in memory["reason"] and memory["device_used_mib"] == 900.0
+
+
+def test_nvml_other_process_bytes_driver_bytes_and_no_context():
+    fake = FakeNvml()
+    fake.nvmlSystemGetDriverVersion = lambda: b"535.104.05"  # older bindings return bytes
+    nvml = measure.Nvml("aaaa0000-0000", nvml=fake)
+    assert nvml.driver_version() == "535.104.05"
+    assert nvml.process_bytes(1) == 5 * measure.MIB and nvml.process_bytes(2) is None
+    memory = measure.nvml_memory(nvml, context_bytes=None)  # no idle context read: no difference to report
+    assert memory["process_mib"] == 111.0 and memory["context_mib"] is None and memory["above_context_mib"] is None
+
+
+def test_nvml_error_while_looking_up_devices():
+    fake = FakeNvml()
+
+    def broken():
+        raise FakeNvml.NVMLError("GPU is lost")
+
+    fake.nvmlDeviceGetCount = broken
+    nvml = measure.Nvml("aaaa0000-0000", nvml=fake)
+    assert not nvml.available and nvml.reason == "NVML error while looking up devices: GPU is lost"
 
 
 def test_nvml_unknown_uuid_and_missing_library():
