@@ -71,6 +71,17 @@ def test_mib_is_rounded_to_a_thousandth():
     assert measure.mib(1.23456 * measure.MIB) == 1.235 and measure.mib(3 * measure.MIB) == 3.0
 
 
+def test_wall_timer_reads_milliseconds_between_two_clock_reads(monkeypatch):
+    ticks = iter([10.0, 10.004, 20.0, 20.25])  # seconds, as time.perf_counter gives them
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    name, time_step = measure.make_timer(CPU)
+    calls = []
+    assert name == "perf_counter"
+    assert time_step(lambda: calls.append(1)) == pytest.approx(4.0)
+    assert time_step(lambda: calls.append(1)) == pytest.approx(250.0)
+    assert len(calls) == 2
+
+
 def test_measure_latency_meets_both_minimums_after_warmup():
     calls = []
     result = measure.measure_latency(lambda: calls.append(1), CPU, warmup=2, min_repeats=5, min_seconds=0)
