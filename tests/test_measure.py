@@ -293,6 +293,14 @@ def finish_one_section_then_get_killed(payload, sections):
     os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
 
 
+def get_terminated(payload, sections):
+    os.kill(os.getpid(), signal.SIGTERM)  # e.g. a scheduler's time limit
+
+
+def exit_without_an_outcome(payload, sections):
+    os._exit(3)
+
+
 @pytest.fixture
 def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
@@ -308,3 +316,11 @@ def test_run_isolated_sigkill_is_oom(importable_tests):
     outcome = measure.run_isolated("test_measure:finish_one_section_then_get_killed", {"value": 7})
     assert outcome.status == "oom" and "SIGKILL" in outcome.reason
     assert outcome.sections == {}  # a killed process sends nothing back
+
+
+@pytest.mark.parametrize("target, reason", [
+    ("get_terminated", "the measurement process died of SIGTERM"),
+    ("exit_without_an_outcome", "the measurement process exited with code 3 and left no outcome"),
+])
+def test_run_isolated_other_deaths_are_errors_not_oom(importable_tests, target, reason):
+    assert measure.run_isolated(f"test_measure:{target}", {}) == measure.ChildOutcome("error", reason)
