@@ -255,7 +255,8 @@ def test_logit_bias_for_a_suffix_of_queries_is_the_matching_rows():
 
 @pytest.mark.parametrize("relative,bidirectional,bucket", [
     (0, True, 0), (-3, True, 3), (3, True, 19), (-8, True, 8), (-127, True, 15), (-1000, True, 15),
-    (1000, True, 31), (5, False, 0), (-5, False, 5), (-20, False, 17), (-128, False, 31)])
+    (1000, True, 31), (5, False, 0), (-5, False, 5), (-20, False, 17), (-112, False, 30), (-113, False, 31),
+    (-128, False, 31)])
 def test_t5_buckets_match_reference_values(relative, bidirectional, bucket):
     """Hand-computed from the reference rule: exact below max_exact, then
     max_exact + ⌊log(n / max_exact) / log(max_distance / max_exact) · (buckets − max_exact)⌋."""
