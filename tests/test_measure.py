@@ -3,6 +3,7 @@
 import math
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -301,6 +302,10 @@ def exit_without_an_outcome(payload, sections):
     os._exit(3)
 
 
+def exit_0_without_an_outcome(payload, sections):
+    sys.exit(0)  # SystemExit is no Exception: the child ends before it writes an outcome
+
+
 @pytest.fixture
 def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
@@ -321,6 +326,7 @@ def test_run_isolated_sigkill_is_oom(importable_tests):
 @pytest.mark.parametrize("target, reason", [
     ("get_terminated", "the measurement process died of SIGTERM"),
     ("exit_without_an_outcome", "the measurement process exited with code 3 and left no outcome"),
+    ("exit_0_without_an_outcome", "the measurement process exited with code 0 and left no outcome"),
 ])
 def test_run_isolated_other_deaths_are_errors_not_oom(importable_tests, target, reason):
     assert measure.run_isolated(f"test_measure:{target}", {}) == measure.ChildOutcome("error", reason)
