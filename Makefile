@@ -2,6 +2,8 @@
 #             install the locked environment and posbench, run the test suite.
 # make run    the same set-up, then the default sweep: snakemake --cores $(CORES) -> results/report.pdf
 # make smoke  the whole DAG on a tiny preset (about 3 minutes on 2 cores)
+# make mutate mutation testing, each module against its own tests (scripts/mutate.py; about an hour
+#             on 2 cores; not in CI). MODULES=posbench/measure.py limits it to some modules.
 PYTHON ?= python3
 CORES ?= 2
 VENV := .venv
@@ -11,7 +13,7 @@ SNAKEMAKE := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/snakemake
 # System packages: a CJK font for the report, poppler for page renders. Installed when we can (root + apt).
 APT_PACKAGES := fonts-wqy-microhei poppler-utils
 
-.PHONY: venv system-deps test run smoke lock clean
+.PHONY: venv system-deps test run smoke mutate lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +39,9 @@ run: venv system-deps
 
 smoke: venv system-deps
 	$(SNAKEMAKE) --cores $(CORES) --configfile workflow/smoke.yaml
+
+mutate: venv
+	nice -n 19 $(PY) scripts/mutate.py $(MODULES)
 
 # Regenerate the lock from the current .venv (after changing dependencies in pyproject.toml).
 lock:

@@ -107,6 +107,14 @@ def test_gradients_reach_position_parameters(name):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
 
 
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_checkpoints_hold_only_learned_parameters(name):
+    """Tables computed from a formula (sinusoids, rotary angles, ALiBi slopes) are non-persistent
+    buffers: a checkpoint carries exactly the learned parameters."""
+    enc = build(name)
+    assert set(enc.state_dict()) == {n for n, _ in enc.named_parameters()}
+
+
 # ----- widths -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,d_pos,token,model", [
@@ -256,12 +264,87 @@ def test_logit_bias_for_a_suffix_of_queries_is_the_matching_rows():
 
 @pytest.mark.parametrize("relative,bidirectional,bucket", [
     (0, True, 0), (-3, True, 3), (3, True, 19), (-8, True, 8), (-127, True, 15), (-1000, True, 15),
-    (1000, True, 31), (5, False, 0), (-5, False, 5), (-20, False, 17), (-128, False, 31)])
+    (1000, True, 31), (5, False, 0), (-5, False, 5), (-20, False, 17), (-112, False, 30), (-113, False, 31),
+    (-128, False, 31)])
 def test_t5_buckets_match_reference_values(relative, bidirectional, bucket):
     """Hand-computed from the reference rule: exact below max_exact, then
     max_exact + ⌊log(n / max_exact) / log(max_distance / max_exact) · (buckets − max_exact)⌋."""
     got = relative_position_bucket(torch.tensor([relative]), bidirectional, 32, 128)
     assert got.item() == bucket
+    assert relative_position_bucket(torch.tensor([relative]), bidirectional).item() == bucket  # the defaults
+
+
+def reference_t5_bucket(offset, bidirectional, num_buckets=32, max_distance=128):
+    """The T5 reference rule (Mesh TensorFlow's ``_relative_position_bucket``, as in HF transformers),
+    written out for one offset ``j − i`` in plain Python floats."""
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        bucket += num_buckets if offset > 0 else 0
+        n = abs(offset)
+    else:
+        n = max(-offset, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return bucket + n
+    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact))
+    return bucket + min(large, num_buckets - 1)
+
+
+def bucket_of_each_offset(enc, k_len):
+    """Read the bucket of each offset ``1 − k_len … k_len − 1`` off the encoding's bias by setting
+    bucket b's scalar to b in every head (the public behaviour: what attention adds)."""
+    (weight,) = enc.parameters()
+    n_buckets = weight.shape[0]
+    assert weight.shape == (n_buckets, enc.n_heads)  # one scalar per (bucket, head)
+    with torch.no_grad():
+        weight.copy_(torch.arange(float(n_buckets))[:, None].expand(n_buckets, enc.n_heads))
+    table = enc.relative_bias(torch.arange(1 - k_len, k_len), k_len - 1)  # (h, 2k − 1), column k − 1 is offset 0
+    assert torch.equal(table, table[:1].expand_as(table))
+    return {offset: int(table[0, offset + k_len - 1]) for offset in range(1 - k_len, k_len)}
+
+
+# Causal, 32 buckets, max_distance 128: log bucket 16 + k starts at distance ⌈16 · 8^(k/16)⌉.
+T5_CAUSAL_BUCKET_STARTS = [16, 19, 21, 24, 27, 31, 35, 40, 46, 52, 59, 67, 77, 87, 99, 113]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_t5_default_buckets_beyond_the_exact_range(causal):
+    """The defaults (32 buckets, max_distance 128) as built: offsets from −300 to 300 against the
+    reference rule, and the cases that a max_distance of 127 would move."""
+    enc = encodings.build("t5", d_model=32, n_heads=2, max_len=301, causal=causal)
+    buckets = bucket_of_each_offset(enc, 301)
+    assert buckets == {offset: reference_t5_bucket(offset, not causal) for offset in buckets}
+    if causal:
+        assert buckets[-76] == 27  # 28 with max_distance 127
+        assert [buckets[-n] for n in T5_CAUSAL_BUCKET_STARTS] == list(range(16, 32))
+        assert [buckets[1 - n] for n in T5_CAUSAL_BUCKET_STARTS[1:]] == list(range(16, 31))
+        assert buckets[-128] == buckets[-300] == 31  # saturated at and beyond max_distance
+        assert all(buckets[n] == 0 for n in range(0, 301))  # the future: one bucket, never attended
+    else:
+        assert buckets[90] == 30 and buckets[-90] == 14  # 31 and 15 with max_distance 127
+        assert buckets[-127] == 15 and buckets[127] == 31 and buckets[-64] == 14 and buckets[64] == 30
+        assert [buckets[-n] for n in range(8)] == list(range(8))
+        assert [buckets[n] for n in range(1, 8)] == list(range(17, 24))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_t5_family_options_reach_the_buckets(causal):
+    enc = encodings.build("t5", d_model=32, n_heads=2, max_len=100, causal=causal, num_buckets=16, max_distance=40)
+    buckets = bucket_of_each_offset(enc, 100)
+    assert buckets == {offset: reference_t5_bucket(offset, not causal, 16, 40) for offset in buckets}
+    assert max(buckets.values()) == 15
+
+
+@pytest.mark.parametrize("name", ["t5", "learned"])
+def test_learned_position_parameters_start_small(name):
+    """T5's bias and the learned table start N(0, 0.02²): near zero, so training starts close to no
+    position signal. Over 8192 draws the sample stdev is within 3 % of 0.02 (5 standard errors)."""
+    torch.manual_seed(0)
+    (weight,) = build(name, d_model=64, n_heads=256, max_len=128).parameters()  # 32 buckets × 256 heads; 128 rows × 64
+    assert weight.numel() == 8192
+    assert weight.std().item() == pytest.approx(0.02, rel=0.03)
+    assert abs(weight.mean().item()) < 5 * 0.02 / math.sqrt(8192)
 
 
 def test_t5_has_one_scalar_per_bucket_and_head():

@@ -3,10 +3,12 @@
 import math
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -29,6 +31,26 @@ def test_latency_stats_of_known_samples():
     assert stats["samples_ms"] == [float(x) for x in range(10, 0, -1)]  # raw samples kept, in order
 
 
+def test_latency_stats_of_skewed_samples():
+    """One slow call among fast ones: the median stays with the fast calls, the mean does not.
+    Symmetric samples cannot tell the two apart; these can."""
+    samples = [3.0, 100.0, 1.0, 2.0]
+    stats = measure.latency_stats(samples)
+    assert stats["median_ms"] == pytest.approx(2.5)  # not the mean, 26.5
+    assert stats["mean_ms"] == pytest.approx(26.5)
+    assert stats["p90_ms"] == pytest.approx(70.9)  # rank 0.9 · 3 = 2.7 -> 3 + 0.7 · (100 − 3)
+    assert stats["iqr_ms"] == pytest.approx(27.25 - 1.75)  # ranks 2.25 and 0.75
+    stdev = math.sqrt((25.5**2 + 24.5**2 + 23.5**2 + 73.5**2) / 3)  # sample stdev, n − 1
+    assert stats["stdev_ms"] == pytest.approx(stdev)
+    assert stats["cv"] == pytest.approx(stdev / 26.5)
+    assert (stats["n"], stats["min_ms"], stats["max_ms"]) == (4, 1.0, 100.0)
+    x = np.array(samples)  # the same figures from numpy, as a second reference
+    assert stats["median_ms"] == pytest.approx(np.median(x))
+    assert stats["p90_ms"] == pytest.approx(np.percentile(x, 90))
+    assert stats["iqr_ms"] == pytest.approx(np.percentile(x, 75) - np.percentile(x, 25))
+    assert stats["cv"] == pytest.approx(x.std(ddof=1) / x.mean())
+
+
 def test_latency_stats_of_one_sample_and_of_none():
     one = measure.latency_stats([4.0])
     assert (one["median_ms"], one["p90_ms"], one["stdev_ms"], one["cv"], one["iqr_ms"]) == (4.0, 4.0, 0.0, 0.0, 0.0)
@@ -36,14 +58,40 @@ def test_latency_stats_of_one_sample_and_of_none():
         measure.latency_stats([])
 
 
+@pytest.mark.parametrize("samples, stdev, cv", [
+    ([1.0, 3.0], math.sqrt(2), math.sqrt(2) / 2),  # two samples have a spread
+    ([0.2, 0.4], math.sqrt(0.02), math.sqrt(0.02) / 0.3),  # sub-millisecond calls: CV is still stdev / mean
+    ([0.0, 0.0], 0.0, 0.0),  # a clock too coarse to see the call: no spread, not a division by zero
+])
+def test_latency_spread_of_small_samples(samples, stdev, cv):
+    stats = measure.latency_stats(samples)
+    assert stats["stdev_ms"] == pytest.approx(stdev) and stats["cv"] == pytest.approx(cv)
+
+
+def test_mib_is_rounded_to_a_thousandth():
+    assert measure.mib(1.23456 * measure.MIB) == 1.235 and measure.mib(3 * measure.MIB) == 3.0
+
+
+def test_wall_timer_reads_milliseconds_between_two_clock_reads(monkeypatch):
+    ticks = iter([10.0, 10.004, 20.0, 20.25])  # seconds, as time.perf_counter gives them
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    name, time_step = measure.make_timer(CPU)
+    calls = []
+    assert name == "perf_counter"
+    assert time_step(lambda: calls.append(1)) == pytest.approx(4.0)
+    assert time_step(lambda: calls.append(1)) == pytest.approx(250.0)
+    assert len(calls) == 2
+
+
 def test_measure_latency_meets_both_minimums_after_warmup():
     calls = []
     result = measure.measure_latency(lambda: calls.append(1), CPU, warmup=2, min_repeats=5, min_seconds=0)
     assert len(calls) == 2 + 5 and result["n"] == 5 and len(result["samples_ms"]) == 5
-    assert result["warmup"] == 2 and result["timer"] == "perf_counter"
+    assert result["warmup"] == 2 and result["timer"] == "perf_counter" and result["unit"] == "ms"
 
     result = measure.measure_latency(lambda: time.sleep(0.005), CPU, warmup=0, min_repeats=2, min_seconds=0.05)
     assert result["total_s"] >= 0.05 and result["n"] >= 2
+    assert sum(result["samples_ms"]) / 1e3 <= result["total_s"] < sum(result["samples_ms"]) / 1e3 + 1.0
     assert min(result["samples_ms"]) >= 5.0  # a 5 ms sleep never takes less
 
 
@@ -72,6 +120,44 @@ def test_cpu_monitor_sees_a_200_mib_peak(monkeypatch, high_water_mark):
     assert 195 <= result["above_baseline_mib"] <= 240
     assert result["peak_mib"] == pytest.approx(result["baseline_mib"] + result["above_baseline_mib"], abs=1e-2)
     assert result["samples"] > 10 and 195 <= result["sampled_peak_mib"] - result["baseline_mib"] <= 240
+
+
+def test_cpu_monitor_without_proc_falls_back_to_ru_maxrss(monkeypatch):
+    """macOS: no /proc, so no baseline, no samples, no reset; the whole process's peak is all there is."""
+    monkeypatch.setattr(measure, "current_rss_bytes", lambda: None)
+    monkeypatch.setattr(measure, "ru_maxrss_bytes", lambda: 300 * measure.MIB)
+    monkeypatch.setattr(measure, "rss_high_water_mark_bytes", lambda: pytest.fail("VmHWM read without a reset"))
+    with measure.CpuMemoryMonitor() as monitor:
+        time.sleep(0.01)
+    assert monitor.result() == {
+        "method": "ru_maxrss (peak of the whole process, build included)", "baseline_mib": 0.0, "peak_mib": 300.0,
+        "above_baseline_mib": 300.0, "sampled_peak_mib": None, "samples": 0, "sample_interval_ms": None,
+        "ru_maxrss_mib": 300.0}
+
+
+def test_cpu_monitor_sampling_only_reports_its_interval(monkeypatch):
+    monkeypatch.setattr(measure, "reset_rss_high_water_mark", lambda: False)
+    with measure.CpuMemoryMonitor() as monitor:
+        time.sleep(0.05)
+    result = monitor.result()
+    assert result["method"] == "/proc/self/statm sampled every 1 ms"
+    assert result["sample_interval_ms"] == pytest.approx(monitor.elapsed_s * 1e3 / result["samples"])
+    assert 50 <= monitor.elapsed_s * 1e3 < 1000 and result["sample_interval_ms"] >= 1.0
+    assert result["peak_mib"] == result["sampled_peak_mib"]
+
+
+def test_rss_high_water_mark_reads_kib(monkeypatch):
+    status = "Name:\tpython\nVmPeak:\t  9000 kB\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"
+    monkeypatch.setattr(measure, "Path", lambda path: SimpleNamespace(read_text=lambda: status))
+    assert measure.rss_high_water_mark_bytes() == 2048 * 1024
+
+
+def test_refused_high_water_mark_reset_says_so(monkeypatch):
+    def refuse(text):
+        raise PermissionError("clear_refs")
+
+    monkeypatch.setattr(measure, "Path", lambda path: SimpleNamespace(write_text=refuse))
+    assert measure.reset_rss_high_water_mark() is False
 
 
 def test_cpu_monitor_of_idle_work_stays_near_baseline():
@@ -125,7 +211,7 @@ def test_nvml_matches_the_device_by_uuid_not_index():
     # torch calls it device 0 (CUDA_VISIBLE_DEVICES=1), NVML calls it device 1
     fake = FakeNvml()
     nvml = measure.Nvml("bbbb1111-1111", nvml=fake)
-    assert nvml.available and nvml.driver_version() == "550.54.15"
+    assert nvml.available and nvml.reason == "" and nvml.driver_version() == "550.54.15"
     assert nvml.process_bytes() == 222 * measure.MIB
     memory = measure.nvml_memory(nvml, context_bytes=200 * measure.MIB)
     assert memory == {"available": True, "reason": "", "device_uuid": "bbbb1111-1111", "context_mib": 200.0,
@@ -140,6 +226,27 @@ def test_nvml_process_missing_from_its_list():
     memory = measure.nvml_memory(measure.Nvml("GPU-AAAA0000-0000", nvml=fake), context_bytes=None)
     assert memory["available"] and memory["process_mib"] is None and memory["above_context_mib"] is None
     assert "not in NVML's list" in memory["reason"] and memory["device_used_mib"] == 900.0
+
+
+def test_nvml_other_process_bytes_driver_bytes_and_no_context():
+    fake = FakeNvml()
+    fake.nvmlSystemGetDriverVersion = lambda: b"535.104.05"  # older bindings return bytes
+    nvml = measure.Nvml("aaaa0000-0000", nvml=fake)
+    assert nvml.driver_version() == "535.104.05"
+    assert nvml.process_bytes(1) == 5 * measure.MIB and nvml.process_bytes(2) is None
+    memory = measure.nvml_memory(nvml, context_bytes=None)  # no idle context read: no difference to report
+    assert memory["process_mib"] == 111.0 and memory["context_mib"] is None and memory["above_context_mib"] is None
+
+
+def test_nvml_error_while_looking_up_devices():
+    fake = FakeNvml()
+
+    def broken():
+        raise FakeNvml.NVMLError("GPU is lost")
+
+    fake.nvmlDeviceGetCount = broken
+    nvml = measure.Nvml("aaaa0000-0000", nvml=fake)
+    assert not nvml.available and nvml.reason == "NVML error while looking up devices: GPU is lost"
 
 
 def test_nvml_unknown_uuid_and_missing_library():
@@ -187,6 +294,18 @@ def finish_one_section_then_get_killed(payload, sections):
     os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
 
 
+def get_terminated(payload, sections):
+    os.kill(os.getpid(), signal.SIGTERM)  # e.g. a scheduler's time limit
+
+
+def exit_without_an_outcome(payload, sections):
+    os._exit(3)
+
+
+def exit_0_without_an_outcome(payload, sections):
+    sys.exit(0)  # SystemExit is no Exception: the child ends before it writes an outcome
+
+
 @pytest.fixture
 def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
@@ -214,3 +333,10 @@ def test_run_isolated_derives_the_target_and_refuses_what_a_child_cannot_import(
     for unreachable in (nested, lambda payload, sections: None):
         with pytest.raises(ValueError, match="module-level function"):
             measure.run_isolated(unreachable, {})
+@pytest.mark.parametrize("target, reason", [
+    ("get_terminated", "the measurement process died of SIGTERM"),
+    ("exit_without_an_outcome", "the measurement process exited with code 3 and left no outcome"),
+    ("exit_0_without_an_outcome", "the measurement process exited with code 0 and left no outcome"),
+])
+def test_run_isolated_other_deaths_are_errors_not_oom(importable_tests, target, reason):
+    assert measure.run_isolated(globals()[target], {}) == measure.ChildOutcome("error", reason)

@@ -61,6 +61,33 @@ def test_every_encoding_breaks_permutation_equivariance(name):
         assert not torch.allclose(model(tokens)[:, perm], model(tokens[:, perm]), atol=1e-4)
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_alibi_model_attends_less_to_distant_inputs(causal, float64):
+    """ALiBi through the model, not the encoding's own tensor: with every input the same, q·k is the
+    same for every pair, so attention weights are softmax(bias) alone, and in a 1-layer model the
+    output at query i depends on an input j ≠ i only through w_ij times one common Jacobian (the key
+    path carries nothing: every value is the same). So the gradient's norm at j is ∝ w_ij ∝
+    exp(−m·|i − j|), with m = 2^−8 for one head: it must fall by exactly that per step of distance."""
+    L, query, m = 24, (23 if causal else 12), 2.0**-8
+    cfg = posbench.ModelConfig(vocab_size=5, d_model=16, n_layers=1, n_heads=1, max_len=L, encoding="alibi",
+                               causal=causal, patch_dim=3)
+    torch.manual_seed(0)
+    model = posbench.build_model(cfg)
+    inputs = torch.randn(1, 1, 3).expand(1, L, 3).clone().requires_grad_()
+    (model(inputs)[0, query] @ torch.randn(5)).backward()
+    norms = inputs.grad[0].norm(dim=-1)  # (L,)
+    keys = [j for j in range(L) if j != query and (j < query or not causal)]
+    distance = torch.tensor([abs(query - j) for j in keys], dtype=torch.float64)
+    log_weight = norms[keys].log()  # log w_ij + a constant
+    intercept = log_weight + m * distance  # the same for every key if w_ij ∝ exp(−m·|i − j|)
+    slope = (log_weight[distance == 1].mean() - log_weight[distance == 2].mean()).item()
+    assert slope == pytest.approx(m, rel=1e-6), (
+        f"log attention weight falls by {slope} per step of distance, not m = {m}")
+    assert torch.allclose(intercept, intercept[0], atol=1e-10, rtol=0)
+    if causal:
+        assert bool((norms[query + 1:] == 0).all())
+
+
 def test_unknown_size_names_the_allowed_values():
     with pytest.raises(ValueError, match="unknown size 'huge'; allowed: tiny, small"):
         posbench.ModelConfig.from_size("huge")

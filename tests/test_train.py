@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import posbench.train
-from posbench import encodings, metrics, records
+from posbench import encodings, metrics, records, tasks
 from posbench.__main__ import main
 from posbench.aggregate import aggregate
 from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
@@ -128,6 +129,34 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
     assert first["loss_curve"] == again["loss_curve"] and first["eval"] == again["eval"]
     assert first["config_hash"] == again["config_hash"] != other["config_hash"]
     assert other["loss_curve"] != first["loss_curve"]
+
+
+def test_training_data_follows_the_seed(monkeypatch):
+    """The first training batch of seed s is the task's batch from ``default_rng(s)``: seeds 0 and 1
+    see different data, and each sees the data of its own seed (not, say, always seed 0's)."""
+    options = {"train_length": 6, "eval_examples": 4, "eval_factors": (1.0,)}
+    task = tasks.get("reverse", **options)
+    real = type(task).train_batch
+    seen = []
+
+    def recording(self, rng, batch_size):
+        batch = real(self, rng, batch_size)
+        seen.append(batch)
+        return batch
+
+    monkeypatch.setattr(type(task), "train_batch", recording)
+    first = {}
+    for seed in (0, 1):
+        seen.clear()
+        record = train(TrainConfig(task="reverse", encoding="none", seed=seed, steps=1, batch_size=8,
+                                   task_options=options), log=open("/dev/null", "w"))
+        assert record["status"] == "ok" and len(seen) == 1
+        first[seed] = seen[0]
+    assert not torch.equal(first[0].inputs, first[1].inputs), "seeds 0 and 1 trained on the same first batch"
+    for seed, batch in first.items():
+        expected = real(task, np.random.default_rng(seed), 8)
+        assert torch.equal(batch.inputs, expected.inputs), f"seed {seed}: first batch is not default_rng({seed})'s"
+        assert torch.equal(batch.targets, expected.targets)
 
 
 def test_non_finite_loss_gives_an_error_record(monkeypatch, tmp_path):
