@@ -3,13 +3,14 @@
 Snakemake deletes every declared output of a job it did not see finish. A batch job therefore
 declares only its *manifest*, written last; each cell's record is its own atomic file beside it.
 After a kill, the rerun keeps every record that its cell would write now — same config hash, same
-code (git commit) and package versions, and a result (``ok`` or ``oom``) — byte for byte, and
-measures only the rest: a changed config (more steps, say), other code, a ``skipped`` or
+code (git commit) and package versions, and a result (``ok``, ``oom`` or ``diverged``) — byte for
+byte, and measures only the rest: a changed config (more steps, say), other code, a ``skipped`` or
 ``error`` cell, or a record whose per-item results (the file beside it) are missing or not its own is
 measured again.
 
-Exit status of a batch: 1 when any cell's record says ``error`` (its record is written all the
-same), else 0; ``ok``, ``oom`` and ``skipped`` are results.
+Failures fail: a cell that is ``skipped`` (its device is missing) or ``error`` still writes its
+record (the reason is kept), but the batch then writes no manifest and exits 1, so the workflow
+job fails and a rerun tries those cells again. ``ok``, ``oom`` and ``diverged`` are results: exit 0.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def record_paths(template: str, values: list[dict]) -> list[Path]:
     return paths
 
 
-KEPT_STATUSES = ("ok", "oom")  # results; a skipped or failed cell is tried again
+KEPT_STATUSES = ("ok", "oom", "diverged")  # results; a skipped or failed cell is tried again
 
 
 def kept_record(cell: Cell, code: dict) -> dict | None:
@@ -93,11 +94,13 @@ def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> 
               file=sys.stderr, flush=True)
         entries.append({"record": str(cell.out), "status": record["status"], "config_hash": record["config_hash"],
                         "action": action, "seconds": time.perf_counter() - started})
-    if manifest:
-        records.write_json(manifest, {"kind": "batch", "command": command, "records": entries})
     counts = {status: sum(e["status"] == status for e in entries) for status in records.STATUSES}
+    failed = counts["skipped"] + counts["error"]
+    if manifest and not failed:
+        records.write_json(manifest, {"kind": "batch", "command": command, "records": entries})
+    written = (f"; manifest {manifest}" if manifest and not failed else
+               f"; no manifest: {failed} cell(s) skipped or failed, a rerun tries them again" if manifest else "")
     print(f"posbench {command}: {len(entries)} cells ("
           + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-          + f"), {sum(e['action'] == 'kept' for e in entries)} kept from an earlier run"
-          + (f"; manifest {manifest}" if manifest else ""), file=sys.stderr)
-    return 1 if counts["error"] else 0
+          + f"), {sum(e['action'] == 'kept' for e in entries)} kept from an earlier run{written}", file=sys.stderr)
+    return 1 if failed else 0

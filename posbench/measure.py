@@ -221,10 +221,10 @@ class CudaAllocatorMonitor:
 
 
 def normalize_uuid(uuid) -> str:
-    """``GPU-8d4d…`` (NVML, str or bytes) and ``8d4d…`` (torch) -> ``8d4d…``."""
+    """``GPU-8d4d…`` / ``MIG-8d4d…`` (NVML, str or bytes) and ``8d4d…`` (torch) -> ``8d4d…``."""
     text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
     text = text.strip().lower()
-    return text.removeprefix("gpu-")
+    return text.removeprefix("gpu-").removeprefix("mig-")
 
 
 def torch_device_uuid(device: torch.device) -> str:
@@ -254,11 +254,29 @@ class Nvml:
             self.reason = f"no NVML device has UUID {self.device_uuid}"
 
     def _find_device(self):
+        """By UUID (a whole GPU, or a MIG instance); else a scan that skips the devices this process
+        may not read (a cgroup-restricted device raises NO_PERMISSION, which must not end the lookup)."""
+        by_uuid = getattr(self.nvml, "nvmlDeviceGetHandleByUUID", None)
+        for prefix in ("GPU-", "MIG-") if by_uuid else ():
+            try:
+                return by_uuid(prefix + self.device_uuid)
+            except self.nvml.NVMLError:
+                continue
         for index in range(self.nvml.nvmlDeviceGetCount()):
-            handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
-            if normalize_uuid(self.nvml.nvmlDeviceGetUUID(handle)) == self.device_uuid:
-                return handle
+            try:
+                handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+                if normalize_uuid(self.nvml.nvmlDeviceGetUUID(handle)) == self.device_uuid:
+                    return handle
+            except self.nvml.NVMLError:
+                continue
         return None
+
+    def read(self, call, *args):
+        """``call(*args)`` on NVML, or ``(None, reason)`` when it fails: one failed figure, not a failed cell."""
+        try:
+            return call(*args), ""
+        except self.nvml.NVMLError as error:
+            return None, f"{getattr(call, '__name__', 'NVML call')}: {error}"
 
     @property
     def available(self) -> bool:
@@ -267,7 +285,7 @@ class Nvml:
     def driver_version(self) -> str | None:
         if not self.available:
             return None
-        version = self.nvml.nvmlSystemGetDriverVersion()
+        version, _ = self.read(self.nvml.nvmlSystemGetDriverVersion)
         return version.decode() if isinstance(version, bytes) else version
 
     def process_bytes(self, pid: int | None = None) -> int | None:
@@ -276,14 +294,16 @@ class Nvml:
         Containers often hide it: NVML lists host PIDs, and ``usedGpuMemory`` can be unavailable.
         """
         pid = os.getpid() if pid is None else pid
-        for process in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+        processes, _ = self.read(self.nvml.nvmlDeviceGetComputeRunningProcesses, self.handle)
+        for process in processes or ():
             if process.pid == pid:
                 return process.usedGpuMemory
         return None
 
-    def device_used_bytes(self) -> int:
-        """Memory in use on the whole device, every process included."""
-        return self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used
+    def device_used_bytes(self) -> int | None:
+        """Memory in use on the whole device, every process included (``None`` if NVML refuses)."""
+        info, _ = self.read(self.nvml.nvmlDeviceGetMemoryInfo, self.handle)
+        return None if info is None else info.used
 
     def close(self) -> None:
         if self.available:
@@ -307,16 +327,19 @@ def nvml_memory(nvml: Nvml, context_bytes: int | None) -> dict:
         "context_mib": None if context_bytes is None else mib(context_bytes),
         "process_mib": None if process is None else mib(process),
         "above_context_mib": None if process is None or context_bytes is None else mib(process - context_bytes),
-        "device_used_mib": mib(nvml.device_used_bytes()),
+        "device_used_mib": None if (used := nvml.device_used_bytes()) is None else mib(used),
     }
 
 
 # ----- faults --------------------------------------------------------------------------------
-_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory")
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory",  # CUDA, MPS, the CPU allocator
+                 "cublas_status_alloc_failed", "cudnn_status_alloc_failed",  # cuBLAS / cuDNN workspaces
+                 "cudnn_status_not_enough_memory")
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """CUDA/MPS ``OutOfMemoryError``, Python's ``MemoryError`` and the CPU allocator's ENOMEM."""
+    """CUDA/MPS ``OutOfMemoryError``, Python's ``MemoryError``, the CPU allocator's ENOMEM and the
+    allocation failures cuBLAS and cuDNN report as plain ``RuntimeError``."""
     if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
         return True
     return isinstance(error, RuntimeError) and any(m in str(error).lower() for m in _OOM_MESSAGES)

@@ -346,7 +346,7 @@ def probe(config: ProbeConfig, log: TextIO | None = None) -> dict:
         try:
             encoding, vectors, embedding = input_vectors(config, log)
         except TrainingFailed as error:
-            return _record(config, "error", str(error), started)
+            return _record(config, "diverged", str(error), started)
         made = time.perf_counter()
         vocab = len(vectors.tokens)
         splits = split_pairs(vocab, config.seq_len, config.max_pairs, config.test_fraction,

@@ -26,7 +26,7 @@ import torch
 
 from posbench import encodings, measure, records
 from posbench.attention import choose_path
-from posbench.flops import count_flops
+from posbench.flops import analytic_flops, count_flops
 from posbench.model import SIZES, ModelConfig, build_model, count_params
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -143,6 +143,29 @@ def profile(config: ProfileConfig, log: TextIO | None = None) -> dict:
     record.update(outcome.sections)
     print(summary(record), file=log or sys.stderr)
     return record
+
+
+def preflight(device: str) -> dict:
+    """Can a job use ``device``? Torch sees it, a small matmul runs on it and (CUDA) NVML finds it by
+    UUID. A ``RuntimeError`` with a one-line reason when not: a device the config names must be
+    there, and the workflow checks each one once before any profile job is started on it."""
+    reason = missing_device(device)
+    if reason:
+        raise RuntimeError(f"{device}: {reason}")
+    target = torch.device(device)
+    a = torch.randn(64, 64, device=target)
+    product = float((a @ a).sum())  # runs the kernel and reads the result back
+    measure.synchronize(target)
+    found = {"device": device, "torch": torch.__version__, "matmul": math.isfinite(product),
+             "name": records.cpu_model() if target.type != "cuda" else torch.cuda.get_device_properties(target).name}
+    if target.type == "cuda":
+        nvml = measure.Nvml(measure.torch_device_uuid(target))
+        if not nvml.available:
+            raise RuntimeError(f"{device}: torch sees {found['name']} but NVML does not ({nvml.reason}); "
+                               f"its memory could not be measured")
+        found.update(uuid=nvml.device_uuid, driver=nvml.driver_version())
+        nvml.close()
+    return found
 
 
 def summary(record: dict) -> str:
@@ -273,5 +296,18 @@ def attention_used(model, step, seq_len: int) -> dict:
 
 
 def flop_counts(model, config: ProfileConfig) -> dict:
-    """Analytic, fvcore (``None`` in train mode) and torch-counter FLOPs, reconciled in :mod:`posbench.flops`."""
-    return count_flops(model, config.batch, config.seq_len, mode=config.mode).as_dict()
+    """Analytic, fvcore (``None`` in train mode) and torch-counter FLOPs, reconciled in :mod:`posbench.flops`.
+
+    The counters run the model once more (at full length, with a backward in train mode). Latency and
+    memory are measured by then, so a failure here — an out-of-memory at 32k, say — must not turn the
+    cell into one: the analytic count (from a model on the meta device, no memory) stands, the
+    library counts are ``None`` and ``counters_failed`` says why."""
+    try:
+        return count_flops(model, config.batch, config.seq_len, mode=config.mode).as_dict()
+    except Exception as error:  # noqa: BLE001 - any failure of the extra pass costs only its figures
+        failed = measure.first_line(error)
+    terms = analytic_flops(model_config(config), config.batch, config.seq_len, config.mode)
+    half = analytic_flops(model_config(config), config.batch, config.seq_len, config.mode, causal_half=True)
+    return {"mode": config.mode, "batch_size": config.batch, "seq_len": config.seq_len,
+            "analytic": sum(terms.values()), "analytic_causal_half": sum(half.values()), "fvcore": None,
+            "torch": None, "terms": terms, "counters_failed": failed}

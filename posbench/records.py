@@ -34,7 +34,7 @@ import numpy as np
 
 SCHEMA_VERSION = 1
 SCHEMA_DIR = Path(__file__).parent / "schemas"
-STATUSES = ("ok", "oom", "skipped", "error")
+STATUSES = ("ok", "oom", "diverged", "skipped", "error")  # the first three are results; the others retried
 
 
 @cache

@@ -152,7 +152,7 @@ class Fitted:
 
     losses: list[float]  # each step's batch loss, up to where the run stopped
     curve: list[dict]  # every log_every steps and at the last: step, mean loss since the previous point, lr
-    status: str  # "ok", or "error" when a non-finite loss stopped the run
+    status: str  # "ok", or "diverged" when a non-finite loss stopped the run (a result, not retried)
     reason: str
     seconds: float
 
@@ -178,7 +178,7 @@ def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
         logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size))
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
         if not torch.isfinite(loss):
-            return Fitted(losses, curve, "error", f"non-finite loss ({loss.item()}) at step {step}",
+            return Fitted(losses, curve, "diverged", f"non-finite loss ({loss.item()}) at step {step}",
                           time.perf_counter() - started)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -188,6 +188,7 @@ PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{en
 TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/seed{seed}.json"
 PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
                 "seed{seed}.json")
+PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
 PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_lens}.json"
 TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/seeds{seeds}.json"
 PROBE_BATCH = ("{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/"

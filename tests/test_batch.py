@@ -103,3 +103,37 @@ def test_probe_batches_widths_and_seeds(tmp_path):
                  "--seq-len", "4", "--out", str(out)]) == 0
     cells = sorted((r["d_model"], r["seed"]) for r in map(records.read_record, tmp_path.rglob("seed*.json")))
     assert cells == [(8, 0), (8, 1), (16, 0), (16, 1)]
+
+
+def test_a_failed_cell_fails_the_job_and_leaves_no_manifest_until_a_rerun_measures_it(tmp_path, capsys):
+    """A cell that fails is an ``error`` record; the job exits 1 without a manifest, so the workflow
+    retries it; the rerun keeps the finished seed and measures the failed one."""
+    from posbench import batch
+    from posbench.train import TrainConfig, resolve, train
+
+    def cell(seed, fails):
+        config = TrainConfig(task="copy", encoding="alibi", seed=seed, steps=2, task_options={"train_length": 3})
+        recorded = resolve(config).record_config()
+
+        def measure():
+            record = train(config)
+            return {**record, "status": "error", "reason": "the node went away"} if fails else record
+
+        return batch.Cell(tmp_path / f"seed{seed}.json", recorded, measure)
+
+    manifest = tmp_path / "batch.json"
+    assert batch.run_cells("train", [cell(0, False), cell(1, True)], manifest) == 1
+    assert not manifest.exists() and records.read_record(tmp_path / "seed1.json")["status"] == "error"
+    assert "no manifest: 1 cell(s) skipped or failed" in capsys.readouterr().err
+    assert batch.run_cells("train", [cell(0, False), cell(1, False)], manifest) == 0
+    actions = [entry["action"] for entry in json.loads(manifest.read_text())["records"]]
+    assert actions == ["kept", "wrote"]
+
+
+def test_a_diverged_run_is_a_result_kept_on_a_rerun(tmp_path):
+    """A non-finite loss gives ``diverged`` (exit 0, a manifest), and a rerun keeps it rather than retrying."""
+    assert run_train(tmp_path, "--steps", "3", "--seed", "0", "--lr", "1e30") == 0
+    record = records.read_record(tmp_path / "seed0.json")
+    assert record["status"] == "diverged" and "non-finite loss" in record["reason"]
+    assert run_train(tmp_path, "--steps", "3", "--seed", "0", "--lr", "1e30") == 0
+    assert json.loads((tmp_path / "batch.json").read_text())["records"][0]["action"] == "kept"

@@ -249,6 +249,55 @@ def test_nvml_error_while_looking_up_devices():
     assert not nvml.available and nvml.reason == "NVML error while looking up devices: GPU is lost"
 
 
+def test_nvml_skips_a_device_it_may_not_read_and_finds_the_next():
+    """A cgroup-restricted GPU raises NO_PERMISSION during the scan; the lookup goes on to the others."""
+    fake = FakeNvml()
+    by_index = fake.nvmlDeviceGetHandleByIndex
+
+    def restricted(index):
+        if index == 0:
+            raise FakeNvml.NVMLError("Insufficient Permissions")
+        return by_index(index)
+
+    fake.nvmlDeviceGetHandleByIndex = restricted
+    nvml = measure.Nvml("bbbb1111-1111", nvml=fake)
+    assert nvml.available and nvml.process_bytes() == 222 * measure.MIB
+
+
+def test_nvml_finds_a_mig_instance_by_its_uuid_without_scanning():
+    fake = FakeNvml()
+    mig = {"uuid": "MIG-cccc2222-2222", "procs": {os.getpid(): 33 * measure.MIB}, "used": 40}
+    asked = []
+
+    def by_uuid(uuid):
+        asked.append(uuid)
+        if uuid != mig["uuid"]:
+            raise FakeNvml.NVMLError("Not Found")
+        return mig
+
+    def no_scan():
+        raise AssertionError("the lookup by UUID should have found it")
+
+    fake.nvmlDeviceGetHandleByUUID, fake.nvmlDeviceGetCount = by_uuid, no_scan
+    nvml = measure.Nvml("cccc2222-2222", nvml=fake)  # torch's form of a MIG instance's UUID
+    assert asked == ["GPU-cccc2222-2222", "MIG-cccc2222-2222"]
+    assert nvml.available and measure.nvml_memory(nvml, None)["process_mib"] == 33.0
+
+
+def test_an_nvml_call_that_fails_after_the_lookup_costs_only_its_figure():
+    fake = FakeNvml()
+
+    def lost(handle):
+        raise FakeNvml.NVMLError("GPU is lost")
+
+    fake.nvmlDeviceGetMemoryInfo = fake.nvmlDeviceGetComputeRunningProcesses = lost
+    fake.nvmlSystemGetDriverVersion = lambda: (_ for _ in ()).throw(FakeNvml.NVMLError("Unknown Error"))
+    nvml = measure.Nvml("aaaa0000-0000", nvml=fake)
+    memory = measure.nvml_memory(nvml, context_bytes=None)
+    assert memory["available"] and memory["process_mib"] is None and memory["device_used_mib"] is None
+    assert nvml.driver_version() is None
+
+
 def test_nvml_unknown_uuid_and_missing_library():
     assert measure.Nvml("cccc", nvml=FakeNvml()).reason == "no NVML device has UUID cccc"
     pynvml = pytest.importorskip("pynvml")
@@ -276,6 +325,9 @@ def test_real_pynvml_without_a_driver_is_unavailable_not_a_crash():
     (MemoryError(), True),
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
     (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 4294967296 bytes."), True),
+    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), True),
+    (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), True),
+    (RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"), False),
     (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), False),
     (ValueError("out of memory"), False),  # only runtime errors carry allocator messages
 ])

@@ -2,6 +2,7 @@
 
 import copy
 import functools
+import json
 import os
 import resource
 import signal
@@ -15,6 +16,7 @@ import torch
 
 from posbench import aggregate, measure, profile, records
 from posbench.__main__ import main
+from posbench.flops import count_flops
 from posbench.model import build_model
 from posbench.profile import ProfileConfig, check
 
@@ -122,13 +124,26 @@ def test_record_round_trip_and_schema_rejections(rope_record, tmp_path):
 
 
 # ----- statuses other than ok --------------------------------------------------------------------
-def test_a_device_this_machine_lacks_is_skipped(tmp_path):
+def test_a_device_this_machine_lacks_fails_the_job_and_writes_no_manifest(tmp_path):
+    """The cell's record says why (skipped), but the job fails and leaves no manifest: a rerun retries it."""
     device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
-    out = tmp_path / "skip.json"
-    assert profile_cli(out, "--encoding", "rope", *QUICK, "--device", device) == 0
+    out, manifest = tmp_path / "skip.json", tmp_path / "batch.json"
+    assert profile_cli(out, "--encoding", "rope", *QUICK, "--device", device, "--manifest", str(manifest)) == 1
     record = records.read_record(out)
     assert record["status"] == "skipped" and ("CUDA" in record["reason"])
-    assert "latency" not in record and record["config"]["device"] == device
+    assert "latency" not in record and record["config"]["device"] == device and not manifest.exists()
+
+
+def test_preflight_passes_the_cpu_and_stops_a_missing_gpu_in_one_line(tmp_path, capsys):
+    assert main(["preflight", "--device", "cpu", "--out", str(tmp_path / "cpu.json")]) == 0
+    note = json.loads((tmp_path / "cpu.json").read_text())
+    assert note["device"] == "cpu" and note["matmul"] is True and note["name"]
+    device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    capsys.readouterr()
+    assert main(["preflight", "--device", device, "--out", str(tmp_path / "gpu.json")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"posbench preflight: error: {device}: ") and "CUDA" in err[0]
+    assert not (tmp_path / "gpu.json").exists()
 
 
 def test_a_real_out_of_memory_becomes_an_oom_record(tmp_path, monkeypatch):
@@ -246,3 +261,23 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         records.write_atomically(path, half_then_fail)
     assert path.read_bytes() == b"old\n" and list(tmp_path.iterdir()) == [path]
+
+
+def test_a_failing_flop_pass_leaves_the_measured_cell_intact(monkeypatch):
+    """The counters' extra pass runs last; its failure (an OOM at long lengths) costs only the library
+    counts: latency and memory stay, the analytic count stands, the reason is kept."""
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB")
+
+    monkeypatch.setattr(profile, "count_flops", out_of_memory)
+    config = ProfileConfig(encoding="alibi", size="tiny", seq_len=32, min_repeats=1, min_seconds=0.0, warmup=0)
+    sections = {}
+    profile.measure_cell(asdict(config), sections)
+    flops = sections["flops"]
+    assert sections["latency"]["n"] >= 1 and sections["memory"]["cpu"]["peak_mib"] > 0
+    assert flops["fvcore"] is None and flops["torch"] is None
+    assert flops["counters_failed"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 GiB"
+    assert flops["analytic"] == count_flops(build_model(profile.model_config(config)), 1, 32).analytic
+    record = records.new_record("profile", asdict(config), "ok", "")
+    record.update(sections)
+    records.validate(record)

@@ -133,3 +133,26 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
     lines = [line for line in run.stderr.splitlines() if line.startswith("posbench:")]
     assert lines == [lines[0]] and "'profile.encodings[0]': unknown 'rotary'; allowed:" in lines[0]
     assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
+
+
+def test_a_device_the_config_names_but_this_machine_lacks_stops_the_run_at_preflight(tmp_path):
+    """devices: [cuda] without a GPU: the preflight job fails with its one-line reason, no profile job
+    runs, no profile record or manifest is written."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    results = tmp_path / "results"
+    cfg = tmp_path / "gpu.yaml"
+    cfg.write_text(yaml.safe_dump({"results": str(results), "machine": "box", "devices": ["cuda"],
+                                   "python": sys.executable,
+                                   "profile": {"encodings": ["rope"], "sizes": ["tiny"], "seq_lens": [32]}}))
+    target = results / "batches/box/profile/cuda/infer/tiny/rope/L32.json"
+    run = subprocess.run([sys.executable, "-m", "snakemake", str(target), "--cores", "1", "--configfile", str(cfg)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert run.returncode != 0
+    reasons = [line for line in run.stderr.splitlines() if line.startswith("posbench preflight: error:")]
+    assert reasons == [reasons[0]] and reasons[0].startswith("posbench preflight: error: cuda: no CUDA device visible")
+    assert not (results / "records").exists() and not (results / "batches").exists()
+    assert not (results / "preflight/box/cuda.json").exists()

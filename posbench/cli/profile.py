@@ -3,8 +3,8 @@
 The measuring is :mod:`posbench.profile`; this module turns the arguments into one
 :class:`~posbench.profile.ProfileConfig` per length and runs them as a batch (:mod:`posbench.batch`:
 a length whose record is already there, for the same config, is kept). Bad arguments: one line on
-stderr, exit 2, nothing written. ``ok``, ``oom`` and ``skipped`` exit 0; ``error`` writes its record
-and exits 1.
+stderr, exit 2, nothing written. ``ok`` and ``oom`` exit 0; ``skipped`` (a device this machine
+lacks) and ``error`` write their record, no manifest, and exit 1.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="tokens per sequence; several lengths are measured one after another")
     cell.add_argument("--device", default=ProfileConfig.device, metavar="D",
                       type=arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED),
-                      help=f"{DEVICE_ALLOWED}; one this machine lacks gives a 'skipped' record (default %(default)s)")
+                      help=f"{DEVICE_ALLOWED}; one this machine lacks: a 'skipped' record, exit 1 "
+                           "(default %(default)s)")
     cell.add_argument("--batch", default=ProfileConfig.batch, type=arguments.positive_int, metavar="B",
                       help="sequences per step (default %(default)s)")
     cell.add_argument("--dtype", default=ProfileConfig.dtype, choices=list(DTYPES),
@@ -56,9 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where each record goes (written atomically); with several lengths it contains {seq_len}")
     parser.add_argument("--manifest", type=Path, metavar="PATH.json",
                         help="written last: the records of this run and their status (a workflow job's output)")
-    parser.epilog = ("Status ok, oom (a failed allocation or a kill of the measuring process) and skipped (a device "
-                     "this machine lacks) exit 0; error writes its record and exits 1; a bad argument writes "
-                     "nothing and exits 2.")
+    parser.epilog = ("Status ok and oom (a failed allocation or a kill of the measuring process) exit 0; skipped (a "
+                     "device this machine lacks) and error write their record but no manifest and exit 1; a bad "
+                     "argument writes nothing and exits 2.")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,10 +1,32 @@
 # One job per (device, mode, size, encoding), measuring every length in turn, each in a fresh process
-# (oom, skipped and error cells write records too). A profile job claims the whole `timing` budget,
+# (oom, skipped and error cells write records too; a skipped or error cell fails the job, which then
+# writes no manifest, so a rerun tries it again). A profile job claims the whole `timing` budget,
 # so no other job of this workflow (timing or training) runs beside it and pollutes its latency;
-# training jobs claim one unit.
+# training jobs claim one unit. Every device is checked once first (preflight): one the config names
+# but this machine lacks stops the run there, in one line.
+
+
+rule preflight:
+    output:
+        pw.PREFLIGHT.replace("{results}", RESULTS),
+    log:
+        f"{RESULTS}/logs/{{machine}}/preflight/{{device}}.log",
+    conda:
+        "../../envs/posbench.yaml"
+    resources:
+        gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
+    params:
+        py=PY,
+    message:
+        "preflight: can this job use {wildcards.device}?"
+    shell:
+        "{params.py} -m posbench preflight --device {wildcards.device} --out {output} > {log} 2>&1"
+        " || {{ tail -n 1 {log} >&2; exit 1; }}"
 
 
 rule profile:
+    input:
+        pw.PREFLIGHT.replace("{results}", RESULTS),
     output:
         pw.PROFILE_BATCH.replace("{results}", RESULTS),
     log:
@@ -34,5 +56,3 @@ rule profile:
         " --dtype {params.p[dtype]} --threads {threads} --min-repeats {params.p[min_repeats]}"
         " --min-seconds {params.p[min_seconds]} --max-len {params.max_len}"
         " --out {params.records:q} --manifest {output} > {log} 2>&1"
-        # an `error` record (exit 1) is a result too: keep it; a bad argument writes none and fails
-        " || test -s {output}"

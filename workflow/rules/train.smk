@@ -33,4 +33,3 @@ rule train:
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {params.seeds}"
         " --threads {threads} {params.steps} {params.data}"
         " --out {params.records:q} --manifest {output} > {log} 2>&1"
-        " || test -s {output}"
