@@ -305,6 +305,20 @@ class Nvml:
         info, _ = self.read(self.nvml.nvmlDeviceGetMemoryInfo, self.handle)
         return None if info is None else info.used
 
+    def clocks_and_power(self) -> dict:
+        """SM and memory clocks (MHz) now and at most, and the power limit (W), each ``None`` if NVML refuses it."""
+        nvml, handle = self.nvml, self.handle
+        if not self.available:
+            return {}
+        readings = {"sm_clock_mhz": (nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
+                    "sm_clock_max_mhz": (nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM),
+                    "memory_clock_mhz": (nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_MEM),
+                    "power_limit_w": (nvml.nvmlDeviceGetPowerManagementLimit, handle)}
+        values = {name: self.read(*call)[0] for name, call in readings.items()}
+        if values["power_limit_w"] is not None:
+            values["power_limit_w"] /= 1000  # NVML gives milliwatts
+        return values
+
     def close(self) -> None:
         if self.available:
             self.nvml.nvmlShutdown()

@@ -18,6 +18,7 @@ import contextlib
 import math
 import os
 import re
+import socket
 import sys
 from dataclasses import asdict, dataclass
 from typing import TextIO
@@ -138,7 +139,7 @@ def profile(config: ProfileConfig, log: TextIO | None = None) -> dict:
     if reason:
         outcome = measure.ChildOutcome("skipped", reason)
     else:
-        outcome = measure.run_isolated(measure_cell, asdict(config))
+        outcome = host_kill_is_not_a_gpu_oom(config, measure.run_isolated(measure_cell, asdict(config)))
     record = records.new_record("profile", asdict(config), outcome.status, outcome.reason)
     record.update(outcome.sections)
     print(summary(record), file=log or sys.stderr)
@@ -168,6 +169,16 @@ def preflight(device: str) -> dict:
     return found
 
 
+def host_kill_is_not_a_gpu_oom(config: ProfileConfig, outcome: measure.ChildOutcome) -> measure.ChildOutcome:
+    """A CUDA cell's process killed by SIGKILL ran out of *host* memory (a job's memory limit, the
+    kernel's OOM killer), not of GPU memory: an ``error`` that a rerun retries (with more memory),
+    never an ``oom`` kept as the GPU's limit. On CPU the same kill is the cell's own out-of-memory."""
+    if config.device.startswith("cuda") and outcome.status == "oom" and "SIGKILL" in outcome.reason:
+        return measure.ChildOutcome("error", "killed by the host (SIGKILL: a job memory limit or the kernel's "
+                                             "OOM killer), not a GPU out-of-memory; retried", outcome.sections)
+    return outcome
+
+
 def summary(record: dict) -> str:
     cell, status = record["config"], record["status"]
     text = f"profile {cell['encoding']} {cell['size']} L={cell['seq_len']} {cell['device']} {cell['mode']}: {status}"
@@ -186,9 +197,11 @@ def measure_cell(payload: dict, sections: dict) -> None:
     if config.threads:
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
+    if device.type == "cuda":  # events, streams and the context on the device named, not device 0
+        torch.cuda.set_device(device)
     nvml, context = _open_nvml(device)
     torch.manual_seed(config.seed)
-    model = build_model(model_config(config)).to(device=device, dtype=DTYPES[config.dtype])
+    model = build_model(model_config(config)).to(device=device, dtype=weight_dtype(config))
     sections["params"] = count_params(model)
     sections["model"] = model_shape(model)
     sections["hardware"] = hardware(device, nvml)
@@ -221,8 +234,16 @@ def _open_nvml(device: torch.device) -> tuple[measure.Nvml | None, int | None]:
     return nvml, nvml.process_bytes() if nvml.available else None
 
 
+def weight_dtype(config: ProfileConfig) -> torch.dtype:
+    """Inference runs in ``dtype``; training keeps float32 master weights (and AdamW state) and runs
+    the forward under autocast to ``dtype``, as mixed-precision training does — so its memory and
+    time are what a user's bf16/fp16 training costs, not those of pure low-precision AdamW."""
+    return DTYPES[config.dtype] if config.mode == "infer" else torch.float32
+
+
 def make_step(model: torch.nn.Module, config: ProfileConfig):
-    """One unit of timed work on fixed random tokens: a forward in inference mode, or a training step."""
+    """One unit of timed work on fixed random tokens: a forward in inference mode, or a training step
+    (mixed precision below float32: autocast, and fp16's gradients scaled as torch.amp does)."""
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(config.seed)
     vocab = model.cfg.vocab_size
@@ -240,13 +261,18 @@ def make_step(model: torch.nn.Module, config: ProfileConfig):
 
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    low = DTYPES[config.dtype]
+    autocast = torch.autocast(device.type, dtype=low, enabled=low != torch.float32)
+    scaler = torch.amp.GradScaler(device.type, enabled=low == torch.float16)
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        logits = model(inputs)  # (B, L, vocab)
+        with autocast:
+            logits = model(inputs)  # (B, L, vocab)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
 
     return train_step
 
@@ -264,15 +290,31 @@ def measure_memory(step, device: torch.device, nvml: measure.Nvml | None, contex
 
 
 def hardware(device: torch.device, nvml: measure.Nvml | None) -> dict:
-    """What the cell ran on, as this process sees it (its thread count, its GPU)."""
-    info = {"device": str(device), "cpu": records.cpu_model(), "torch_threads": torch.get_num_threads()}
+    """What the cell ran on, as this process sees it (its thread count, its GPU), and the settings that
+    move a GPU's numbers: TF32 and matmul precision, the SDPA backends enabled, cuDNN, the allocator's
+    configuration, clocks and power limit (where NVML gives them), the host and the SLURM job."""
+    info = {"device": str(device), "cpu": records.cpu_model(), "torch_threads": torch.get_num_threads(),
+            "host": socket.gethostname(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.update(gpu=props.name, gpu_uuid=measure.torch_device_uuid(device),
                     gpu_capability=f"{props.major}.{props.minor}", gpu_memory_mib=measure.mib(props.total_memory),
                     gpu_driver=nvml.driver_version() if nvml else None, cuda=torch.version.cuda,
-                    cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+                    cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), **cuda_settings(),
+                    **(nvml.clocks_and_power() if nvml else {}))
     return info
+
+
+def cuda_settings() -> dict:
+    """The torch switches that change what a CUDA kernel computes or which one runs."""
+    backends = torch.backends
+    return {"tf32_matmul": backends.cuda.matmul.allow_tf32, "tf32_cudnn": backends.cudnn.allow_tf32,
+            "sdpa_enabled": {"flash": backends.cuda.flash_sdp_enabled(),
+                             "mem_efficient": backends.cuda.mem_efficient_sdp_enabled(),
+                             "cudnn": backends.cuda.cudnn_sdp_enabled(), "math": backends.cuda.math_sdp_enabled()},
+            "cudnn_version": backends.cudnn.version(),
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
 
 
 SDPA_KERNEL_PREFIX = "aten::_scaled_dot_product_"

@@ -392,3 +392,18 @@ def test_run_isolated_derives_the_target_and_refuses_what_a_child_cannot_import(
 ])
 def test_run_isolated_other_deaths_are_errors_not_oom(importable_tests, target, reason):
     assert measure.run_isolated(globals()[target], {}) == measure.ChildOutcome("error", reason)
+
+
+def test_nvml_clocks_and_power_each_guarded():
+    fake = FakeNvml()
+    fake.NVML_CLOCK_SM, fake.NVML_CLOCK_MEM = 1, 2
+    fake.nvmlDeviceGetClockInfo = lambda handle, kind: {1: 1410, 2: 1593}[kind]
+    fake.nvmlDeviceGetPowerManagementLimit = lambda handle: 400_000  # milliwatts
+
+    def refused(handle, kind):
+        raise FakeNvml.NVMLError("Not Supported")
+
+    fake.nvmlDeviceGetMaxClockInfo = refused
+    values = measure.Nvml("aaaa0000-0000", nvml=fake).clocks_and_power()
+    assert values == {"sm_clock_mhz": 1410, "sm_clock_max_mhz": None, "memory_clock_mhz": 1593, "power_limit_w": 400.0}
+    assert measure.Nvml("cccc", nvml=fake).clocks_and_power() == {}

@@ -281,3 +281,33 @@ def test_a_failing_flop_pass_leaves_the_measured_cell_intact(monkeypatch):
     record = records.new_record("profile", asdict(config), "ok", "")
     record.update(sections)
     records.validate(record)
+
+
+def test_a_host_kill_of_a_cuda_cell_is_an_error_retried_not_a_gpu_oom():
+    killed = measure.ChildOutcome("oom", "the measurement process was killed by SIGKILL, …", {"params": {}})
+    on_gpu = profile.host_kill_is_not_a_gpu_oom(ProfileConfig(encoding="rope", size="tiny", seq_len=8,
+                                                              device="cuda"), killed)
+    assert on_gpu.status == "error" and on_gpu.reason.startswith("killed by the host") and on_gpu.sections == {
+        "params": {}}
+    on_cpu = ProfileConfig(encoding="rope", size="tiny", seq_len=8)
+    assert profile.host_kill_is_not_a_gpu_oom(on_cpu, killed) is killed
+    allocator = measure.ChildOutcome("oom", "OutOfMemoryError: CUDA out of memory")  # the GPU's own: a result
+    assert profile.host_kill_is_not_a_gpu_oom(ProfileConfig(encoding="rope", size="tiny", seq_len=8,
+                                                            device="cuda"), allocator) is allocator
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_training_cells_below_float32_are_mixed_precision_with_float32_master_weights(dtype):
+    config = ProfileConfig(encoding="rope", size="tiny", seq_len=16, mode="train", dtype=dtype)
+    model = build_model(profile.model_config(config)).to(dtype=profile.weight_dtype(config))
+    computed = []
+    model.blocks[0].ff.up.register_forward_hook(lambda module, inputs, output: computed.append(output.dtype))
+    before = [p.detach().clone() for p in model.parameters()]
+    step = profile.make_step(model, config)
+    step()
+    step()
+    assert computed == [profile.DTYPES[dtype]] * 2
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))  # it trained
+    inference = ProfileConfig(encoding="rope", size="tiny", seq_len=16, dtype=dtype)
+    assert profile.weight_dtype(inference) == profile.DTYPES[dtype]

@@ -39,6 +39,10 @@ rule profile:
     resources:
         timing=100,
         gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
+        # on SLURM: a CPU timing job has its node to itself; a GPU job asks for its one GPU only, and
+        # room for a CUDA parent and child process
+        slurm_extra=lambda wc: "" if wc.device.startswith("cuda") else "--exclusive",
+        mem_mb=lambda wc: 16000 if wc.device.startswith("cuda") else 6000,
     params:
         py=PY,
         p=config["profile"],
