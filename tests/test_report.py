@@ -245,3 +245,17 @@ def test_cli_bad_folder_is_one_line_and_exit_2(tmp_path, capsys):
     error = capsys.readouterr().err
     assert stop.value.code == 2
     assert error.count("\n") == 1 and "--tables" in error and not (tmp_path / "r.pdf").exists()
+
+
+def test_aggregate_and_report_refuse_empty_inputs_in_one_line(tmp_path, capsys):
+    from posbench.__main__ import main
+
+    (tmp_path / "records").mkdir()
+    assert main(["aggregate", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "tables")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no *.json records under" in err[0] and not (tmp_path / "tables").exists()
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "cost.csv").write_text("\n")  # what aggregate writes for an empty table
+    assert main(["report", "--tables", str(tmp_path / "tables"), "--out", str(tmp_path / "report.pdf")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "argument --tables: no rows in" in err[0] and not (tmp_path / "report.pdf").exists()

@@ -16,7 +16,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import sys
+
     from posbench.aggregate import aggregate, summary
 
+    if not any(args.records.rglob("*.json")):
+        print(f"posbench aggregate: error: argument --records: no *.json records under {args.records}; "
+              f"nothing written", file=sys.stderr)
+        return 1
     print(summary(aggregate(args.records, args.out), args.out))
     return 0

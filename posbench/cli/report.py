@@ -34,6 +34,13 @@ def run(args: argparse.Namespace) -> int:
         where = "argument --config-json" if args.config_json is not None else f"argument --config: {args.config}"
         print(f"posbench report: error: {where}: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
+    from posbench.report.data import TABLE_NAMES, load
+
+    tables = load(args.tables)
+    if not any(not tables.get(name).empty for name in TABLE_NAMES):
+        print(f"posbench report: error: argument --tables: no rows in {', '.join(n + '.csv' for n in TABLE_NAMES)} "
+              f"under {args.tables}; run `python -m posbench aggregate` on some records first", file=sys.stderr)
+        return 1
     pages = build_report(args.tables, args.out, config, args.plots)
     print(f"wrote {args.out} ({pages} pages)" + (f" and figures under {args.plots}" if args.plots else ""))
     return 0
