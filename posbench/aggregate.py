@@ -94,7 +94,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
             "seed": cfg.get("seed"), "metric": metric,
             "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
             "train_len": cfg.get("train_length")}
-    at_train = next((e for e in evals if math.isclose(e["factor"], 1.0)), None)
+    at_train = next((e for e in evals if math.isclose(e["factor"], 1.0) and not e.get("eval_scaling")), None)
     curve = record.get("loss_curve") or []
     accuracy = {**cell,
                 "value": _metric(at_train, metric), "token_accuracy": _metric(at_train, "token_accuracy"),
@@ -102,11 +102,19 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
                 "params_position": record.get("params", {}).get("position"),
                 "wall_time_s": (record.get("wall_time_s") or {}).get("total"), "steps": cfg.get("steps"),
                 "final_loss": curve[-1]["loss"] if curve else None}
-    extrapolation = [{**cell, "eval_len": e["length"], "length_ratio": e["factor"], "value": _metric(e, metric),
-                      "token_accuracy": _metric(e, "token_accuracy")} for e in evals]
+    extrapolation = [{**cell, **_arm(cell, e), "eval_len": e["length"], "length_ratio": e["factor"],
+                      "value": _metric(e, metric), "token_accuracy": _metric(e, "token_accuracy")} for e in evals]
     if not evals:  # a failed cell still shows up, once
-        extrapolation = [{**cell, "eval_len": None, "length_ratio": None, "value": None, "token_accuracy": None}]
+        extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None, "value": None,
+                          "token_accuracy": None}]
     return accuracy, extrapolation
+
+
+def _arm(cell: dict, evaluation: dict) -> dict:
+    """A training-free scaling evaluated on a trained model is an arm of its own: ``rope+yarn:4``
+    (``eval_scaling`` names the scaling; ``""`` for the model as trained)."""
+    scaling = evaluation.get("eval_scaling", "")
+    return {"encoding": f"{cell['encoding']}+{scaling}" if scaling else cell["encoding"], "eval_scaling": scaling}
 
 
 def item_rows(record: dict) -> pd.DataFrame:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posbench import encodings, metrics, records, tasks
+from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
 from posbench.tasks.base import IGNORE
 
@@ -52,6 +53,17 @@ class TrainConfig:
     grad_clip: float = 1.0
     threads: int = 1
     log_every: int = 100
+    eval_scaling: tuple[str, ...] = ()  # training-free RoPE scalings also evaluated after training, e.g. yarn:4
+
+    def recorded(self) -> dict:
+        """The config as records keep it. A field added after records existed appears only when set,
+        so a record of a config that leaves it alone keeps its hash (and is not measured again)."""
+        fields = asdict(self)
+        if not fields["eval_scaling"]:
+            del fields["eval_scaling"]
+        else:
+            fields["eval_scaling"] = list(fields["eval_scaling"])
+        return fields
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class Job:
     lr: float
 
     def record_config(self) -> dict:
-        return {**asdict(self.config), "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+        return {**self.config.recorded(), "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "train_length": self.task.train_length, "task_options": self.task.options(),
                 "eval_lengths": self.task.eval_lengths(), "max_len": self.model.max_len}
 
@@ -85,6 +97,9 @@ def resolve(config: TrainConfig) -> Job:
             raise ValueError(f"{name} must be positive, got {value}")
     task = tasks.get(config.task, **config.task_options)
     model = model_config(task, config.encoding, config.size)
+    for label in config.eval_scaling:  # each a valid label, for an encoding with rotary frequencies
+        scaling = RopeScaling.from_label(label, task.sequence_length(task.train_length))
+        encodings.build(config.encoding, d_model=16, n_heads=2, max_len=4).rescaled(scaling)
     return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
                config.lr or task.lr)
 
@@ -268,6 +283,19 @@ def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor]
     return report
 
 
+def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str) -> dict:
+    """The trained model evaluated at every length with its RoPE frequencies scaled by ``label`` (e.g.
+    ``yarn:4``), no retraining: the context-extension methods people apply to a trained model. The
+    training length is the scaling's original context. Per-item results are kept for the plain
+    evaluation only."""
+    plain = model.encoding
+    model.encoding = plain.rescaled(RopeScaling.from_label(label, task.sequence_length(task.train_length)))
+    try:
+        return {n: evaluate(model, task, n) for n in task.eval_lengths()}
+    finally:
+        model.encoding = plain
+
+
 def train(config: TrainConfig, log: TextIO | None = None) -> dict:
     """Run one job and return its record (status ``ok``, or ``error`` with the reason).
 
@@ -284,6 +312,7 @@ def _run(job: Job, log: TextIO) -> dict:
     started = time.perf_counter()
     fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
     evaluations = {n: evaluate(model, task, n) for n in task.eval_lengths()} if fitted.status == "ok" else {}
+    scaled = {label: scaled_evaluations(model, task, label) for label in config.eval_scaling} if evaluations else {}
     total_seconds = time.perf_counter() - started
     record = records.new_record("train", job.record_config(), fitted.status, fitted.reason)
     record.update({
@@ -296,7 +325,10 @@ def _run(job: Job, log: TextIO) -> dict:
             model, initial, task.sequence_length(task.train_length)),
         "loss_curve": fitted.curve,
         "eval": [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
-                  **evaluation.summary()} for n, evaluation in evaluations.items()],
+                  **evaluation.summary()} for n, evaluation in evaluations.items()]
+                + [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
+                    "eval_scaling": label, **evaluation.summary()}
+                   for label, by_length in scaled.items() for n, evaluation in by_length.items()],
         "wall_time_s": {"train": fitted.seconds, "eval": total_seconds - fitted.seconds, "total": total_seconds},
     })
     if evaluations:

@@ -159,7 +159,8 @@ def test_training_data_follows_the_seed(monkeypatch):
         assert torch.equal(batch.targets, expected.targets)
 
 
-def test_non_finite_loss_gives_an_error_record(monkeypatch, tmp_path):
+def test_non_finite_loss_gives_a_diverged_record(monkeypatch, tmp_path):
+    """Divergence is a result (exit 0, kept on a rerun), never an error to retry."""
     real = posbench.train.scored_logits
 
     def poisoned(model, batch):
@@ -170,9 +171,9 @@ def test_non_finite_loss_gives_an_error_record(monkeypatch, tmp_path):
     out = tmp_path / "r.json"
     args = ["train", "--task", "reverse", "--encoding", "rope", "--steps", "5", "--train-length", "4",
             "--out", str(out)]
-    assert main(args) == 1
+    assert main(args) == 0
     record = records.read_record(out)
-    assert record["status"] == "error" and record["reason"] == "non-finite loss (nan) at step 1"
+    assert record["status"] == "diverged" and record["reason"] == "non-finite loss (nan) at step 1"
     assert record["eval"] == [] and record["loss_curve"] == []
 
 
@@ -214,9 +215,47 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
      "encoding 'rope_2d' needs a task on a grid; tasks with a grid: digits_2d"),
     (["--task", "copy", "--encoding", "rope", "--data", "x.txt"], "task 'copy' has no option 'data'"),
     (["--task", "lm_prose", "--encoding", "rope", "--data", "/nonexistent.txt"], "No such file"),
+    (["--task", "copy", "--encoding", "alibi", "--eval-scaling", "yarn:2"], "Alibi has no rotary frequencies to scale"),
+    (["--task", "copy", "--encoding", "rope", "--eval-scaling", "ntk:2"],
+     "eval scaling 'ntk:2': expected TYPE:FACTOR with TYPE one of linear, dynamic, yarn, llama3"),
+    (["--task", "copy", "--encoding", "rope", "--eval-scaling", "linear:0.5"], "scaling.factor must be >= 1"),
 ])
 def test_bad_combinations_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"
     assert main(["train", *args, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and message in err and not out.exists()
+
+
+def test_training_free_scalings_are_evaluated_on_the_trained_model(tmp_path):
+    """``--eval-scaling``: the trained RoPE model evaluated again with its frequencies scaled; each
+    scaled entry equals evaluating the same weights in a model built with that scaling; the tables
+    show it as an arm of its own (``rope+yarn:2``); a config without scalings keeps its old hash."""
+    config = TrainConfig(task="reverse", encoding="rope", steps=30, task_options={"train_length": 6},
+                         eval_scaling=("linear:2", "yarn:2"))
+    record = train(config)
+    plain = [e for e in record["eval"] if "eval_scaling" not in e]
+    scaled = {(e["eval_scaling"], e["length"]): e for e in record["eval"] if "eval_scaling" in e}
+    lengths = [e["length"] for e in plain]
+    assert set(scaled) == {(label, n) for label in ("linear:2", "yarn:2") for n in lengths}
+    assert scaled[("linear:2", lengths[-1])]["metrics"] != plain[-1]["metrics"]
+    job = resolve(config)  # the reference: the same weights in a model built with YaRN at the training length
+    reference = posbench.model.build_model(job.model.replace(encoding_options={"scaling": {
+        "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": job.task.sequence_length(6)}}))
+    with deterministic(config.threads):
+        trained = initial_model(job)
+        fit(trained, job, io.StringIO(), "again")  # same seed: the same trained weights
+        reference.load_state_dict(trained.state_dict())
+        again = posbench.train.evaluate(reference, job.task, lengths[-1]).summary()
+    assert again["metrics"] == scaled[("yarn:2", lengths[-1])]["metrics"]
+    assert "eval_scaling" not in TrainConfig(task="reverse", encoding="rope").recorded()
+    assert TrainConfig(task="reverse", encoding="rope", eval_scaling=("yarn:2",)).recorded()["eval_scaling"] == [
+        "yarn:2"]
+    out = tmp_path / "records" / "r.json"
+    records.write_record(out, record)
+    aggregate(tmp_path / "records", tmp_path / "tables")
+    rows = pd.read_csv(tmp_path / "tables" / "extrapolation.csv", keep_default_na=False)
+    assert set(rows["encoding"]) == {"rope", "rope+linear:2", "rope+yarn:2"}
+    assert set(rows.loc[rows["encoding"] == "rope+yarn:2", "eval_scaling"]) == {"yarn:2"}
+    accuracy = pd.read_csv(tmp_path / "tables" / "accuracy.csv")
+    assert accuracy["value"].tolist() == [plain[0]["metrics"][record["metrics"][0]]]

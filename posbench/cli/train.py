@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-length", type=arguments.positive_int,
                         help="longest training length L; evaluation at L·(1, 1.25, 1.5, 2, 4, 8) (default: the task's)")
     parser.add_argument("--data", metavar="PATH", help="lm_prose: a UTF-8 text file; lm_code: a folder of *.py files")
+    parser.add_argument("--eval-scaling", nargs="+", default=[], metavar="TYPE:FACTOR",
+                        help="RoPE family only: also evaluate the trained model with these training-free scalings "
+                             "(linear, dynamic, yarn, llama3), e.g. yarn:4 linear:4")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--log-every", type=arguments.positive_int, default=100,
                         help="a progress line every N steps (stderr)")
@@ -46,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data)) if v is not None}
     configs = [TrainConfig(task=args.task, encoding=args.encoding, size=args.size, seed=seed, steps=args.steps,
                            batch_size=args.batch_size, lr=args.lr, task_options=task_options,
-                           threads=args.threads, log_every=args.log_every) for seed in dict.fromkeys(args.seed)]
+                           threads=args.threads, log_every=args.log_every,
+                           eval_scaling=tuple(dict.fromkeys(args.eval_scaling))) for seed in dict.fromkeys(args.seed)]
     try:
         jobs = [resolve(config) for config in configs]
         paths = batch.record_paths(args.out, [{"seed": config.seed} for config in configs])

@@ -159,6 +159,12 @@ class PositionalEncoding(nn.Module):
         positions reads one ``(h, 2L − 1)`` table as strided views, never building ``(h, L, L)``."""
         return None
 
+    def rescaled(self, scaling) -> PositionalEncoding:
+        """A copy with rotary frequencies scaled (:class:`~posbench.encodings.rope.RopeScaling`); only
+        rotary encodings have them."""
+        raise ValueError(f"{type(self).__name__} has no rotary frequencies to scale; eval scaling applies to "
+                         f"the RoPE family (rope, rope_*, xpos, mrope)")
+
     def bias_flops(self, q_len: int, k_len: int, mode: str) -> int:
         """FLOPs of building the logit bias once for a forward pass (``mode="train"``: and its backward),
         under :mod:`posbench.flops`' convention; 0 for a bias that is looked up or gathered."""

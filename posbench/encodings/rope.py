@@ -20,6 +20,7 @@ sequence length (the largest position id + 1), as HF does without a cache.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -113,6 +114,25 @@ class RopeScaling:
     def label(self) -> str:
         """Short name for tables and reports, e.g. ``yarn:4``."""
         return f"{self.rope_type}:{self.factor:g}"
+
+    @classmethod
+    def from_label(cls, label: str, trained_positions: int) -> RopeScaling:
+        """``"yarn:4"`` for a model trained on ``trained_positions`` positions: the method at factor 4 with
+        its published defaults (YaRN β 32/1, Llama 3.1's low/high frequency factors 1 and 4)."""
+        kind, _, factor = label.partition(":")
+        try:
+            factor = float(factor)
+        except ValueError:
+            factor = None
+        if kind not in SCALING_KEYS or factor is None:
+            raise ValueError(f"eval scaling {label!r}: expected TYPE:FACTOR with TYPE one of "
+                             f"{', '.join(SCALING_KEYS)}, e.g. yarn:4")
+        options = {"rope_type": kind, "factor": factor}
+        if "original_max_position_embeddings" in SCALING_KEYS[kind][0]:
+            options["original_max_position_embeddings"] = trained_positions
+        if kind == "llama3":
+            options.update(low_freq_factor=1.0, high_freq_factor=4.0)
+        return cls.parse(options)
 
 
 def rotary_frequencies(width: int, base: float, scaling: RopeScaling | None,
@@ -243,11 +263,20 @@ class Rope(PositionalEncoding):
         if self.rotated == 0:
             raise ValueError(f"rotary_fraction {rotary_fraction} rotates no pair of a {d_head}-wide head")
         self.scaling = RopeScaling.parse(scaling)
+        self.angle_options = angle_options
         self.angles = self.angles_type(self.rotated, max_len, base, self.scaling, **angle_options)
 
     @property
     def rotated_width(self) -> int:
         return self.n_heads * self.rotated
+
+    def rescaled(self, scaling: RopeScaling) -> Rope:
+        """This encoding with its frequencies scaled (a training-free context extension of a trained
+        model): the same everything else, nothing to learn."""
+        scaled = copy.deepcopy(self)
+        scaled.scaling = scaling
+        scaled.angles = self.angles_type(self.rotated, self.max_len, self.angles.base, scaling, **self.angle_options)
+        return scaled.to(self.angles.turns.device)
 
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """Complex turns of queries and of keys, ``(L, rotated/2)`` each."""

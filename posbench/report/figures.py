@@ -58,7 +58,8 @@ def legend_top(encodings) -> float:
 
 
 def encoding_legend(figure: Figure, rect: Rect, encodings: list[str]) -> None:
-    handles = [Patch(color=colour(e), label=e) for e in sorted(encodings, key=list(palette()).index)]
+    colours = palette(encodings)
+    handles = [Patch(color=colours[e], label=e) for e in sorted(encodings, key=list(colours).index)]
     figure.legend(handles=handles, loc="upper center", bbox_to_anchor=((rect[0] + rect[2]) / 2, rect[3]),
                   ncol=min(LEGEND_COLUMNS, len(handles)), frameon=False, fontsize=7, handlelength=1.2,
                   columnspacing=1.0)
@@ -190,7 +191,8 @@ def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
     for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.6, wspace=0.3,
                                top=legend_top(rows["encoding"])), tasks):
         cell = rows[rows["task"] == task]
-        sns.lineplot(cell, x="length_ratio", y="value", hue="encoding", palette=palette(), marker="o",
+        sns.lineplot(cell, x="length_ratio", y="value", hue="encoding", palette=palette(rows["encoding"].unique()),
+                     marker="o",
                      errorbar="sd", ax=ax, markersize=4)
         _no_legend(ax)
         ratios = sorted(cell["length_ratio"].unique())

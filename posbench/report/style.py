@@ -36,10 +36,12 @@ _SPARE_COLOURS = ("#8c564b", "#bcbd22", "#e377c2", "#393b79", "#637939", "#843c3
 
 
 @functools.cache
-def palette() -> dict[str, str]:
-    """Encoding name -> colour, for every registered encoding; the same in every figure."""
+def palette(arms=()) -> dict[str, str]:
+    """Encoding name -> colour, for every registered encoding (the same in every figure), and for
+    ``arms`` beyond them (a trained encoding evaluated with a scaling, ``rope+yarn:4``)."""
     spare = iter(_SPARE_COLOURS * 4)
-    return {name: _FIXED_COLOURS.get(name) or next(spare) for name in encodings.names()}
+    colours = {name: _FIXED_COLOURS.get(name) or next(spare) for name in encodings.names()}
+    return {**colours, **{arm: next(spare) for arm in sorted(arms) if arm not in colours}}
 
 
 def colour(encoding: str) -> str:
