@@ -72,6 +72,9 @@ def _one_line(error: jsonschema.ValidationError) -> str:
     if error.validator == "pattern" and key == "machine":
         return (f"config key 'machine': {error.instance!r} is not allowed; allowed: letters, digits, '.', '_' "
                 f"and '-' (it names a folder), or auto")
+    if error.validator == "pattern" and key.startswith("train.eval_scaling"):
+        return (f"config key '{key}': {error.instance!r} is not allowed; allowed: TYPE:FACTOR with TYPE one of "
+                f"linear, dynamic, yarn, llama3 (e.g. yarn:4)")
     if error.validator == "uniqueItems":
         repeated = sorted({str(v) for v in error.instance if error.instance.count(v) > 1})
         return f"config key '{key}': {', '.join(repeated)} listed more than once; list each value once"
@@ -150,6 +153,19 @@ def resolve_devices(devices) -> tuple[list[str], list[str]]:
     else:
         dropped.append("mps (not available in this PyTorch build)")
     return kept, dropped
+
+
+def eval_scaling_argument(config: dict, encoding: str) -> str:
+    """``--eval-scaling …`` for a train job whose encoding has rotary frequencies to scale, else ``""``."""
+    from posbench import encodings
+    from posbench.encodings.rope import RopeScaling
+
+    labels = config["train"]["eval_scaling"]
+    try:
+        encodings.build(encoding, d_model=16, n_heads=2, max_len=4).rescaled(RopeScaling.from_label(labels[0], 2))
+    except (IndexError, ValueError):  # no scalings asked for, or nothing to scale
+        return ""
+    return "--eval-scaling " + " ".join(labels)
 
 
 def machine_label(config: dict) -> str:

@@ -68,6 +68,8 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "duplicate widths": (config(probe={"random_widths": [16, 16]}), "'probe.random_widths': 16 listed more than once"),
     "duplicate encodings in a task": (config(train={"tasks": {"reverse": ["rope", "rope"]}}),
                                       "'train.tasks.reverse': rope listed more than once"),
+    "unknown eval scaling": (config(train={"eval_scaling": ["ntk:4"]}),
+                             "'train.eval_scaling[0]': 'ntk:4' is not allowed; allowed: TYPE:FACTOR with TYPE one of"),
     "a task with no encodings": (config(train={"tasks": {"reverse": []}}),
                                  "'train.tasks.reverse': no encodings listed; list at least one"),
 }
@@ -156,3 +158,13 @@ def test_a_device_the_config_names_but_this_machine_lacks_stops_the_run_at_prefl
     assert reasons == [reasons[0]] and reasons[0].startswith("posbench preflight: error: cuda: no CUDA device visible")
     assert not (results / "records").exists() and not (results / "batches").exists()
     assert not (results / "preflight/box/cuda.json").exists()
+
+
+def test_eval_scalings_reach_only_the_encodings_with_rotary_frequencies():
+    from posbench.workflow import eval_scaling_argument
+
+    cfg = validate_config(config(train={"tasks": {"lm_prose": ["rope", "xpos", "alibi"]},
+                                        "eval_scaling": ["yarn:4", "linear:4"]}))
+    assert eval_scaling_argument(cfg, "rope") == eval_scaling_argument(cfg, "xpos") == "--eval-scaling yarn:4 linear:4"
+    assert eval_scaling_argument(cfg, "alibi") == ""
+    assert eval_scaling_argument(validate_config(config()), "rope") == ""

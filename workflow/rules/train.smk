@@ -25,11 +25,12 @@ rule train:
             if wc.task in config["train"]["data"]
             else ""
         ),
+        eval_scaling=lambda wc: pw.eval_scaling_argument(config, wc.encoding),
         records=record_out(pw.TRAIN_RECORD),
     message:
         "train {wildcards.task} {wildcards.encoding} {wildcards.size} seeds {params.seeds}"
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {params.seeds}"
-        " --threads {threads} {params.steps} {params.data}"
+        " --threads {threads} {params.steps} {params.data} {params.eval_scaling}"
         " --out {params.records:q} --manifest {output} > {log} 2>&1"
