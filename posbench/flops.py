@@ -160,6 +160,29 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
     return {term: forward[term] + backward[term] for term in forward}
 
 
+def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, context: int) -> dict[str, int]:
+    """Per-term FLOPs of one generated token per sequence against a KV cache of ``context`` tokens,
+    under the module's convention: every per-token term of :func:`analytic_flops` at one token, the
+    attention terms over the ``context + 1`` keys, the bias of one query row built."""
+    _check_arguments(batch_size, context, "infer")
+    model = _meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
+    cfg, enc, width = model.cfg, model.encoding, model.width
+    B, keys, n, h = batch_size, context + 1, cfg.n_layers, cfg.n_heads
+    bias = attention.bias_kind(enc)
+    return {
+        "embedding": 2 * B * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
+        "position_input": B * width if enc.traits.combine == "add" else 0,
+        "projections": n * 2 * B * width * 4 * width,
+        "rotation": n * 2 * 3 * B * enc.rotated_width,
+        "attention_scores": n * 2 * B * keys * width,
+        "attention_bias": n * B * h * keys + enc.bias_flops(1, keys, "infer") if bias else 0,
+        "attention_values": n * 2 * B * keys * width,
+        "ffn": n * 2 * 2 * B * width * model.d_ff,
+        "residual": n * 2 * B * width,
+        "head": 2 * B * width * (cfg.n_classes or cfg.vocab_size),
+    }
+
+
 def _meta_model(cfg: ModelConfig) -> Transformer:
     with torch.device("meta"):
         return build_model(cfg)

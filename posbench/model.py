@@ -77,6 +77,16 @@ class KVCache:
     def __len__(self) -> int:
         return 0 if self.positions is None else len(self.positions)
 
+    def truncate(self, length: int) -> None:
+        """Forget every token after the first ``length`` (views: nothing is copied)."""
+        self.keys = [None if k is None else k[..., :length, :] for k in self.keys]
+        self.values = [None if v is None else v[..., :length, :] for v in self.values]
+        self.positions = None if self.positions is None else self.positions[:length]
+
+    def nbytes(self) -> int:
+        """Memory of the cached keys and values, all layers."""
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values) if t is not None)
+
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append one layer's new keys and values ``(B, h, L, d_head)``; all of them back ``(B, h, T + L, d_head)``."""
         if self.keys[layer] is not None:

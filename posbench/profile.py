@@ -27,11 +27,11 @@ import torch
 
 from posbench import encodings, measure, records
 from posbench.attention import choose_path
-from posbench.flops import analytic_flops, count_flops
-from posbench.model import SIZES, ModelConfig, build_model, count_params
+from posbench.flops import analytic_flops, count_flops, decode_flops
+from posbench.model import SIZES, KVCache, ModelConfig, build_model, count_params
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-MODES = ("infer", "train")
+MODES = ("infer", "train", "decode")
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d+)?")
 DEVICE_ALLOWED = "cpu, cuda, cuda:N, mps"
 MEMORY_PASS_STEPS = 2  # the first step allocates caches and optimizer state, the second is steady
@@ -48,7 +48,8 @@ class ProfileConfig:
     device: str = "cpu"
     batch: int = 1
     dtype: str = "float32"
-    mode: str = "infer"  # infer: a forward in inference mode; train: forward + backward + AdamW step
+    mode: str = "infer"  # infer: a forward in inference mode; train: forward + backward + AdamW step;
+    # decode: one new token against a KV cache holding seq_len tokens (generation's per-token cost)
     threads: int | None = None  # torch CPU threads; None: torch's default
     warmup: int = 3
     min_repeats: int = 10
@@ -57,7 +58,12 @@ class ProfileConfig:
 
     def __post_init__(self):
         if self.max_len is None:  # the record states the table size actually built
-            object.__setattr__(self, "max_len", self.seq_len)
+            object.__setattr__(self, "max_len", self.positions_needed)
+
+    @property
+    def positions_needed(self) -> int:
+        """Positions a cell uses: ``seq_len``, and in decode mode the generated token's one more."""
+        return self.seq_len + (self.mode == "decode")
 
 
 def check(config: ProfileConfig) -> None:
@@ -105,9 +111,9 @@ def length_problem(config: ProfileConfig) -> str | None:
                                    max_len=cfg.max_len, causal=cfg.causal)
     except ValueError as error:
         return f"argument --encoding: {error}"
-    limit = encoding.max_positions
-    if limit is not None and config.seq_len > limit:
-        return (f"argument --seq-len: {config.seq_len} positions but {config.encoding}'s table has {limit} rows "
+    limit, needed = encoding.max_positions, config.positions_needed
+    if limit is not None and needed > limit:
+        return (f"argument --seq-len: {needed} positions but {config.encoding}'s table has {limit} rows "
                 f"(--max-len {config.max_len}); allowed: 1 to {limit}, or a larger --max-len")
     return None
 
@@ -210,8 +216,10 @@ def measure_cell(payload: dict, sections: dict) -> None:
     sections["latency"] = measure.measure_latency(step, device, warmup=config.warmup,
                                                   min_repeats=config.min_repeats,
                                                   min_seconds=config.min_seconds)
-    sections["attention"] = attention_used(model, step, config.seq_len)
+    sections["attention"] = attention_used(model, step, config)
     sections["flops"] = flop_counts(model, config)
+    if config.mode == "decode":
+        sections["kv_cache_mib"] = measure.mib(step.cache.nbytes())
     if nvml:
         nvml.close()
 
@@ -238,7 +246,7 @@ def weight_dtype(config: ProfileConfig) -> torch.dtype:
     """Inference runs in ``dtype``; training keeps float32 master weights (and AdamW state) and runs
     the forward under autocast to ``dtype``, as mixed-precision training does — so its memory and
     time are what a user's bf16/fp16 training costs, not those of pure low-precision AdamW."""
-    return DTYPES[config.dtype] if config.mode == "infer" else torch.float32
+    return torch.float32 if config.mode == "train" else DTYPES[config.dtype]
 
 
 def make_step(model: torch.nn.Module, config: ProfileConfig):
@@ -249,6 +257,9 @@ def make_step(model: torch.nn.Module, config: ProfileConfig):
     vocab = model.cfg.vocab_size
     tokens = torch.randint(vocab, (config.batch, config.seq_len + 1), generator=generator).to(device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]  # (B, L) each
+
+    if config.mode == "decode":
+        return decode_step(model, inputs)
 
     if config.mode == "infer":
         model.eval()
@@ -275,6 +286,27 @@ def make_step(model: torch.nn.Module, config: ProfileConfig):
         scaler.update()
 
     return train_step
+
+
+def decode_step(model: torch.nn.Module, prompt: torch.Tensor):
+    """Generation's unit of work: the prompt ``(B, L)`` is prefilled into a KV cache once (untimed); a
+    step feeds one more token at position L and then cuts the cache back to the L prompt tokens, so
+    every timed step sees the same context."""
+    model.eval()
+    cache = KVCache.empty(model.cfg.n_layers)
+    with torch.inference_mode():
+        model(prompt, cache=cache)
+    context = len(cache)
+    next_token = prompt[:, -1:]  # (B, 1)
+
+    def step():
+        with torch.inference_mode():
+            logits = model(next_token, cache=cache)  # (B, 1, vocab)
+        cache.truncate(context)
+        return logits
+
+    step.cache = cache
+    return step
 
 
 def measure_memory(step, device: torch.device, nvml: measure.Nvml | None, context: int | None) -> dict:
@@ -320,7 +352,7 @@ def cuda_settings() -> dict:
 SDPA_KERNEL_PREFIX = "aten::_scaled_dot_product_"
 
 
-def attention_used(model, step, seq_len: int) -> dict:
+def attention_used(model, step, config: ProfileConfig) -> dict:
     """Which attention code ran: the model's path (:func:`posbench.attention.choose_path`, the function the
     model itself calls) and the SDPA kernels seen in one profiled step.
 
@@ -333,7 +365,8 @@ def attention_used(model, step, seq_len: int) -> dict:
     kernels = sorted({event.name for event in profiler.events() if event.name.startswith(SDPA_KERNEL_PREFIX)})
     backends = sorted({name.removeprefix(SDPA_KERNEL_PREFIX).removesuffix("_backward") for name in kernels})
     param = next(model.parameters())
-    path = choose_path(model.encoding, seq_len, seq_len, model.cfg.causal, param.dtype, device=param.device)
+    q_len, k_len = (1, config.seq_len + 1) if config.mode == "decode" else (config.seq_len, config.seq_len)
+    path = choose_path(model.encoding, q_len, k_len, model.cfg.causal, param.dtype, device=param.device)
     return {"path": path, "sdpa_kernels": kernels, "sdpa_backend": ",".join(backends)}
 
 
@@ -344,6 +377,11 @@ def flop_counts(model, config: ProfileConfig) -> dict:
     memory are measured by then, so a failure here — an out-of-memory at 32k, say — must not turn the
     cell into one: the analytic count (from a model on the meta device, no memory) stands, the
     library counts are ``None`` and ``counters_failed`` says why."""
+    if config.mode == "decode":
+        terms = decode_flops(model, config.batch, config.seq_len)
+        return {"mode": "decode", "batch_size": config.batch, "seq_len": config.seq_len,
+                "analytic": sum(terms.values()), "analytic_causal_half": sum(terms.values()), "fvcore": None,
+                "torch": None, "terms": terms, "counters_failed": "the library counters run in infer and train modes"}
     try:
         return count_flops(model, config.batch, config.seq_len, mode=config.mode).as_dict()
     except Exception as error:  # noqa: BLE001 - any failure of the extra pass costs only its figures

@@ -115,7 +115,7 @@ def _check_names(config: dict) -> None:
         if not Path(path).is_file():
             raise ConfigError(f"config key 'train.data.{task}': file {path!r} does not exist")
     bounded = [e for e in profile["encodings"] if encodings.traits(e).bounded]
-    longest = max(profile["seq_lens"], default=0)
+    longest = max(profile["seq_lens"], default=0) + ("decode" in profile["modes"])  # decode: one token more
     if bounded and profile["max_len"] is not None and profile["max_len"] < longest:
         raise ConfigError(f"config key 'profile.max_len': {bounded[0]}'s table of {profile['max_len']} rows is "
                           f"shorter than profile.seq_lens up to {longest}; set it >= {longest} or null")
@@ -153,6 +153,13 @@ def resolve_devices(devices) -> tuple[list[str], list[str]]:
     else:
         dropped.append("mps (not available in this PyTorch build)")
     return kept, dropped
+
+
+def profile_max_len(config: dict) -> int:
+    """Rows of a bounded table for the whole profile sweep: ``profile.max_len``, else the longest length
+    (one more when decode cells generate a token after it)."""
+    profile = config["profile"]
+    return profile["max_len"] or max(profile["seq_lens"], default=1) + ("decode" in profile["modes"])
 
 
 def eval_scaling_argument(config: dict, encoding: str) -> str:

@@ -311,3 +311,35 @@ def test_training_cells_below_float32_are_mixed_precision_with_float32_master_we
     assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))  # it trained
     inference = ProfileConfig(encoding="rope", size="tiny", seq_len=16, dtype=dtype)
     assert profile.weight_dtype(inference) == profile.DTYPES[dtype]
+
+
+# ----- decode: one token against a KV cache -------------------------------------------------------
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "learned"])
+def test_a_decode_step_is_the_next_token_of_the_full_forward_at_a_fixed_context(encoding):
+    config = ProfileConfig(encoding=encoding, size="tiny", seq_len=40, mode="decode")
+    assert config.max_len == 41  # the generated token's position needs a row too
+    model = build_model(profile.model_config(config))
+    step = profile.make_step(model, config)
+    prompt = torch.randint(model.cfg.vocab_size, (1, 41), generator=torch.Generator().manual_seed(0))[:, :-1]
+    with torch.no_grad():
+        expected = model(torch.cat([prompt, prompt[:, -1:]], dim=1))[:, -1]
+    for _ in range(3):  # every step sees the same 40 cached tokens
+        torch.testing.assert_close(step()[:, -1], expected, atol=1e-5, rtol=0)
+        assert len(step.cache) == 40
+
+
+def test_a_decode_cell_records_latency_cache_memory_path_and_analytic_flops(tmp_path):
+    out = tmp_path / "decode.json"
+    assert profile_cli(out, "--encoding", "alibi", *QUICK, "--mode", "decode") == 0
+    record = records.read_record(out)  # the schema holds decode records
+    tiny = {"n_layers": 2, "n_heads": 4, "width": 64}
+    assert record["status"] == "ok" and record["latency"]["n"] >= 3 and record["attention"]["path"] == "relative"
+    assert record["kv_cache_mib"] == measure.mib(2 * tiny["n_layers"] * 64 * tiny["width"] * 4)  # k, v; 64 tokens; fp32
+    flops = record["flops"]
+    assert flops["mode"] == "decode" and flops["torch"] is None and flops["analytic"] == sum(flops["terms"].values())
+    keys = 65
+    assert flops["terms"]["attention_scores"] == tiny["n_layers"] * 2 * keys * tiny["width"]
+    per_token = profile.analytic_flops(build_model(profile.model_config(ProfileConfig(
+        encoding="alibi", size="tiny", seq_len=1))), 1, 1)
+    for term in ("projections", "ffn", "residual", "head", "rotation", "position_input"):
+        assert flops["terms"][term] == per_token[term]

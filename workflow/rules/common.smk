@@ -34,7 +34,7 @@ def record_out(template):
 wildcard_constraints:
     machine=r"[A-Za-z0-9_.-]+",
     device=r"cpu|mps|cuda(:[0-9]+)?",
-    mode=r"infer|train",
+    mode=r"infer|train|decode",
     size=r"[a-z]+",
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",

@@ -48,8 +48,7 @@ rule profile:
         p=config["profile"],
         seq_lens=lambda wc: pw.split(wc.seq_lens),
         # one table size for the whole sweep: a learned encoding's parameters don't vary by cell
-        max_len=config["profile"]["max_len"]
-        or max(config["profile"]["seq_lens"], default=1),
+        max_len=pw.profile_max_len(config),
         records=record_out(pw.PROFILE_RECORD),
     message:
         "profile {wildcards.encoding} {wildcards.size} L={params.seq_lens} on {wildcards.device} ({wildcards.mode})"
