@@ -12,6 +12,8 @@ Parts (``python -m posbench bench --parts …``), all on the setting of issue 6 
 ``scale``     P6: the longest power-of-two length up to 32k each encoding reaches at batch 1,
               d = 256, with peak memory and latency; each point in its own process, so an
               out-of-memory kill cannot end the bench.
+``decode``    P7: per-token generation latency with a KV cache (one token against a cache of C tokens,
+              C = 1024 and 4096) of each encoding / ``none``'s, same model as P1.
 
 Contenders of a part are timed in alternation, round by round (the order rotating), so a load
 change on a shared machine hits all of them; each reports the median and the ratio of medians.
@@ -37,12 +39,15 @@ from posbench import attention, measure
 from posbench.flops import analytic_flops
 from posbench.model import ModelConfig, build_model, count_params
 from posbench.positions import Positions
+from posbench.profile import decode_step
 from posbench.records import cpu_model
 
-PARTS = ("paths", "overhead", "peer", "limit", "scale")
+PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode")
 OVERHEAD_TARGETS = {  # forward latency / NoPE's: the rotary family within 5 %, logit biases 25 %, FIRE's MLP 2×
     "none": None, "sinusoidal": 1.05, "learned": 1.05, "rope": 1.05, "rope_p50": 1.05, "xpos": 1.05, "mrope": 1.05,
     "alibi": 1.25, "t5": 1.25, "kerple": 1.25, "fire": 2.0}
+DECODE_TARGETS = {name: (None if name == "none" else 2.0 if name == "fire" else 1.10) for name in OVERHEAD_TARGETS}
+DECODE_CONTEXTS = (1024, 4096)
 PEER_TARGETS = {"none": 1.0, "learned": 1.0, "rope": 1.0, "alibi": 0.5, "t5": 0.5}
 LIMIT_TARGET = 0.5
 SCALE_TARGET = 32768
@@ -63,6 +68,7 @@ class BenchOptions:
     scale_budget_seconds: float = 150.0  # don't try a length whose forward is estimated longer
     threads: int = 2
     flex: bool = False
+    decode_contexts: tuple[int, ...] = DECODE_CONTEXTS
 
 
 @dataclass
@@ -352,8 +358,32 @@ def scale_point(payload: dict, sections: dict) -> None:
                     first_call_ms=first_ms)
 
 
+def part_decode(options: BenchOptions, out: Path) -> PartResult:
+    """P7: one generated token against a KV cache of C tokens, each encoding against NoPE, alternated."""
+    result = PartResult(f"P7 decode: per-token latency with a KV cache / none (d={BASE['d_model']}, "
+                        f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, batch 1, fp32, "
+                        f"contexts {', '.join(map(str, options.decode_contexts))})")
+    for context in options.decode_contexts:
+        models = {name: posbench_model(name, context + 1) for name in DECODE_TARGETS}
+        prompt = torch.randint(0, 256, (1, context), generator=torch.Generator().manual_seed(0))
+        steps = {name: decode_step(model, prompt) for name, model in models.items()}
+        samples = alternate(steps, options.rounds, options.warmup)
+        result.samples.update({f"{name}@{context}": s for name, s in samples.items()})
+        none = samples["none"]
+        for name, timed in samples.items():
+            ratio = median(timed) / median(none)
+            target, meets = verdict(ratio, DECODE_TARGETS[name], at_most=True)
+            item = f"{name} C={context}"
+            result.rows += [Row("decode", item, "median", median(timed), "ms"),
+                            Row("decode", item, "paired ratio", paired_ratio(timed, none), "x"),
+                            Row("decode", item, "ratio", ratio, "x", target, meets)]
+            if meets is False:
+                save_profile(out, result, f"decode_{name}_{context}", {name: steps[name], "none": steps["none"]})
+    return result
+
+
 PART_FUNCTIONS = {"paths": part_paths, "overhead": part_overhead, "peer": part_peer,
-                  "limit": part_limit, "scale": part_scale}
+                  "limit": part_limit, "scale": part_scale, "decode": part_decode}
 
 
 # ----- output --------------------------------------------------------------------------------------

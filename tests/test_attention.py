@@ -259,7 +259,7 @@ def test_scale_point_reports_path_memory_and_latency():
 
 @pytest.mark.parametrize("argv,message", [
     (["--parts", "overhead,speed"],
-     "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, comma-separated"),
+     "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, decode, comma-separated"),
     (["--scale-max-len", "3000"], "'3000' is not allowed; allowed: a power of two >= 1024"),
     (["--rounds", "0"], "'0' is not allowed; allowed: a positive integer")])
 def test_bench_arguments_fail_in_one_line(argv, message, capsys):
@@ -267,3 +267,16 @@ def test_bench_arguments_fail_in_one_line(argv, message, capsys):
         main(["bench", *argv])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_decode_part_times_each_encoding_against_none_at_each_context(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "DECODE_TARGETS", {"none": None, "alibi": 1.10})
+    options = bench.BenchOptions(parts=("decode",), rounds=2, warmup=0, decode_contexts=(16, 32))
+    result = bench.part_decode(options, tmp_path)
+    ratios = {row.item: row.value for row in result.rows if row.metric == "ratio"}
+    assert set(ratios) == {"none C=16", "alibi C=16", "none C=32", "alibi C=32"}
+    assert ratios["none C=16"] == ratios["none C=32"] == 1.0 and ratios["alibi C=32"] > 0
+    assert {name: len(s) for name, s in result.samples.items()} == {
+        "none@16": 2, "alibi@16": 2, "none@32": 2, "alibi@32": 2}
+    target = next(row for row in result.rows if row.item == "alibi C=16" and row.metric == "ratio")
+    assert target.target == "<= 1.1" and target.meets == (target.value <= 1.10)

@@ -11,7 +11,7 @@ from posbench.cli import arguments
 
 HELP = "benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale"
 
-QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,),
+QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,), decode_contexts=(256,),
              scale_point_seconds=0.5)  # a smoke run: few repeats, short lengths
 
 
