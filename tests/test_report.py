@@ -259,3 +259,18 @@ def test_aggregate_and_report_refuse_empty_inputs_in_one_line(tmp_path, capsys):
     assert main(["report", "--tables", str(tmp_path / "tables"), "--out", str(tmp_path / "report.pdf")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "argument --tables: no rows in" in err[0] and not (tmp_path / "report.pdf").exists()
+
+
+def test_a_training_free_scaling_is_an_arm_of_the_extrapolation_figure(tmp_path):
+    """``rope+yarn:4`` rows (eval_scaling) get a colour and a legend entry of their own."""
+    from posbench.report import figures
+
+    make_tables(tmp_path)
+    rows = pd.read_csv(tmp_path / "extrapolation.csv")
+    arm = rows[rows["encoding"] == "rope"].assign(encoding="rope+yarn:4", value=lambda r: r["value"] - 0.01)
+    pd.concat([rows, arm]).to_csv(tmp_path / "extrapolation.csv", index=False)
+    figure = figures.Figure(figsize=(8, 10))
+    figures.draw_extrapolation(figure, (0.05, 0.05, 0.95, 0.95), data.load(tmp_path))
+    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert "rope+yarn:4" in labels and "rope" in labels
+    assert style.palette(["rope+yarn:4"])["rope+yarn:4"] not in {style.colour(e) for e in ("rope", "none")}

@@ -8,6 +8,7 @@ walks the system's font files and registers the first that covers the glyphs the
 from __future__ import annotations
 
 import functools
+import itertools
 import warnings
 
 import matplotlib
@@ -35,13 +36,17 @@ _FIXED_COLOURS = {
 _SPARE_COLOURS = ("#8c564b", "#bcbd22", "#e377c2", "#393b79", "#637939", "#843c39")
 
 
-@functools.cache
 def palette(arms=()) -> dict[str, str]:
     """Encoding name -> colour, for every registered encoding (the same in every figure), and for
     ``arms`` beyond them (a trained encoding evaluated with a scaling, ``rope+yarn:4``)."""
-    spare = iter(_SPARE_COLOURS * 4)
+    return _palette(tuple(sorted(set(arms))))
+
+
+@functools.cache
+def _palette(arms: tuple[str, ...]) -> dict[str, str]:
+    spare = itertools.cycle(_SPARE_COLOURS)
     colours = {name: _FIXED_COLOURS.get(name) or next(spare) for name in encodings.names()}
-    return {**colours, **{arm: next(spare) for arm in sorted(arms) if arm not in colours}}
+    return {**colours, **{arm: next(spare) for arm in arms if arm not in colours}}
 
 
 def colour(encoding: str) -> str:
