@@ -274,3 +274,12 @@ def test_a_training_free_scaling_is_an_arm_of_the_extrapolation_figure(tmp_path)
     labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
     assert "rope+yarn:4" in labels and "rope" in labels
     assert style.palette(["rope+yarn:4"])["rope+yarn:4"] not in {style.colour(e) for e in ("rope", "none")}
+
+
+def test_cost_panels_never_mix_gpu_models_or_modes():
+    from posbench.report import figures
+
+    cost = pd.DataFrame({"device": ["cuda", "cuda", "cuda", "cpu"], "mode": ["infer", "infer", "train", "infer"],
+                         "device_name": ["NVIDIA H200", "NVIDIA A100", "NVIDIA H200", "AMD EPYC"]})
+    assert figures._machine_columns(cost).tolist() == [
+        "cuda (NVIDIA H200), infer", "cuda (NVIDIA A100), infer", "cuda (NVIDIA H200), train", "cpu (AMD EPYC), infer"]

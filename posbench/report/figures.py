@@ -113,15 +113,25 @@ def latency_missing(tables: Tables) -> str | None:
     return tables.missing("cost", "encoding", "device", "seq_len", "latency_median_ms")
 
 
+def _machine_columns(cost: pd.DataFrame) -> pd.Series:
+    """``device (device name), mode`` per row: timings of different GPU models, or of inference and
+    training, never share (or average into) one panel."""
+    name = cost["device_name"].fillna("") if "device_name" in cost else pd.Series("", index=cost.index)
+    mode = cost["mode"].fillna("infer") if "mode" in cost else pd.Series("infer", index=cost.index)
+    label = cost["device"].astype(str).where(name == "", cost["device"].astype(str) + " (" + name.astype(str) + ")")
+    return label + ", " + mode.astype(str)
+
+
 def draw_latency_memory(figure: Figure, rect: Rect, tables: Tables) -> None:
     cost = tables.ok("cost", "encoding", "device", "seq_len", "latency_median_ms")
-    devices = sorted(cost["device"].unique())
+    cost = cost.assign(machine_column=_machine_columns(cost))  # one column per device model and mode
+    devices = sorted(cost["machine_column"].unique())
     memory = memory_column(cost)
     axes = panels(figure, rect, 2 * len(devices), len(devices), hspace=0.45, top=legend_top(cost["encoding"]))
     encoding_legend(figure, rect, list(cost["encoding"].unique()))
     memory_label = "memory above baseline (MiB)" if memory == "memory_above_baseline_mib" else "peak memory (MiB)"
     for i, device in enumerate(devices):
-        on_device = cost[cost["device"] == device]
+        on_device = cost[cost["machine_column"] == device]
         for ax, column, label in ((axes[i], "latency_median_ms", "median latency (ms)"),
                                   (axes[len(devices) + i], memory, memory_label)):
             shown = on_device[pd.to_numeric(on_device.get(column), errors="coerce") > 0]
@@ -264,7 +274,8 @@ FIGURES = (
                "concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding line). Log-log axes.", 3.2,
                lambda t: None, draw_params_flops),
     FigureSpec("latency_memory", "Latency and memory against sequence length",
-               "From cost.csv: median latency (ms) and memory (MiB) per encoding, one column per device, "
+               "From cost.csv: median latency (ms) and memory (MiB) per encoding, one column per device "
+               "(and its model name) and mode, "
                "for the size profiled most on that device (other sizes: see cost.csv). Log-log axes.",
                5.4, latency_missing, draw_latency_memory),
     FigureSpec("accuracy", "Accuracy per task at the training length",
