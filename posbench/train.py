@@ -7,7 +7,8 @@ loss is cross-entropy over the scored targets. AdamW with linear warm-up and cos
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
 length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers; on
-CUDA the same holds on one GPU model and software stack (cuBLAS's fixed workspace, no cuDNN autotuning).
+CUDA cuBLAS gets a fixed workspace and cuDNN no autotuning so that they can repeat too, on one GPU
+model and software stack (not across them).
 
 ``device`` and ``dtype`` say where and in which precision a job runs. ``bf16`` is mixed precision:
 the weights and AdamW's state stay float32 (the master copy), the forward runs under

@@ -303,3 +303,14 @@ def test_deterministic_on_cuda_fixes_cublas_workspace_and_turns_cudnn_autotuning
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # also deterministic: a user's choice is kept
     with deterministic(1, "cuda"):
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"device": "mps"}, "device 'mps' is not allowed; allowed: cpu, cuda, cuda:N"),
+    ({"device": "cuda:"}, "device 'cuda:' is not allowed; allowed: cpu, cuda, cuda:N"),
+    ({"dtype": "fp16"}, "dtype 'fp16' is not allowed; allowed: fp32, bf16"),
+])
+def test_resolve_refuses_a_device_or_dtype_no_job_takes(change, message):
+    with pytest.raises(ValueError) as error:
+        resolve(small_config("rope", **change))
+    assert str(error.value) == message
