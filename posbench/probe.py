@@ -10,8 +10,10 @@ versus concatenating, as the width shrinks:
   and ``p_pos = [0; P_pos]`` — orthogonal by construction; when adding they share all d dimensions.
 * **Embeddings.** ``random``: Gaussian rows scaled so that their mean squared norm equals the
   position vectors' over positions ``0 … L−1`` (a learned table is at its initialisation, itself
-  Gaussian). ``trained``: a short ``lm_prose`` run at this width (one layer by default); the
-  record states its steps, seed and held-out bits per character.
+  Gaussian). ``trained``: a short ``lm_prose`` run at this width (one layer by default), on
+  ``device`` in ``dtype``'s precision as ``posbench train`` runs (a device this machine lacks gives a
+  ``skipped`` record); the record states its steps, seed and held-out bits per character. The
+  probes themselves run on the CPU.
 * **Probes.** A linear probe (multinomial logistic regression) and a one-hidden-layer MLP, fitted
   by L-BFGS on z-scored inputs, stopped at the round with the lowest validation cross-entropy, to
   recover the token and, separately, the exact position. The (token, position) pairs are uniform
@@ -37,7 +39,7 @@ import copy
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TextIO
 
@@ -48,7 +50,8 @@ from torch import nn
 from posbench import encodings, records
 from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.positions import Positions
-from posbench.train import TrainConfig, deterministic, evaluate, fit, initial_model, resolve
+from posbench.profile import missing_device
+from posbench.train import RUN_FIELDS, TrainConfig, check_run, deterministic, evaluate, fit, initial_model, resolve
 
 TARGETS = ("token", "position")
 PROBES = ("linear", "mlp")
@@ -95,6 +98,8 @@ class ProbeConfig:
     mlp_hidden: int = 128
     variance_kept: float = 0.9
     threads: int = 1
+    device: str = "cpu"  # trained embeddings: where the lm_prose run trains (cpu, cuda, cuda:N)
+    dtype: str = "fp32"  # and in which precision (fp32, bf16), as in posbench train
 
 
 def check(config: ProbeConfig) -> None:
@@ -108,6 +113,10 @@ def check(config: ProbeConfig) -> None:
         raise ValueError(f"vocab applies to random embeddings; trained ones use {TRAINING_TASK}'s vocabulary")
     if config.embedding == "random" and (config.vocab is None or config.vocab < 2):
         raise ValueError(f"vocab must be >= 2 for random embeddings, got {config.vocab}")
+    check_run(config.device, config.dtype)
+    if config.embedding == "random" and (config.device, config.dtype) != ("cpu", "fp32"):
+        raise ValueError(f"device {config.device!r} and dtype {config.dtype!r} apply to trained embeddings (the "
+                         f"{TRAINING_TASK} run); allowed with random ones: cpu, fp32")
     if config.seq_len < 2:
         raise ValueError(f"seq_len must be >= 2 (position is the target), got {config.seq_len}")
     if config.d_model % 4:
@@ -166,7 +175,8 @@ def train_lm(config: ProbeConfig, log: TextIO) -> tuple[nn.Module, dict]:
     changed to this width and depth, which ``train``'s named sizes do not offer.
     """
     job = resolve(TrainConfig(task=TRAINING_TASK, encoding=config.encoding, seed=config.seed,
-                              steps=config.train_steps, task_options={"train_length": config.seq_len}))
+                              steps=config.train_steps, task_options={"train_length": config.seq_len},
+                              device=config.device, dtype=config.dtype))
     job = replace(job, model=job.model.replace(d_model=config.d_model, n_layers=config.train_layers,
                                                max_len=config.seq_len))
     label = f"probe {config.encoding} d={config.d_model} seed {config.seed}"
@@ -176,14 +186,14 @@ def train_lm(config: ProbeConfig, log: TextIO) -> tuple[nn.Module, dict]:
     if fitted.status != "ok":
         raise TrainingFailed(f"{fitted.reason} of the {TRAINING_TASK} run")
     tail = fitted.losses[-max(1, job.steps // 10):]
-    held_out = evaluate(model, job.task, config.seq_len).metrics
+    held_out = evaluate(model, job.task, config.seq_len, config.dtype).metrics
     print(f"[{label}] trained {TRAINING_TASK} {job.steps} steps: "
           f"held-out {held_out['bits_per_char']:.3f} bits/char, {time.perf_counter() - started:.1f}s", file=log)
     training = {"task": TRAINING_TASK, "steps": job.steps, "seed": config.seed, "n_layers": config.train_layers,
                 "n_heads": job.model.n_heads, "batch_size": job.batch_size, "lr": job.lr,
                 "train_length": config.seq_len, "final_loss": sum(tail) / len(tail),
                 "held_out_bits_per_char": held_out["bits_per_char"], "seconds": time.perf_counter() - started}
-    return model, training
+    return model.cpu(), training  # the probes run on the CPU
 
 
 # ----- probes -------------------------------------------------------------------------------------
@@ -341,7 +351,10 @@ def probe(config: ProbeConfig, log: TextIO | None = None) -> dict:
     """Run one cell and return its ``probe`` record (``error`` with the reason if the LM run diverged)."""
     check(config)
     log = log or sys.stderr
-    with deterministic(config.threads):
+    missing = missing_device(config.device)
+    if missing:
+        return _record(config, "skipped", missing, time.perf_counter())
+    with deterministic(config.threads, config.device):
         started = time.perf_counter()
         try:
             encoding, vectors, embedding = input_vectors(config, log)
@@ -371,8 +384,13 @@ def probe(config: ProbeConfig, log: TextIO | None = None) -> dict:
     return record
 
 
+def record_config(config: ProbeConfig) -> dict:
+    """The record's ``config``: every field, ``device`` and ``dtype`` only when not cpu / fp32."""
+    return records.config_fields(config, RUN_FIELDS)
+
+
 def _record(config: ProbeConfig, status: str, reason: str, started: float) -> dict:
-    record = records.new_record("probe", asdict(config), status, reason)
+    record = records.new_record("probe", record_config(config), status, reason)
     record.update({"encoding": config.encoding, "d_model": config.d_model, "seq_len": config.seq_len,
                    "seed": config.seed, "recovery": [], "wall_time_s": {"total": time.perf_counter() - started}})
     return record

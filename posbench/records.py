@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import asdict, fields
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -140,6 +141,15 @@ def config_hash(config: dict) -> str:
     """A short, stable hash of the inputs that define a cell (keys sorted, JSON-encoded)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def config_fields(config, added: tuple[str, ...]) -> dict:
+    """``asdict(config)`` less the ``added`` fields while they hold their defaults: a field added to a
+    config after records were written leaves those records' ``config_hash`` (and so whether a batch
+    keeps them) as it was."""
+    defaults = {f.name: f.default for f in fields(config) if f.name in added}
+    return {name: value for name, value in asdict(config).items()
+            if name not in defaults or value != defaults[name]}
 
 
 def new_record(kind: str, config: dict, status: str = "ok", reason: str = "") -> dict:

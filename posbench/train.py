@@ -6,7 +6,15 @@ loss is cross-entropy over the scored targets. AdamW with linear warm-up and cos
 10 % of the peak, gradient clipping, weight decay on the linear layers' matrices only (so rows of a
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
-length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers.
+length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives the same numbers; on
+CUDA cuBLAS gets a fixed workspace and cuDNN no autotuning so that they can repeat too, on one GPU
+model and software stack (not across them).
+
+``device`` and ``dtype`` say where and in which precision a job runs. ``bf16`` is mixed precision:
+the weights and AdamW's state stay float32 (the master copy), the forward runs under
+``torch.autocast`` to bfloat16, and the loss is taken in float32; evaluation runs in the same
+regime. float16 is not offered: without loss scaling its gradients underflow. A device this machine
+lacks gives a ``skipped`` record with the reason, as ``posbench profile`` does.
 
 :func:`evaluate` scores every evaluation sequence (an *item*) on its own as well as the whole set, so
 that intervals can include the evaluation set's own sampling error; the metrics are those of
@@ -19,10 +27,12 @@ as :class:`posbench.records.Items`; a run that diverges returns one with ``statu
 from __future__ import annotations
 
 import math
+import os
+import re
 import sys
 import time
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import TextIO
 
 import numpy as np
@@ -33,7 +43,13 @@ from torch import nn
 from posbench import encodings, metrics, records, tasks
 from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
+from posbench.profile import missing_device
 from posbench.tasks.base import IGNORE
+
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
+DEVICE_ALLOWED = "cpu, cuda, cuda:N"
+DTYPES = {"fp32": None, "bf16": torch.bfloat16}  # -> what the forward autocasts to (None: nothing)
+RUN_FIELDS = ("device", "dtype")  # recorded only when not cpu / fp32: older records keep their hash
 
 
 @dataclass(frozen=True)
@@ -53,17 +69,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     threads: int = 1
     log_every: int = 100
+    device: str = "cpu"  # cpu, cuda or cuda:N
+    dtype: str = "fp32"  # fp32, or bf16: autocast with float32 weights (see the module's docstring)
     eval_scaling: tuple[str, ...] = ()  # training-free RoPE scalings also evaluated after training, e.g. yarn:4
-
-    def recorded(self) -> dict:
-        """The config as records keep it. A field added after records existed appears only when set,
-        so a record of a config that leaves it alone keeps its hash (and is not measured again)."""
-        fields = asdict(self)
-        if not fields["eval_scaling"]:
-            del fields["eval_scaling"]
-        else:
-            fields["eval_scaling"] = list(fields["eval_scaling"])
-        return fields
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,10 @@ class Job:
     lr: float
 
     def record_config(self) -> dict:
-        return {**self.config.recorded(), "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling"))
+        if "eval_scaling" in recorded:
+            recorded["eval_scaling"] = list(recorded["eval_scaling"])  # JSON has arrays, not tuples
+        return {**recorded, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "train_length": self.task.train_length, "task_options": self.task.options(),
                 "eval_lengths": self.task.eval_lengths(), "max_len": self.model.max_len}
 
@@ -91,6 +102,7 @@ def resolve(config: TrainConfig) -> Job:
         raise ValueError(f"unknown encoding {config.encoding!r}; allowed: {', '.join(encodings.names())}")
     if config.seed < 0:
         raise ValueError(f"seed must be >= 0, got {config.seed}")
+    check_run(config.device, config.dtype)
     for name in ("steps", "batch_size", "lr", "threads", "log_every"):
         value = getattr(config, name)
         if value is not None and value <= 0:
@@ -102,6 +114,15 @@ def resolve(config: TrainConfig) -> Job:
         encodings.build(config.encoding, d_model=16, n_heads=2, max_len=4).rescaled(scaling)
     return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
                config.lr or task.lr)
+
+
+def check_run(device: str, dtype: str) -> None:
+    """A one-line ``ValueError`` for a device or dtype no training job takes (whether this machine has
+    the device is asked later: its absence is a ``skipped`` record, not a mistake)."""
+    if not (isinstance(device, str) and DEVICE_PATTERN.fullmatch(device)):
+        raise ValueError(f"device {device!r} is not allowed; allowed: {DEVICE_ALLOWED}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPES)}")
 
 
 def model_config(task: tasks.Task, encoding: str, size: str) -> ModelConfig:
@@ -122,16 +143,30 @@ def model_config(task: tasks.Task, encoding: str, size: str) -> ModelConfig:
 
 
 @contextmanager
-def deterministic(threads: int):
-    """Deterministic kernels and a fixed thread count for the duration of a job."""
-    previous = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+def deterministic(threads: int, device: str = "cpu"):
+    """Deterministic kernels and a fixed thread count for the duration of a job.
+
+    On CUDA, cuBLAS is deterministic only with a fixed workspace, read from the environment when its
+    first handle is made: so it is set here, before the job touches the device (a value already set
+    is kept). cuDNN's autotuner would pick kernels by timing, so it is off."""
+    if device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    previous = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.backends.cudnn.benchmark
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)
+    torch.backends.cudnn.benchmark = False
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(previous[0])
         torch.set_num_threads(previous[1])
+        torch.backends.cudnn.benchmark = previous[2]
+
+
+def autocast(device: torch.device, dtype: str):
+    """The forward's precision: ``bf16`` autocasts to bfloat16 on ``device``; ``fp32`` changes nothing."""
+    lower = DTYPES[dtype]
+    return torch.autocast(device.type, dtype=lower) if lower is not None else nullcontext()
 
 
 def make_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int, warmup_fraction: float):
@@ -153,12 +188,15 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int,
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def scored_logits(model: nn.Module, batch: tasks.Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits and targets flattened to ``(N, classes)`` and ``(N,)`` for every task shape."""
-    logits = model(batch.inputs)  # (B, T, V) or (B, C)
+def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (float32, whatever the forward ran in) and targets flattened to ``(N, classes)`` and
+    ``(N,)`` for every task shape, on the model's device; the forward in ``dtype``'s precision."""
+    device = next(model.parameters()).device
+    with autocast(device, dtype):
+        logits = model(batch.inputs.to(device))  # (B, T, V) or (B, C)
     if logits.dim() == 2:
         logits = logits[:, None]  # (B, 1, C): one target per sequence
-    return logits.flatten(0, 1), batch.targets.flatten()
+    return logits.flatten(0, 1).float(), batch.targets.to(device).flatten()
 
 
 @dataclass(frozen=True)
@@ -173,9 +211,10 @@ class Fitted:
 
 
 def initial_model(job: Job) -> nn.Module:
-    """The job's model at initialisation; the seed fixes its weights."""
+    """The job's model at initialisation, on its device; the seed fixes its weights (drawn on the CPU,
+    so they are the same on every device)."""
     torch.manual_seed(job.config.seed)
-    return build_model(job.model)
+    return build_model(job.model).to(job.config.device)
 
 
 def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
@@ -190,7 +229,7 @@ def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
     losses, curve = [], []
     started = time.perf_counter()
     for step in range(1, job.steps + 1):
-        logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size))
+        logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size), config.dtype)
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
         if not torch.isfinite(loss):
             return Fitted(losses, curve, "diverged", f"non-finite loss ({loss.item()}) at step {step}",
@@ -223,13 +262,14 @@ class Evaluation:
         return {"metrics": self.metrics, "scored_targets": self.sums["scored"], "sequences": self.sums["sequences"]}
 
 
-def evaluate(model: nn.Module, task: tasks.Task, length: int) -> Evaluation:
-    """The task's metrics on its fixed evaluation set at ``length``, and each sequence's own sums."""
+def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = "fp32") -> Evaluation:
+    """The task's metrics on its fixed evaluation set at ``length``, and each sequence's own sums; on
+    the model's device, the forward in ``dtype``'s precision (as it was trained)."""
     loss_sum, batches = 0.0, []
     model.eval()
     with torch.no_grad():
         for batch in task.eval_batches(length):
-            logits, targets = scored_logits(model, batch)
+            logits, targets = scored_logits(model, batch, dtype)
             # The total as torch reduces each batch, as records have always had it; the items' float64
             # sums agree with it to rounding, not bit for bit.
             loss_sum += F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum").item()
@@ -245,8 +285,9 @@ def item_sums(logits: torch.Tensor, targets: torch.Tensor, shape: torch.Size) ->
     scored = (targets != IGNORE).view(shape)  # (B, T)
     losses = F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="none").view(shape)  # 0 where ignored
     right = (logits.argmax(-1) == targets).view(shape) | ~scored  # (B, T)
-    return {"loss_sum": losses.double().sum(1).numpy(), "scored": scored.sum(1).numpy(),
-            "correct": (right & scored).sum(1).numpy(), "exact": right.all(1).numpy()}
+    sums = {"loss_sum": losses.double().sum(1), "scored": scored.sum(1), "correct": (right & scored).sum(1),
+            "exact": right.all(1)}
+    return {name: value.cpu().numpy() for name, value in sums.items()}
 
 
 def item_table(evaluations: dict[int, Evaluation]) -> records.Items:
@@ -283,7 +324,7 @@ def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor]
     return report
 
 
-def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str) -> dict:
+def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str, dtype: str = "fp32") -> dict:
     """The trained model evaluated at every length with its RoPE frequencies scaled by ``label`` (e.g.
     ``yarn:4``), no retraining: the context-extension methods people apply to a trained model. The
     training length is the scaling's original context. Per-item results are kept for the plain
@@ -291,7 +332,7 @@ def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str) -> dict:
     plain = model.encoding
     model.encoding = plain.rescaled(RopeScaling.from_label(label, task.sequence_length(task.train_length)))
     try:
-        return {n: evaluate(model, task, n) for n in task.eval_lengths()}
+        return {n: evaluate(model, task, n, dtype) for n in task.eval_lengths()}
     finally:
         model.encoding = plain
 
@@ -301,8 +342,20 @@ def train(config: TrainConfig, log: TextIO | None = None) -> dict:
 
     Progress lines go to ``log`` (default: the current ``sys.stderr``)."""
     job = resolve(config)
-    with deterministic(config.threads):
+    missing = missing_device(config.device)
+    if missing:
+        return _skipped(job, missing)
+    with deterministic(config.threads, config.device):
         return _run(job, log or sys.stderr)
+
+
+def _skipped(job: Job, reason: str) -> dict:
+    """The record of a job not run: its config and the reason, no measurements."""
+    record = records.new_record("train", job.record_config(), "skipped", reason)
+    record.update({"task": job.task.name, "encoding": job.config.encoding, "seed": job.config.seed,
+                   "metrics": list(job.task.metrics), "loss_curve": [], "eval": [],
+                   "wall_time_s": {"train": 0.0, "eval": 0.0, "total": 0.0}})
+    return record
 
 
 def _run(job: Job, log: TextIO) -> dict:
@@ -311,8 +364,10 @@ def _run(job: Job, log: TextIO) -> dict:
     initial = {name: p.detach().clone() for name, p in position_tables(model).items()}
     started = time.perf_counter()
     fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
-    evaluations = {n: evaluate(model, task, n) for n in task.eval_lengths()} if fitted.status == "ok" else {}
-    scaled = {label: scaled_evaluations(model, task, label) for label in config.eval_scaling} if evaluations else {}
+    evaluations = ({n: evaluate(model, task, n, config.dtype) for n in task.eval_lengths()}
+                   if fitted.status == "ok" else {})
+    scaled = ({label: scaled_evaluations(model, task, label, config.dtype) for label in config.eval_scaling}
+              if evaluations else {})
     total_seconds = time.perf_counter() - started
     record = records.new_record("train", job.record_config(), fitted.status, fitted.reason)
     record.update({

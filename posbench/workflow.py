@@ -80,6 +80,8 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         return f"config key '{key}': {', '.join(repeated)} listed more than once; list each value once"
     if error.validator == "minItems" and key.startswith("train.tasks."):
         return f"config key '{key}': no encodings listed; list at least one, or remove the task"
+    if error.validator == "pattern" and key == "train.device":
+        return f"config key 'train.device': {error.instance!r} is not allowed; allowed: cpu, cuda, cuda:N"
     if error.validator == "pattern" and key.startswith("devices"):
         return f"config key '{key}': unknown device {error.instance!r}; allowed: {', '.join(KNOWN_DEVICES)}"
     return f"config key '{key}': {error.message}"

@@ -23,6 +23,7 @@ from posbench.probe import (
     principal_basis,
     probe,
     random_embedding,
+    record_config,
     recovery,
     score,
     split_pairs,
@@ -145,18 +146,18 @@ def test_record_is_valid_and_aggregates_to_one_row_per_target_and_probe():
     assert {r["chance"] for r in rows} == {1 / 6, 1 / 4} and {r["d_model"] for r in rows} == {8}
 
 
-def test_a_diverging_language_model_gives_an_error_record(monkeypatch):
+def test_a_diverging_language_model_gives_a_diverged_record(monkeypatch):
     """The trained embeddings come from train's own loop: a non-finite loss there stops the probe cell."""
     real = posbench.train.scored_logits
 
-    def poisoned(model, batch):
-        logits, targets = real(model, batch)
+    def poisoned(*args):
+        logits, targets = real(*args)
         return logits * math.nan, targets
 
     monkeypatch.setattr(posbench.train, "scored_logits", poisoned)
     record = probe(ProbeConfig(encoding="sinusoidal", d_model=8, vocab=None, embedding="trained", seq_len=8),
                    log=io.StringIO())
-    assert record["status"] == "error" and record["reason"] == "non-finite loss (nan) at step 1 of the lm_prose run"
+    assert record["status"] == "diverged" and record["reason"] == "non-finite loss (nan) at step 1 of the lm_prose run"
     assert record["recovery"] == []
 
 
@@ -179,6 +180,13 @@ def test_bad_config_names_the_field(change, words):
     (["--encoding", "learned", "--d-model", "16", "--embedding", "trained", "--vocab", "10"],
      "vocab applies to random embeddings"),
     (["--encoding", "learned", "--d-model", "16", "--seq-len", "1"], "argument --seq-len: '1' is not allowed"),
+    (["--encoding", "learned", "--d-model", "16", "--embedding", "trained", "--device", "tpu"],
+     "argument --device: 'tpu' is not allowed; allowed: cpu, cuda, cuda:N"),
+    (["--encoding", "learned", "--d-model", "16", "--embedding", "trained", "--dtype", "fp16"],
+     "argument --dtype: invalid choice: 'fp16'"),
+    (["--encoding", "learned", "--d-model", "16", "--device", "cuda"],
+     "device 'cuda' and dtype 'fp32' apply to trained embeddings (the lm_prose run); allowed with random ones: "
+     "cpu, fp32"),
 ])
 def test_cli_bad_arguments_give_one_line_and_exit_2(tmp_path, capsys, arguments, words):
     out = tmp_path / "probe.json"
@@ -210,3 +218,28 @@ def test_workflow_fans_probe_cells_out_and_an_empty_probe_section_adds_none():
 def test_workflow_refuses_a_bad_probe_section_in_one_line(section, words):
     with pytest.raises(ConfigError, match=re.escape(words)):
         validate_config({"probe": {"random_widths": [16], **section}})
+
+
+def test_trained_embeddings_in_bf16_and_the_default_config_hash():
+    """The lm_prose run takes train's device and dtype; cpu / fp32 stay out of the record's config, so
+    records written before keep their hash."""
+    config = ProbeConfig(encoding="sinusoidal", d_model=16, vocab=None, embedding="trained")
+    assert records.config_hash(record_config(config)) == "0a0d5636eeef0f4b"  # as before --device existed
+    cell = ProbeConfig(encoding="sinusoidal", d_model=8, vocab=None, embedding="trained", seq_len=8, train_steps=5,
+                       probe_iterations=20, mlp_hidden=8, dtype="bf16")
+    record = records.validate(probe(cell, log=io.StringIO()))
+    assert record["status"] == "ok" and record["config"] == {**record_config(config), "d_model": 8, "seq_len": 8,
+                                                             "train_steps": 5, "probe_iterations": 20,
+                                                             "mlp_hidden": 8, "dtype": "bf16"}
+    assert record["embedding"]["training"]["steps"] == 5
+    assert math.isfinite(record["embedding"]["training"]["held_out_bits_per_char"])
+
+
+def test_trained_embeddings_on_a_cuda_device_this_machine_lacks_are_skipped(tmp_path):
+    device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    out = tmp_path / "probe.json"
+    assert main(["probe", "--encoding", "sinusoidal", "--d-model", "8", "--embedding", "trained",
+                 "--device", device, "--out", str(out)]) == 1  # skipped fails the job
+    record = records.read_record(out)
+    assert record["status"] == "skipped" and "CUDA" in record["reason"] and "\n" not in record["reason"]
+    assert record["config"]["device"] == device and record["recovery"] == []

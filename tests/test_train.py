@@ -4,6 +4,7 @@ training length item by item, says how `learned` met unseen positions, and fails
 import io
 import json
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -163,8 +164,8 @@ def test_non_finite_loss_gives_a_diverged_record(monkeypatch, tmp_path):
     """Divergence is a result (exit 0, kept on a rerun), never an error to retry."""
     real = posbench.train.scored_logits
 
-    def poisoned(model, batch):
-        logits, targets = real(model, batch)
+    def poisoned(*args):
+        logits, targets = real(*args)
         return logits * float("nan"), targets
 
     monkeypatch.setattr(posbench.train, "scored_logits", poisoned)
@@ -200,6 +201,12 @@ def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
      "argument --steps: '0' is not allowed; allowed: a positive integer"),
     (["--task", "copy", "--encoding", "rope", "--seed", "-1"],
      "argument --seed: '-1' is not allowed; allowed: an integer >= 0"),
+    (["--task", "copy", "--encoding", "rope", "--device", "tpu"],
+     "argument --device: 'tpu' is not allowed; allowed: cpu, cuda, cuda:N"),
+    (["--task", "copy", "--encoding", "rope", "--device", "cuda:x"],
+     "argument --device: 'cuda:x' is not allowed; allowed: cpu, cuda, cuda:N"),
+    (["--task", "copy", "--encoding", "rope", "--dtype", "fp16"],
+     "argument --dtype: invalid choice: 'fp16'"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"
@@ -248,9 +255,9 @@ def test_training_free_scalings_are_evaluated_on_the_trained_model(tmp_path):
         reference.load_state_dict(trained.state_dict())
         again = posbench.train.evaluate(reference, job.task, lengths[-1]).summary()
     assert again["metrics"] == scaled[("yarn:2", lengths[-1])]["metrics"]
-    assert "eval_scaling" not in TrainConfig(task="reverse", encoding="rope").recorded()
-    assert TrainConfig(task="reverse", encoding="rope", eval_scaling=("yarn:2",)).recorded()["eval_scaling"] == [
-        "yarn:2"]
+    assert "eval_scaling" not in resolve(TrainConfig(task="reverse", encoding="rope")).record_config()
+    assert resolve(TrainConfig(task="reverse", encoding="rope", eval_scaling=("yarn:2",))).record_config()[
+        "eval_scaling"] == ["yarn:2"]
     out = tmp_path / "records" / "r.json"
     records.write_record(out, record)
     aggregate(tmp_path / "records", tmp_path / "tables")
@@ -259,3 +266,88 @@ def test_training_free_scalings_are_evaluated_on_the_trained_model(tmp_path):
     assert set(rows.loc[rows["encoding"] == "rope+yarn:2", "eval_scaling"]) == {"yarn:2"}
     accuracy = pd.read_csv(tmp_path / "tables" / "accuracy.csv")
     assert accuracy["value"].tolist() == [plain[0]["metrics"][record["metrics"][0]]]
+# ----- device and precision ----------------------------------------------------------------------
+def fit_watching(config, monkeypatch):
+    """``fit`` then ``evaluate`` on ``config``'s job: the fitted run, the model, its optimizer and the dtype of
+    every logits tensor the model returned."""
+    job, optimizers, logits = resolve(config), [], []
+    real = posbench.train.make_optimizer
+
+    def kept(*args):
+        optimizers.append(real(*args))
+        return optimizers[-1]
+
+    monkeypatch.setattr(posbench.train, "make_optimizer", kept)
+    model = initial_model(job)
+    model.head.register_forward_hook(lambda module, inputs, output: logits.append(output.dtype))
+    with deterministic(config.threads, config.device):
+        fitted = fit(model, job, io.StringIO(), "watched")
+        evaluation = posbench.train.evaluate(model, job.task, job.task.train_length, config.dtype)
+    return fitted, evaluation, model, optimizers[0][0], logits
+
+
+def test_bf16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_state(monkeypatch):
+    fitted, evaluation, model, optimizer, logits = fit_watching(small_config("rope", steps=10, dtype="bf16"),
+                                                                monkeypatch)
+    reference, reference_eval, _, _, reference_logits = fit_watching(small_config("rope", steps=10), monkeypatch)
+    assert len(logits) == 10 + 1 and set(logits) == {torch.bfloat16}  # 10 steps, then 16 items in one batch
+    assert set(reference_logits) == {torch.float32}
+    batch = resolve(small_config("rope")).task.train_batch(np.random.default_rng(0), 4)
+    assert posbench.train.scored_logits(model, batch, "bf16")[0].dtype == torch.float32  # what the loss takes
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    state = [tensor for s in optimizer.state.values() for name, tensor in s.items() if name != "step"]
+    assert len(state) == 2 * len(list(model.parameters())) and {t.dtype for t in state} == {torch.float32}
+    assert fitted.status == "ok" and all(math.isfinite(loss) for loss in fitted.losses)
+    assert fitted.losses != reference.losses  # bf16 rounding changes the curve ...
+    assert max(abs(a - b) for a, b in zip(fitted.losses, reference.losses)) < 0.02  # ... a little
+    assert evaluation.metrics["loss"] != reference_eval.metrics["loss"]
+    assert evaluation.metrics["loss"] == pytest.approx(reference_eval.metrics["loss"], abs=0.02)
+
+
+def test_a_default_record_config_keeps_the_hash_it_had_before_device_and_dtype():
+    """Fields at cpu / fp32 stay out of the record's config, so records written before keep their hash
+    (and a batch keeps them); another device or dtype is part of the cell."""
+    config = TrainConfig(task="reverse", encoding="rope", steps=30, task_options={"train_length": 6})
+    recorded = resolve(config).record_config()
+    assert "device" not in recorded and "dtype" not in recorded
+    assert records.config_hash(recorded) == "726cf96180462ec3"  # what the CLI wrote before --device existed
+    on_gpu = resolve(TrainConfig(**{**config.__dict__, "device": "cuda", "dtype": "bf16"})).record_config()
+    assert on_gpu == {**recorded, "device": "cuda", "dtype": "bf16"}
+    assert records.config_hash(on_gpu) != "726cf96180462ec3"
+
+
+def test_a_cuda_device_this_machine_lacks_gives_a_skipped_record(tmp_path):
+    device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    out = tmp_path / "r.json"
+    args = ["train", "--task", "copy", "--encoding", "rope", "--steps", "4", "--train-length", "3",
+            "--device", device, "--dtype", "bf16", "--out", str(out)]
+    assert main(args) == 1  # a failed cell fails its job (no manifest), so a rerun retries it
+    record = records.read_record(out)
+    assert record["status"] == "skipped" and "CUDA" in record["reason"] and "\n" not in record["reason"]
+    assert (record["config"]["device"], record["config"]["dtype"]) == (device, "bf16")
+    assert record["loss_curve"] == [] and record["eval"] == [] and "params" not in record
+    assert sorted(tmp_path.iterdir()) == [out]  # no items
+
+
+def test_deterministic_on_cuda_fixes_cublas_workspace_and_turns_cudnn_autotuning_off(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    with deterministic(1):
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ and torch.backends.cudnn.benchmark is False
+    with deterministic(1, "cuda:0"):
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8" and torch.backends.cudnn.benchmark is False
+    assert torch.backends.cudnn.benchmark is True
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # also deterministic: a user's choice is kept
+    with deterministic(1, "cuda"):
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"device": "mps"}, "device 'mps' is not allowed; allowed: cpu, cuda, cuda:N"),
+    ({"device": "cuda:"}, "device 'cuda:' is not allowed; allowed: cpu, cuda, cuda:N"),
+    ({"dtype": "fp16"}, "dtype 'fp16' is not allowed; allowed: fp32, bf16"),
+])
+def test_resolve_refuses_a_device_or_dtype_no_job_takes(change, message):
+    with pytest.raises(ValueError) as error:
+        resolve(small_config("rope", **change))
+    assert str(error.value) == message

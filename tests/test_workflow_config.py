@@ -1,5 +1,6 @@
 """Bad configs are refused before any job runs, with one line naming the key and what is allowed."""
 
+import json
 import os
 import subprocess
 import sys
@@ -72,6 +73,9 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                              "'train.eval_scaling[0]': 'ntk:4' is not allowed; allowed: TYPE:FACTOR with TYPE one of"),
     "a task with no encodings": (config(train={"tasks": {"reverse": []}}),
                                  "'train.tasks.reverse': no encodings listed; list at least one"),
+    "unknown training device": (config(train={"device": "mps"}),
+                                "'train.device': 'mps' is not allowed; allowed: cpu, cuda, cuda:N"),
+    "fp16 training": (config(train={"dtype": "fp16"}), "'train.dtype': 'fp16' is not allowed; allowed: fp32, bf16"),
 }
 
 
@@ -87,6 +91,7 @@ def test_bad_config_is_refused_in_one_line(case):
 def test_defaults_are_filled_and_cells_derived():
     cfg = validate_config(config())
     assert cfg["profile"]["modes"] == ["infer"] and cfg["train"]["size"] == "tiny"
+    assert (cfg["train"]["device"], cfg["train"]["dtype"]) == ("cpu", "fp32")
     cfg["machine"] = "laptop"
     assert profile_records(cfg, ["cpu", "cuda"]) == [
         "results/records/laptop/profile/cpu/infer/tiny/rope/L64.json",
@@ -168,3 +173,42 @@ def test_eval_scalings_reach_only_the_encodings_with_rotary_frequencies():
     assert eval_scaling_argument(cfg, "rope") == eval_scaling_argument(cfg, "xpos") == "--eval-scaling yarn:4 linear:4"
     assert eval_scaling_argument(cfg, "alibi") == ""
     assert eval_scaling_argument(validate_config(config()), "rope") == ""
+DRY_RUN = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+snakefile, configfile, workdir = map(Path, sys.argv[1:])
+with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+    workflow = api.workflow(ResourceSettings(cores=1), ConfigSettings(configfiles=[configfile]),
+                            snakefile=snakefile, workdir=workdir)
+    workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
+    jobs = workflow._workflow._dag.jobs  # the command line prints no job's resources
+    print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("embedding"),
+                       "gpu": job.resources.get("gpu"), "shell": job.shellcmd} for job in jobs]))
+"""
+
+
+def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
+    """The train and probe jobs Snakemake would run for ``preset``, by (rule, embedding)."""
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(preset))
+    run = subprocess.run([sys.executable, "-c", DRY_RUN, str(ROOT / "Snakefile"), str(configfile), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = json.loads(run.stdout.strip().splitlines()[-1])
+    return {(job["rule"], job["embedding"]): job for job in jobs if job["rule"] in ("train", "probe")}
+
+
+@pytest.mark.parametrize("device, dtype, gpu", [("cuda", "bf16", 1), ("cpu", "fp32", 0)])
+def test_train_and_trained_probe_jobs_pass_device_and_dtype_and_claim_a_gpu_on_cuda(tmp_path, device, dtype, gpu):
+    preset = {"machine": "m", "profile": {"encodings": []},
+              "train": {"seeds": [0], "device": device, "dtype": dtype, "tasks": {"reverse": ["rope"]}},
+              "probe": {"encodings": ["sinusoidal"], "random_widths": [16], "trained_widths": [16], "seeds": [0]}}
+    jobs = dry_run_jobs(tmp_path, preset)
+    assert sorted(jobs) == [("probe", "random"), ("probe", "trained"), ("train", None)]
+    for key in (("train", None), ("probe", "trained")):
+        assert f" --device {device} --dtype {dtype} " in jobs[key]["shell"] and jobs[key]["gpu"] == gpu
+    random = jobs[("probe", "random")]  # trains nothing: runs on the CPU whatever train.device says
+    assert "--device" not in random["shell"] and random["gpu"] == 0

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 from itertools import product
 from pathlib import Path
 
 from posbench import batch
 from posbench.cli import arguments
-from posbench.probe import EMBEDDINGS, ProbeConfig, check, probe, probe_encodings
+from posbench.cli.train import add_run_arguments
+from posbench.probe import EMBEDDINGS, ProbeConfig, check, probe, probe_encodings, record_config
 
 HELP = ("probe one encoding × vocabulary × length at one or more widths and seeds: token and position recovery "
         "(linear, MLP), the information bound and the subspace geometry -> a JSON record per width and seed")
@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="layers of that model (default: 1)")
     parser.add_argument("--max-pairs", type=arguments.integer(16), default=4096,
                         help="(token, position) pairs probed, at most the whole grid (default: 4096)")
+    add_run_arguments(parser)  # trained embeddings: the lm_prose run's device and precision
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
                         help="where each record goes (written atomically); with several widths or seeds it "
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     vocab = args.vocab if args.vocab is not None or args.embedding == "trained" else 64
     configs = [ProbeConfig(encoding=args.encoding, d_model=d_model, vocab=vocab, seq_len=args.seq_len, seed=seed,
                            embedding=args.embedding, train_steps=args.train_steps, train_layers=args.train_layers,
-                           max_pairs=args.max_pairs, threads=args.threads)
+                           max_pairs=args.max_pairs, threads=args.threads, device=args.device, dtype=args.dtype)
                for d_model, seed in product(dict.fromkeys(args.d_model), dict.fromkeys(args.seed))]
     try:
         for config in configs:
@@ -62,6 +63,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"posbench probe: error: {error}", file=sys.stderr)
         return 2
-    cells = [batch.Cell(path, asdict(config), lambda config=config: probe(config))
+    cells = [batch.Cell(path, record_config(config), lambda config=config: probe(config))
              for path, config in zip(paths, configs)]
     return batch.run_cells("probe", cells, args.manifest)

@@ -13,7 +13,7 @@ from pathlib import Path
 from posbench import batch, encodings, tasks
 from posbench.cli import arguments
 from posbench.model import SIZES
-from posbench.train import TrainConfig, resolve, train
+from posbench.train import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, TrainConfig, resolve, train
 
 HELP = ("train one task × encoding × size for one or more seeds, evaluate at the training length and beyond, "
         "write a JSON record per seed")
@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-scaling", nargs="+", default=[], metavar="TYPE:FACTOR",
                         help="RoPE family only: also evaluate the trained model with these training-free scalings "
                              "(linear, dynamic, yarn, llama3), e.g. yarn:4 linear:4")
+    add_run_arguments(parser)
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--log-every", type=arguments.positive_int, default=100,
                         help="a progress line every N steps (stderr)")
@@ -45,11 +46,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="written last: the records of this run and their status (a workflow job's output)")
 
 
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype`` of a training run; ``probe`` takes them too, for its language model."""
+    parser.add_argument("--device", default=TrainConfig.device, metavar="D",
+                        type=arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED),
+                        help=f"{DEVICE_ALLOWED}; one this machine lacks gives a 'skipped' record (default %(default)s)")
+    parser.add_argument("--dtype", default=TrainConfig.dtype, choices=list(DTYPES),
+                        help="fp32; or bf16: the forward autocast to bfloat16, weights and optimizer state kept "
+                             "float32, the loss in float32. No fp16: it would need loss scaling (default %(default)s)")
+
+
 def run(args: argparse.Namespace) -> int:
     task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data)) if v is not None}
     configs = [TrainConfig(task=args.task, encoding=args.encoding, size=args.size, seed=seed, steps=args.steps,
                            batch_size=args.batch_size, lr=args.lr, task_options=task_options,
-                           threads=args.threads, log_every=args.log_every,
+                           threads=args.threads, log_every=args.log_every, device=args.device, dtype=args.dtype,
                            eval_scaling=tuple(dict.fromkeys(args.eval_scaling))) for seed in dict.fromkeys(args.seed)]
     try:
         jobs = [resolve(config) for config in configs]

@@ -20,6 +20,8 @@ if DROPPED:
         file=sys.stderr,
     )
 BATCHES = pw.batch_manifests(config, DEVICES)
+# a train job's `gpu` resource (and a trained-embedding probe job's)
+TRAIN_GPUS = 1 if config["train"]["device"].startswith("cuda") else 0
 TABLES = expand(
     f"{RESULTS}/tables/{{table}}.csv",
     table=["cost", "accuracy", "extrapolation", "probe"],

@@ -1,6 +1,7 @@
 # One job per (embedding, encoding, vocabulary, length), probing every width × seed in turn: a few
 # seconds a cell with random embeddings, up to ~40 s with a trained lm_prose model, on one core.
-# Jobs may run side by side (they claim one unit of `timing`, as training does).
+# Jobs may run side by side (they claim one unit of `timing`, as training does). The lm_prose run of
+# trained embeddings trains on `train.device` in `train.dtype`, claiming a `gpu` there as training does.
 
 
 rule probe:
@@ -18,8 +19,14 @@ rule probe:
     threads: config["probe"]["threads"]
     resources:
         timing=1,
+        gpu=lambda wc: TRAIN_GPUS if wc.embedding == "trained" else 0,
     params:
         py=PY,
+        run=lambda wc: (
+            f"--device {config['train']['device']} --dtype {config['train']['dtype']}"
+            if wc.embedding == "trained"
+            else ""
+        ),
         vocab=lambda wc: f"--vocab {wc.tokens[1:]}" if wc.tokens.startswith("V") else "",
         widths=lambda wc: pw.split(wc.d_models),
         seeds=lambda wc: pw.split(wc.seeds),
@@ -30,5 +37,5 @@ rule probe:
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench probe --encoding {wildcards.encoding}"
         " --d-model {params.widths} --embedding {wildcards.embedding} {params.vocab}"
-        " --seq-len {wildcards.seq_len} --seed {params.seeds} --train-steps {params.steps}"
+        " --seq-len {wildcards.seq_len} --seed {params.seeds} --train-steps {params.steps} {params.run}"
         " --threads {threads} --out {params.records:q} --manifest {output} > {log} 2>&1"

@@ -1,5 +1,7 @@
 # One job per (task, encoding, size), training every seed in turn (20–40 s each on one core), so
-# Python's and torch's start-up is paid once per job; jobs may run side by side.
+# Python's and torch's start-up is paid once per job; jobs may run side by side. On `train.device`
+# cuda a job claims one `gpu` (a cluster's --gpus=1); a job that lands where no GPU is visible
+# writes `skipped` records with the reason.
 
 
 rule train:
@@ -14,8 +16,11 @@ rule train:
     threads: config["train"]["threads"]
     resources:
         timing=1,
+        gpu=TRAIN_GPUS,
     params:
         py=PY,
+        device=config["train"]["device"],
+        dtype=config["train"]["dtype"],
         seeds=lambda wc: pw.split(wc.seeds),
         steps=lambda wc: (
             f"--steps {config['train']['steps']}" if config["train"]["steps"] else ""
@@ -32,5 +37,6 @@ rule train:
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {params.seeds}"
-        " --threads {threads} {params.steps} {params.data} {params.eval_scaling}"
+        " --device {params.device} --dtype {params.dtype} --threads {threads} {params.steps} {params.data}"
+        " {params.eval_scaling}"
         " --out {params.records:q} --manifest {output} > {log} 2>&1"
