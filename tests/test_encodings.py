@@ -178,13 +178,14 @@ def test_rope_rotates_half_precision_in_float32_and_keeps_its_dtype(dtype):
     assert torch.equal(rotated, rotate(enc, x.float(), torch.arange(16)).to(dtype))
 
 
+@pytest.mark.parametrize("name", ["rope", "xpos"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rope_still_rotates_after_the_module_is_cast(dtype):
+def test_rope_still_rotates_after_the_module_is_cast(dtype, name):
     """``Module.to(dtype)`` casts buffers; the rotation must survive it (a complex buffer would lose its sines)."""
-    enc = build("rope", d_model=64, n_heads=4, max_len=16)
+    enc = build(name, d_model=64, n_heads=4, max_len=16)
     x = torch.randn(4, 16, 16)
     expected = rotate(enc, x, torch.arange(16))
-    cast = build("rope", d_model=64, n_heads=4, max_len=16).to(dtype)
+    cast = build(name, d_model=64, n_heads=4, max_len=16).to(dtype)
     assert torch.allclose(rotate(cast, x, torch.arange(16)), expected, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
 
 
@@ -193,6 +194,16 @@ def test_rope_turns_positions_beyond_the_cache_exactly_in_a_half_precision_model
     x, beyond = torch.randn(4, 3, 16), torch.arange(5000, 5003)
     expected = rotate(enc, x, beyond)  # float32 model
     assert torch.allclose(rotate(enc.to(torch.bfloat16), x, beyond), expected, atol=1e-6)
+
+
+def test_rotary_angles_module_turns_queries_and_keys_by_their_positions(float64):
+    """``RotaryAngles`` as a module: ``angles(q, k, positions)`` turns q and k, each by its own rows."""
+    enc = build("rope", d_model=32, n_heads=2, max_len=16)
+    q, k, ids = torch.randn(2, 6, 16), torch.randn(2, 6, 16), torch.tensor([0, 3, 1, 7, 2, 5])
+    turned_q, turned_k = enc.angles(q, k, Positions.from_ids(ids))
+    torch.testing.assert_close(turned_q, rotate(enc, q, ids), atol=1e-12, rtol=0)
+    torch.testing.assert_close(turned_k, rotate(enc, k, ids), atol=1e-12, rtol=0)
+    assert not torch.allclose(turned_k, rotate(enc, k, torch.arange(6)))
 
 
 def test_rope_preserves_norms(float64):
@@ -373,6 +384,7 @@ def hf_inv_freq(d, base, scaling=None, seq_len=None):
         fast, slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
         dim_of = lambda rotations: d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
         low, high = max(math.floor(dim_of(fast)), 0), min(math.ceil(dim_of(slow)), d - 1)
+        high = high + 0.001 if low == high else high  # linear_ramp_factor's guard
         ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
         extrapolation = 1 - ramp
         return inv / s * (1 - extrapolation) + inv * extrapolation, 0.1 * math.log(s) + 1.0
@@ -404,8 +416,14 @@ SCALINGS = [
     {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32},
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
     {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 32, "beta_fast": 16.0, "beta_slow": 2.0},
+    {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 2048},  # ramp from pair 4 (2) to 11 (6)
+    {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 65536,  # ramp ends at the
+     "beta_slow": 0.0001},                                                                 # last dimension
+    {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4},  # low == high == 0: the guard
     {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 32,
      "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+    {"rope_type": "llama3", "factor": 4.0, "original_max_position_embeddings": 32,  # low_freq_factor 1 hides
+     "low_freq_factor": 2.0, "high_freq_factor": 8.0},                              # original·low for original/low
 ]
 
 
@@ -467,6 +485,60 @@ def test_xpos_logits_decay_as_zeta_to_the_offset_over_the_scale_base(float64):
     qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
     turned = qc[:, None] * kc.conj()[None] * torch.polar(zeta ** (offset / 512), offset * theta)  # (L, L, d/2)
     torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
+
+
+def test_xpos_beyond_its_cache_decays_as_the_formula_and_centres_on_half_the_largest_position(float64):
+    """Beyond ``max_len`` the turns are computed, centred on ``max_position // 2``: that row keeps length 1,
+    and the logits are the same ``ζ^((m−n)/scale_base)·e^{iθ(m−n)}`` as in the cache (scale_base 64 here)."""
+    d, L = 16, 21
+    enc = build("xpos", d_model=2 * d, n_heads=2, max_len=8, scale_base=64.0, gamma=0.5)
+    q, k = torch.randn(L, d), torch.randn(L, d)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.5) / 1.5
+    offset = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()[..., None]  # (L, L, 1) m − n
+    qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
+    turned = qc[:, None] * kc.conj()[None] * torch.polar(zeta ** (offset / 64), offset * theta)  # (L, L, d/2)
+    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
+    query_rows, key_rows = enc.rows(P(L))  # (L, d/2) each; centre 20 // 2 = 10
+    torch.testing.assert_close(query_rows[10].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
+    torch.testing.assert_close(query_rows[0].abs(), zeta ** (-10 / 64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(key_rows[0].abs(), zeta ** (10 / 64), atol=1e-12, rtol=0)
+    cached_query, _ = enc.rows(P(8))  # the cache centres on max_len // 2 = 4
+    torch.testing.assert_close(cached_query[4].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
+    torch.testing.assert_close(cached_query[0].abs(), zeta ** (-4 / 64), atol=1e-12, rtol=0)
+
+
+def test_xpos_with_dynamic_scaling_turns_by_the_grown_frequencies_and_decays(float64):
+    """Beyond the training length dynamic NTK grows the base: xPos turns by rope-dynamic's angles, with
+    lengths ``ζ^(±(n − c)/512)`` centred on ``c = 63 // 2`` (computed, though the cache holds 128 rows)."""
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32}
+    xpos, rope = (build(name, max_len=128, scaling=dynamic) for name in ("xpos", "rope"))
+    query_rows, key_rows = xpos.rows(P(64))  # (64, 4) each: d_head 8
+    angles, _ = rope.rows(P(64))
+    torch.testing.assert_close(query_rows / query_rows.abs(), angles, atol=1e-12, rtol=0)
+    zeta = (torch.arange(0, 8, 2, dtype=torch.float64) / 8 + 0.4) / 1.4
+    power = (torch.arange(64, dtype=torch.float64)[:, None] - 31) / 512  # (64, 1)
+    torch.testing.assert_close(query_rows.abs(), zeta ** power, atol=1e-12, rtol=0)
+    torch.testing.assert_close(key_rows.abs(), zeta ** -power, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos"])
+def test_rotary_positions_up_to_the_cache_edge_and_one_beyond_turn_as_the_formula(name, float64):
+    """``max_len - 1`` is the last cached row; a window reaching ``max_len`` is computed (same logits)."""
+    enc = build(name, d_model=32, n_heads=2, max_len=16)
+    q, k = torch.randn(8, 16), torch.randn(8, 16)
+    inside, edge = rotary_logits(enc, q, k, torch.arange(8, 16)), rotary_logits(enc, q, k, torch.arange(9, 17))
+    torch.testing.assert_close(edge, inside, atol=1e-9, rtol=0)
+    torch.testing.assert_close(inside, rotary_logits(enc, q, k, torch.arange(8)), atol=1e-9, rtol=0)
+
+
+def test_rope_repr_names_base_rotated_width_scaling_and_sections():
+    scaled = build("rope", d_model=32, n_heads=2, base=500.0, rotary_fraction=0.5,
+                   scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})
+    assert scaled.extra_repr() == "d_model=32, n_heads=2, max_len=64, base=500, rotated=8, scaling=yarn:4"
+    plain = build("rope", d_model=32, n_heads=2)
+    assert plain.extra_repr() == "d_model=32, n_heads=2, max_len=64, base=10000, rotated=16"
+    assert build("mrope", d_model=64, n_heads=2).extra_repr().endswith("base=10000, rotated=32, sections=(4, 6, 6)")
 
 
 def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):

@@ -48,6 +48,55 @@ def test_from_ids_reads_the_maximum_once_and_refuses_bad_ids():
         Positions.arange(6)[::2]
 
 
+def test_constructors_refuse_negative_sizes_and_empty_grids_have_bound_zero():
+    with pytest.raises(ValueError, match="length and offset must be >= 0, got -1, 0"):
+        Positions.arange(-1)
+    with pytest.raises(ValueError, match="length and offset must be >= 0, got 2, -3"):
+        Positions.arange(2, offset=-3)
+    with pytest.raises(ValueError, match="cols must be positive, got 0"):
+        Positions.grid(4, cols=0)
+    with pytest.raises(ValueError, match=r"shape \(L,\) or \(L, axes\), got torch.int64 \(2, 2, 2\)"):
+        Positions.from_ids(torch.zeros(2, 2, 2, dtype=torch.long))
+    assert Positions.grid(0, cols=4).max_position == 0
+    assert Positions.from_ids(torch.tensor([], dtype=torch.long)).max_position == 0
+
+
+def test_grid_after_an_offset_continues_the_rows():
+    positions = Positions.grid(4, cols=3, offset=5)  # cells 5 … 8 of a 3-wide grid
+    assert positions.ids.tolist() == [[1, 2], [2, 0], [2, 1], [2, 2]]
+    assert (positions.max_position, positions.offset) == (2, 5)
+    partial = Positions.grid(2, cols=8, offset=9)  # row 1, columns 1 and 2: the bound assumes columns 0 … 7 were seen
+    assert partial.ids.max() <= partial.max_position == 7
+    assert Positions.grid(1, cols=2, offset=6).max_position == 3  # row 3, column 0
+
+
+def test_then_joins_a_cache_and_new_tokens():
+    cache, new = Positions.arange(3), Positions.arange(2, offset=3)
+    joined = cache.then(new)
+    assert joined.ids.tolist() == [0, 1, 2, 3, 4]
+    assert (joined.max_position, joined.offset, joined.contiguous, joined.modality) == (4, 0, True, None)
+    gap = cache.then(Positions.arange(2, offset=4))  # ids 0, 1, 2, 4, 5: no longer i − j alone
+    assert gap.ids.tolist() == [0, 1, 2, 4, 5] and (gap.max_position, gap.contiguous) == (5, False)
+    assert not cache.then(Positions.from_ids(torch.tensor([3, 4]))).contiguous  # from_ids never claims contiguity
+    assert not Positions.from_ids(torch.arange(3)).then(new).contiguous
+    later = Positions.arange(4, offset=2)[2:]  # ids 4, 5 at offset 4: contiguous, but not after ids 0 … 2
+    assert not cache.then(later).contiguous
+    mixed = Positions.from_ids(torch.tensor([7, 1]), modality=torch.tensor([2, 1])).then(new)
+    assert mixed.modality.tolist() == [2, 1, 0, 0] and mixed.max_position == 7 and mixed.offset == 0
+    tagged = Positions.from_ids(torch.tensor([0]), modality=torch.tensor([5]))
+    assert cache.then(tagged).modality.tolist() == [0, 0, 0, 5]
+
+
+def test_a_slice_of_gathered_ids_keeps_their_bound_and_offset():
+    positions = Positions.from_ids(torch.tensor([9, 2, 5, 1]), offset=6)
+    block = positions[1:3]
+    assert block.ids.tolist() == [2, 5] and (block.max_position, block.offset, block.contiguous) == (9, 6, False)
+    assert len(block) == 2
+    tail = Positions.arange(6, offset=2)[4:]  # ids 6, 7
+    assert (tail.max_position, tail.offset, tail.ids.tolist()) == (7, 6, [6, 7])
+    assert Positions.arange(6)[3:3].max_position == 2  # empty: bound at most the id before it
+
+
 # ----- the hooks read the value ------------------------------------------------------------------
 class ScalarReads(TorchDispatchMode):
     """Counts reads of a tensor's value by the host (``int(t)``, ``t.item()``): a device sync on a GPU."""
