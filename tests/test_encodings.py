@@ -491,7 +491,7 @@ def test_xpos_beyond_its_cache_decays_as_the_formula_and_centres_on_half_the_lar
     """Beyond ``max_len`` the turns are computed, centred on ``max_position // 2``: that row keeps length 1,
     and the logits are the same ``ζ^((m−n)/scale_base)·e^{iθ(m−n)}`` as in the cache (scale_base 64 here)."""
     d, L = 16, 21
-    enc = build("xpos", d_model=2 * d, n_heads=2, max_len=8, scale_base=64.0, gamma=0.5)
+    enc = build("xpos", d_model=2 * d, n_heads=2, max_len=9, scale_base=64.0, gamma=0.5)
     q, k = torch.randn(L, d), torch.randn(L, d)
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.5) / 1.5
@@ -503,7 +503,7 @@ def test_xpos_beyond_its_cache_decays_as_the_formula_and_centres_on_half_the_lar
     torch.testing.assert_close(query_rows[10].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
     torch.testing.assert_close(query_rows[0].abs(), zeta ** (-10 / 64), atol=1e-12, rtol=0)
     torch.testing.assert_close(key_rows[0].abs(), zeta ** (10 / 64), atol=1e-12, rtol=0)
-    cached_query, _ = enc.rows(P(8))  # the cache centres on max_len // 2 = 4
+    cached_query, _ = enc.rows(P(9))  # the cache centres on max_len // 2 = 4
     torch.testing.assert_close(cached_query[4].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
     torch.testing.assert_close(cached_query[0].abs(), zeta ** (-4 / 64), atol=1e-12, rtol=0)
 
@@ -552,6 +552,24 @@ def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
     rows = enc.rows(Positions.from_ids(ids))[0]  # (L, 16)
     plain = [rope.angles.rows(Positions.from_ids(ids[:, a])) for a in range(3)]
     torch.testing.assert_close(rows, torch.cat([plain[0][:, :4], plain[1][:, 4:10], plain[2][:, 10:]], -1))
+
+
+def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
+    enc, rope = build("mrope", d_model=64, n_heads=2, sections=[3, 2, 11]), build("rope", d_model=64, n_heads=2)
+    assert enc.sections == (3, 2, 11)
+    ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
+    query_rows, key_rows = enc.rows(Positions.from_ids(ids))  # (L, 16) each
+    plain = [rope.angles.rows(Positions.from_ids(ids[:, a])) for a in range(3)]
+    torch.testing.assert_close(query_rows, torch.cat([plain[0][:, :3], plain[1][:, 3:5], plain[2][:, 5:]], -1))
+    torch.testing.assert_close(key_rows, query_rows)
+    with pytest.raises(ValueError, match="mrope needs positions with 1 or 3 axes .*, got 2"):
+        enc.rows(Positions.grid(10, cols=4))
+
+
+@pytest.mark.parametrize("sections", [(4, 6), (4, 6, 7), (-1, 9, 8), (1, 2, 3, 10)])
+def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
+    with pytest.raises(ValueError, match=r"three counts of frequency pairs summing to 16, got "):
+        build("mrope", d_model=64, n_heads=2, sections=sections)
 
 
 @pytest.mark.parametrize("options,message", [
