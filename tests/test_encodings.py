@@ -86,7 +86,61 @@ def test_sinusoidal_extends_beyond_its_cache(float64):
     assert torch.allclose(far, build("sinusoidal", max_len=128).table(101)[100:])
 
 
+def test_sinusoidal_lookup_one_past_the_cache_is_the_formula(float64):
+    """Ids up to ``max_len`` (one past the last cached row) are computed: still the formula."""
+    enc = build("sinusoidal", d_model=8, max_len=8)
+    ids = torch.tensor([3, 8, 0])
+    angle = ids.double()[:, None] * 10000.0 ** (-torch.arange(0, 8, 2) / 8)  # (3, 4)
+    expected = torch.stack([angle.sin(), angle.cos()], -1).flatten(-2)
+    torch.testing.assert_close(enc.lookup(Positions.from_ids(ids)), expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(enc.table(9)[ids], expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+def test_added_positions_are_the_table_rows_in_the_tokens_dtype(name):
+    enc = build(name, d_model=16, max_len=8)
+    tokens = torch.randn(2, 5, 16)
+    torch.testing.assert_close(enc.inject(tokens, P(5, offset=3)), tokens + enc.table(8)[3:], atol=0, rtol=0)
+    half = enc.inject(tokens.to(torch.bfloat16), P(5, offset=3))
+    assert half.dtype == torch.bfloat16
+    torch.testing.assert_close(half, tokens.to(torch.bfloat16) + enc.table(8)[3:].to(torch.bfloat16), atol=0, rtol=0)
+
+
+def test_naive_concat_appends_the_table_rows_to_every_sequence():
+    enc = build("learned_concat", d_model=16, d_pos=4, max_len=8)
+    tokens = torch.randn(3, 5, 16)
+    x = enc.inject(tokens, P(5))
+    assert x.shape == (3, 5, 20) and torch.equal(x[..., :16], tokens)
+    assert all(torch.equal(x[b, :, 16:], enc.weight[:5]) for b in range(3))
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"mode": "sum"}, "mode 'sum'; allowed: add, concat, concat_fixed"),
+    ({"mode": "add", "d_pos": 8}, r"d_pos must equal d_model \(16\) when adding, got 8"),
+    ({"mode": "concat_fixed", "d_pos": 16}, r"d_pos must be below d_model \(16\) for concat_fixed, got 16"),
+    ({"mode": "concat", "d_pos": 0}, "d_pos must be a positive integer, got 0"),
+    ({"mode": "concat", "d_pos": 5}, "sinusoidal width must be even, got 5")])
+def test_absolute_options_fail_naming_the_option(options, message):
+    with pytest.raises(ValueError, match=message):
+        encodings.absolute.Sinusoidal(16, 2, 8, **options)
+
+
+def test_absolute_repr_and_default_widths():
+    assert build("learned_concat_fixed", d_model=16, max_len=8).extra_repr() == (
+        "d_model=16, n_heads=4, max_len=8, mode=concat_fixed, d_pos=8")
+    assert build("sinusoidal_concat", d_model=16, max_len=8).d_pos == 16
+    assert build("sinusoidal", d_model=16, max_len=8, d_pos=16).d_pos == 16  # d_pos = d_model is allowed when adding
+
+
 # ----- learned ------------------------------------------------------------------------------
+
+def test_learned_table_serves_exactly_max_len_positions_and_empty_ones():
+    enc = build("learned", d_model=8, max_len=6)
+    assert torch.equal(enc.lookup(P(6)), enc.weight) and torch.equal(enc.table(6), enc.weight)
+    assert enc.lookup(P(0)).shape == (0, 8)
+    with pytest.raises(ValueError, match=r"6 rows \(max_len\) but 7 positions were asked for; .* max_len >= 7"):
+        enc.table(7)
+
 
 @pytest.mark.parametrize("name", ["learned", "learned_concat", "learned_concat_fixed"])
 def test_learned_beyond_its_table_names_both_numbers(name):
