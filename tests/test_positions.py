@@ -215,3 +215,23 @@ def test_randomized_positions_refuse_more_tokens_than_ids():
     encoding = encodings.build("rope", d_model=16, n_heads=2, max_len=64, randomized=True, max_position=10)
     with pytest.raises(ValueError, match="11 tokens but randomized positions draw from 10 ids"):
         encoding.positions(11)
+
+
+def test_randomized_positions_at_the_edges_of_their_range():
+    encoding = encodings.build("learned", d_model=16, n_heads=2, max_len=8, randomized=True, max_position=8)
+    assert encoding.random_positions == 8  # max_position equal to the table's rows is allowed
+    every = encoding.positions(8)  # as many tokens as ids: all of them, in order
+    assert every.ids.tolist() == list(range(8)) and every.max_position == 7
+    assert (encoding.positions(0).max_position, len(encoding.positions(0))) == (0, 0)
+    with pytest.raises(ValueError, match="drawn for whole training sequences, not after a cache"):
+        encoding.positions(4, offset=2)
+    encoding.eval()
+    assert encoding.positions(4, offset=2).ids.tolist() == [2, 3, 4, 5]  # evaluation: plain ids after the cache
+    with pytest.raises(ValueError, match="max_position must be a positive integer, got 0"):
+        encoding.randomize(0)
+
+
+@pytest.mark.parametrize("value", [True, 0, -3, 4.0])
+def test_sizes_must_be_positive_integers_not_booleans(value):
+    with pytest.raises(ValueError, match=f"n_heads must be a positive integer, got {value!r}"):
+        encodings.build("none", d_model=16, n_heads=value, max_len=8)
