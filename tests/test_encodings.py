@@ -161,7 +161,7 @@ def test_gradients_reach_position_parameters(name):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
 
 
-@pytest.mark.parametrize("name", sorted(REQUIRED))
+@pytest.mark.parametrize("name", encodings.names())
 def test_checkpoints_hold_only_learned_parameters(name):
     """Tables computed from a formula (sinusoids, rotary angles, ALiBi slopes) are non-persistent
     buffers: a checkpoint carries exactly the learned parameters."""
@@ -496,6 +496,17 @@ def test_rope_rotation_equals_hugging_face_after_the_pairing_permutation(scaling
                                atol=1e-9, rtol=0)
 
 
+@pytest.mark.parametrize("scaling", SCALINGS[:3], ids=lambda s: s["rope_type"])
+def test_scaled_frequencies_are_float64_so_far_positions_turn_exactly_in_a_float32_model(scaling):
+    """Angles ``p·θ`` at p ≈ 8000 need θ to float64: a float32 θ would be off by ~1e-4 rad there."""
+    enc = build("rope", d_model=32, n_heads=2, max_len=16, base=5000.0, scaling=scaling)
+    ids = torch.tensor([7919, 8000, 8191])
+    inv, factor = hf_inv_freq(16, 5000.0, scaling, seq_len=8192)
+    expected = torch.polar(torch.full((3, 8), factor, dtype=torch.float64), ids.double()[:, None] * inv)
+    torch.testing.assert_close(enc.angles.rows(Positions.from_ids(ids)).to(torch.complex128), expected,
+                               atol=2e-6, rtol=0)
+
+
 def test_linear_scaling_sees_at_s_times_p_the_angles_of_p(float64):
     plain = build("rope", max_len=512)
     scaled = build("rope", max_len=512, scaling={"rope_type": "linear", "factor": 4.0})
@@ -618,6 +629,15 @@ def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
     torch.testing.assert_close(key_rows, query_rows)
     with pytest.raises(ValueError, match="mrope needs positions with 1 or 3 axes .*, got 2"):
         enc.rows(Positions.grid(10, cols=4))
+
+
+def test_mrope_passes_rope_options_on_and_allows_an_empty_section(float64):
+    """Family options (base, scaling, …) reach the angles; a section may hold no pair: (16, 0, 0) turns
+    every pair by the text/time axis."""
+    enc = build("mrope", d_model=64, n_heads=2, base=500.0, sections=(16, 0, 0))
+    rope = build("rope", d_model=64, n_heads=2, base=500.0)
+    ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
+    torch.testing.assert_close(enc.rows(Positions.from_ids(ids))[0], rope.angles.rows(Positions.from_ids(ids[:, 0])))
 
 
 @pytest.mark.parametrize("sections", [(4, 6), (4, 6, 7), (-1, 9, 8), (1, 2, 3, 10)])
