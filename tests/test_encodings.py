@@ -649,6 +649,7 @@ def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
 @pytest.mark.parametrize("options,message", [
     ({"scaling": {"rope_type": "ntk", "factor": 2.0}},
      "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
+    ({"scaling": "yarn"}, "scaling.rope_type 'yarn'; allowed: linear, dynamic, yarn, llama3"),
     ({"scaling": {"rope_type": "yarn", "factor": 2.0}}, r"scaling \(yarn\) needs original_max_position_embeddings"),
     ({"scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 3}}, r"key 'beta_fast' is not allowed"),
     ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),
