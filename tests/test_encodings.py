@@ -496,7 +496,7 @@ def test_rope_rotation_equals_hugging_face_after_the_pairing_permutation(scaling
                                atol=1e-9, rtol=0)
 
 
-@pytest.mark.parametrize("scaling", SCALINGS[:3], ids=lambda s: s["rope_type"])
+@pytest.mark.parametrize("scaling", [None, *SCALINGS[:3]], ids=lambda s: s["rope_type"] if s else "plain")
 def test_scaled_frequencies_are_float64_so_far_positions_turn_exactly_in_a_float32_model(scaling):
     """Angles ``p·θ`` at p ≈ 8000 need θ to float64: a float32 θ would be off by ~1e-4 rad there."""
     enc = build("rope", d_model=32, n_heads=2, max_len=16, base=5000.0, scaling=scaling)
@@ -659,6 +659,22 @@ def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
 def test_rope_options_fail_in_one_line_naming_the_key(options, message):
     with pytest.raises(ValueError, match=message):
         build("rope", **options)
+
+
+def test_rope_scaling_errors_list_every_missing_key_and_the_allowed_ones():
+    with pytest.raises(ValueError) as missing:
+        build("rope", scaling={"rope_type": "yarn"})
+    assert str(missing.value) == ("scaling (yarn) needs factor, original_max_position_embeddings; allowed keys: "
+                                  "attention_factor, beta_fast, beta_slow, factor, original_max_position_embeddings")
+    with pytest.raises(ValueError) as unknown:
+        build("rope", scaling={"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 8, "gamma": 1})
+    assert str(unknown.value) == ("scaling (dynamic) key 'gamma' is not allowed; allowed keys: "
+                                  "factor, original_max_position_embeddings")
+
+
+def test_linear_scaling_by_one_is_plain_rope(float64):
+    scaled = build("rope", scaling={"rope_type": "linear", "factor": 1.0})
+    torch.testing.assert_close(scaled.angles.rows(P(64)), build("rope").angles.rows(P(64)), atol=0, rtol=0)
 
 
 # ----- KERPLE and FIRE ---------------------------------------------------------------------------
