@@ -655,6 +655,8 @@ def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
     ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),
     ({"rotary_fraction": 0.0}, r"rotary_fraction must lie in \(0, 1\]"),
     ({"rotary_fraction": 0.05}, "rotates no pair"),
+    ({"rotary_fraction": 1.5}, r"rotary_fraction must lie in \(0, 1\], got 1.5"),
+    ({"d_model": 30}, r"d_model \(30\) must be divisible by n_heads \(4\)"),
     ({"base": 1.0}, "base must be > 1")])
 def test_rope_options_fail_in_one_line_naming_the_key(options, message):
     with pytest.raises(ValueError, match=message):
@@ -670,6 +672,11 @@ def test_rope_scaling_errors_list_every_missing_key_and_the_allowed_ones():
         build("rope", scaling={"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 8, "gamma": 1})
     assert str(unknown.value) == ("scaling (dynamic) key 'gamma' is not allowed; allowed keys: "
                                   "factor, original_max_position_embeddings")
+
+
+def test_any_base_above_one_is_allowed(float64):
+    enc = build("rope", d_model=16, n_heads=2, base=1.5)
+    torch.testing.assert_close(enc.angles.inv_freq, 1.5 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
 
 
 def test_linear_scaling_by_one_is_plain_rope(float64):
