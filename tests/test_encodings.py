@@ -674,6 +674,29 @@ def test_rope_scaling_errors_list_every_missing_key_and_the_allowed_ones():
                                   "factor, original_max_position_embeddings")
 
 
+def test_dynamic_scaling_grows_from_one_position_beyond_the_training_length(float64):
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32}
+    enc = build("rope", d_model=32, n_heads=2, max_len=128, scaling=dynamic)
+    inv, _ = hf_inv_freq(16, 10000.0, dynamic, seq_len=33)  # ids 0 … 32: 33 positions
+    expected = torch.polar(torch.ones(33, 8), torch.arange(33.0)[:, None] * inv)
+    torch.testing.assert_close(enc.angles.rows(P(33)), expected)
+
+
+def test_xpos_lengths_carry_the_yarn_attention_factor(float64):
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+    query_rows, key_rows = build("xpos", d_model=32, n_heads=2, max_len=16, scaling=yarn).rows(P(16))
+    factor = 0.1 * math.log(4.0) + 1  # the cache centres on 8: the decay is 1 there
+    torch.testing.assert_close(query_rows[8].abs(), torch.full((8,), factor), atol=1e-12, rtol=0)
+    torch.testing.assert_close(key_rows[8].abs(), torch.full((8,), factor), atol=1e-12, rtol=0)
+
+
+def test_rotary_cache_is_kept_in_the_default_dtype_and_the_width_must_be_even():
+    angles = build("rope", d_model=32, n_heads=2, max_len=8).angles
+    assert angles.turns.dtype == torch.float32 and angles.rows(P(8)).dtype == torch.complex64
+    with pytest.raises(ValueError, match="rotary width must be even, got 5"):
+        encodings.rope.RotaryAngles(5, 8)
+
+
 def test_any_base_above_one_is_allowed(float64):
     enc = build("rope", d_model=16, n_heads=2, base=1.5)
     torch.testing.assert_close(enc.angles.inv_freq, 1.5 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
