@@ -68,6 +68,9 @@ def test_grid_after_an_offset_continues_the_rows():
     partial = Positions.grid(2, cols=8, offset=9)  # row 1, columns 1 and 2: the bound assumes columns 0 … 7 were seen
     assert partial.ids.max() <= partial.max_position == 7
     assert Positions.grid(1, cols=2, offset=6).max_position == 3  # row 3, column 0
+    column = Positions.grid(3, cols=1)  # one column is a grid too
+    assert column.ids.tolist() == [[0, 0], [1, 0], [2, 0]] and column.max_position == 2
+    assert not column.axis(0).contiguous and not Positions.grid(3, cols=8).axis(1).contiguous  # never claimed
 
 
 def test_then_joins_a_cache_and_new_tokens():
@@ -83,6 +86,7 @@ def test_then_joins_a_cache_and_new_tokens():
     assert not cache.then(later).contiguous
     mixed = Positions.from_ids(torch.tensor([7, 1]), modality=torch.tensor([2, 1])).then(new)
     assert mixed.modality.tolist() == [2, 1, 0, 0] and mixed.max_position == 7 and mixed.offset == 0
+    assert mixed.modality.dtype == torch.long  # the filled-in zeros are modality ids, integers
     tagged = Positions.from_ids(torch.tensor([0]), modality=torch.tensor([5]))
     assert cache.then(tagged).modality.tolist() == [0, 0, 0, 5]
 
