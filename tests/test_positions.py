@@ -99,6 +99,7 @@ def test_a_slice_of_gathered_ids_keeps_their_bound_and_offset():
     tail = Positions.arange(6, offset=2)[4:]  # ids 6, 7
     assert (tail.max_position, tail.offset, tail.ids.tolist()) == (7, 6, [6, 7])
     assert Positions.arange(6)[3:3].max_position == 2  # empty: bound at most the id before it
+    assert Positions.arange(6)[0:0].max_position == 0  # empty at the start: the bound is 0, as for arange(0)
 
 
 # ----- the hooks read the value ------------------------------------------------------------------
