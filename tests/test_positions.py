@@ -1,6 +1,8 @@
 """Positions as a value, and the traits encodings declare: what the hooks receive and what the rest
 of posbench reads instead of encoding names."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -71,6 +73,15 @@ def test_grid_after_an_offset_continues_the_rows():
     column = Positions.grid(3, cols=1)  # one column is a grid too
     assert column.ids.tolist() == [[0, 0], [1, 0], [2, 0]] and column.max_position == 2
     assert not column.axis(0).contiguous and not Positions.grid(3, cols=8).axis(1).contiguous  # never claimed
+
+
+def test_constructors_put_ids_on_the_device_asked_for():
+    """The meta device stands in for an accelerator: ids (and filled-in modality ids) are made there."""
+    assert Positions.arange(3, device="meta").ids.device.type == "meta"
+    assert Positions.grid(3, cols=2, device="meta").ids.device.type == "meta"
+    tagged = dataclasses.replace(Positions.arange(1, offset=2, device="meta"), modality=torch.ones(1, device="meta"))
+    on_meta = Positions.arange(2, device="meta").then(tagged)  # the cache's modality ids are filled in on meta
+    assert on_meta.modality.device.type == "meta" and on_meta.modality.shape == (3,)
 
 
 def test_then_joins_a_cache_and_new_tokens():
