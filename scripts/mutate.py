@@ -32,20 +32,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".mutmut"
 
-# Module -> the tests that judge it. The modules every figure rests on; records.py's verdict and
-# statistics code is being rewritten, so records.py is left out for now.
-ENCODING_TESTS = ["tests/test_encodings.py", "tests/test_model.py", "tests/test_attention.py"]
+# Module -> the tests that judge it: the test files that exercise it (mutmut then runs, for each
+# mutant, only the tests that call the mutated function).
+ENCODING_TESTS = ["tests/test_encodings.py", "tests/test_positions.py", "tests/test_model.py",
+                  "tests/test_attention.py"]
 MODULES: dict[str, list[str]] = {
     "posbench/encodings/alibi.py": ENCODING_TESTS,
     "posbench/encodings/t5.py": ENCODING_TESTS,
     "posbench/measure.py": ["tests/test_measure.py"],
-    "posbench/encodings/base.py": ENCODING_TESTS,
-    "posbench/encodings/absolute.py": ENCODING_TESTS,
-    "posbench/encodings/rope.py": ENCODING_TESTS,
+    "posbench/encodings/base.py": [*ENCODING_TESTS, "tests/test_generate.py"],
+    "posbench/encodings/absolute.py": [*ENCODING_TESTS, "tests/test_generate.py"],
+    "posbench/encodings/rope.py": ["tests/test_encodings.py", "tests/test_positions.py", "tests/test_generate.py",
+                                   "tests/test_model.py", "tests/test_flops.py"],
     "posbench/encodings/grid.py": ENCODING_TESTS,
     "posbench/encodings/registry.py": ENCODING_TESTS,
-    "posbench/attention.py": ["tests/test_attention.py", "tests/test_model.py"],
+    "posbench/positions.py": ["tests/test_positions.py", "tests/test_encodings.py", "tests/test_attention.py",
+                              "tests/test_generate.py"],
+    "posbench/attention.py": ["tests/test_attention.py", "tests/test_model.py", "tests/test_encodings.py",
+                              "tests/test_generate.py"],
     "posbench/flops.py": ["tests/test_flops.py"],
+    "posbench/records.py": ["tests/test_profile.py", "tests/test_batch.py", "tests/test_metrics.py"],
 }
 
 

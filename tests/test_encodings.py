@@ -86,7 +86,61 @@ def test_sinusoidal_extends_beyond_its_cache(float64):
     assert torch.allclose(far, build("sinusoidal", max_len=128).table(101)[100:])
 
 
+def test_sinusoidal_lookup_one_past_the_cache_is_the_formula(float64):
+    """Ids up to ``max_len`` (one past the last cached row) are computed: still the formula."""
+    enc = build("sinusoidal", d_model=8, max_len=8)
+    ids = torch.tensor([3, 8, 0])
+    angle = ids.double()[:, None] * 10000.0 ** (-torch.arange(0, 8, 2) / 8)  # (3, 4)
+    expected = torch.stack([angle.sin(), angle.cos()], -1).flatten(-2)
+    torch.testing.assert_close(enc.lookup(Positions.from_ids(ids)), expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(enc.table(9)[ids], expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+def test_added_positions_are_the_table_rows_in_the_tokens_dtype(name):
+    enc = build(name, d_model=16, max_len=8)
+    tokens = torch.randn(2, 5, 16)
+    torch.testing.assert_close(enc.inject(tokens, P(5, offset=3)), tokens + enc.table(8)[3:], atol=0, rtol=0)
+    half = enc.inject(tokens.to(torch.bfloat16), P(5, offset=3))
+    assert half.dtype == torch.bfloat16
+    torch.testing.assert_close(half, tokens.to(torch.bfloat16) + enc.table(8)[3:].to(torch.bfloat16), atol=0, rtol=0)
+
+
+def test_naive_concat_appends_the_table_rows_to_every_sequence():
+    enc = build("learned_concat", d_model=16, d_pos=4, max_len=8)
+    tokens = torch.randn(3, 5, 16)
+    x = enc.inject(tokens, P(5))
+    assert x.shape == (3, 5, 20) and torch.equal(x[..., :16], tokens)
+    assert all(torch.equal(x[b, :, 16:], enc.weight[:5]) for b in range(3))
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"mode": "sum"}, "mode 'sum'; allowed: add, concat, concat_fixed"),
+    ({"mode": "add", "d_pos": 8}, r"d_pos must equal d_model \(16\) when adding, got 8"),
+    ({"mode": "concat_fixed", "d_pos": 16}, r"d_pos must be below d_model \(16\) for concat_fixed, got 16"),
+    ({"mode": "concat", "d_pos": 0}, "d_pos must be a positive integer, got 0"),
+    ({"mode": "concat", "d_pos": 5}, "sinusoidal width must be even, got 5")])
+def test_absolute_options_fail_naming_the_option(options, message):
+    with pytest.raises(ValueError, match=message):
+        encodings.absolute.Sinusoidal(16, 2, 8, **options)
+
+
+def test_absolute_repr_and_default_widths():
+    assert build("learned_concat_fixed", d_model=16, max_len=8).extra_repr() == (
+        "d_model=16, n_heads=4, max_len=8, mode=concat_fixed, d_pos=8")
+    assert build("sinusoidal_concat", d_model=16, max_len=8).d_pos == 16
+    assert build("sinusoidal", d_model=16, max_len=8, d_pos=16).d_pos == 16  # d_pos = d_model is allowed when adding
+
+
 # ----- learned ------------------------------------------------------------------------------
+
+def test_learned_table_serves_exactly_max_len_positions_and_empty_ones():
+    enc = build("learned", d_model=8, max_len=6)
+    assert torch.equal(enc.lookup(P(6)), enc.weight) and torch.equal(enc.table(6), enc.weight)
+    assert enc.lookup(P(0)).shape == (0, 8)
+    with pytest.raises(ValueError, match=r"6 rows \(max_len\) but 7 positions were asked for; .* max_len >= 7"):
+        enc.table(7)
+
 
 @pytest.mark.parametrize("name", ["learned", "learned_concat", "learned_concat_fixed"])
 def test_learned_beyond_its_table_names_both_numbers(name):
@@ -107,7 +161,7 @@ def test_gradients_reach_position_parameters(name):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
 
 
-@pytest.mark.parametrize("name", sorted(REQUIRED))
+@pytest.mark.parametrize("name", encodings.names())
 def test_checkpoints_hold_only_learned_parameters(name):
     """Tables computed from a formula (sinusoids, rotary angles, ALiBi slopes) are non-persistent
     buffers: a checkpoint carries exactly the learned parameters."""
@@ -178,13 +232,14 @@ def test_rope_rotates_half_precision_in_float32_and_keeps_its_dtype(dtype):
     assert torch.equal(rotated, rotate(enc, x.float(), torch.arange(16)).to(dtype))
 
 
+@pytest.mark.parametrize("name", ["rope", "xpos"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rope_still_rotates_after_the_module_is_cast(dtype):
+def test_rope_still_rotates_after_the_module_is_cast(dtype, name):
     """``Module.to(dtype)`` casts buffers; the rotation must survive it (a complex buffer would lose its sines)."""
-    enc = build("rope", d_model=64, n_heads=4, max_len=16)
+    enc = build(name, d_model=64, n_heads=4, max_len=16)
     x = torch.randn(4, 16, 16)
     expected = rotate(enc, x, torch.arange(16))
-    cast = build("rope", d_model=64, n_heads=4, max_len=16).to(dtype)
+    cast = build(name, d_model=64, n_heads=4, max_len=16).to(dtype)
     assert torch.allclose(rotate(cast, x, torch.arange(16)), expected, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
 
 
@@ -193,6 +248,16 @@ def test_rope_turns_positions_beyond_the_cache_exactly_in_a_half_precision_model
     x, beyond = torch.randn(4, 3, 16), torch.arange(5000, 5003)
     expected = rotate(enc, x, beyond)  # float32 model
     assert torch.allclose(rotate(enc.to(torch.bfloat16), x, beyond), expected, atol=1e-6)
+
+
+def test_rotary_angles_module_turns_queries_and_keys_by_their_positions(float64):
+    """``RotaryAngles`` as a module: ``angles(q, k, positions)`` turns q and k, each by its own rows."""
+    enc = build("rope", d_model=32, n_heads=2, max_len=16)
+    q, k, ids = torch.randn(2, 6, 16), torch.randn(2, 6, 16), torch.tensor([0, 3, 1, 7, 2, 5])
+    turned_q, turned_k = enc.angles(q, k, Positions.from_ids(ids))
+    torch.testing.assert_close(turned_q, rotate(enc, q, ids), atol=1e-12, rtol=0)
+    torch.testing.assert_close(turned_k, rotate(enc, k, ids), atol=1e-12, rtol=0)
+    assert not torch.allclose(turned_k, rotate(enc, k, torch.arange(6)))
 
 
 def test_rope_preserves_norms(float64):
@@ -373,6 +438,7 @@ def hf_inv_freq(d, base, scaling=None, seq_len=None):
         fast, slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
         dim_of = lambda rotations: d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
         low, high = max(math.floor(dim_of(fast)), 0), min(math.ceil(dim_of(slow)), d - 1)
+        high = high + 0.001 if low == high else high  # linear_ramp_factor's guard
         ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
         extrapolation = 1 - ramp
         return inv / s * (1 - extrapolation) + inv * extrapolation, 0.1 * math.log(s) + 1.0
@@ -404,8 +470,14 @@ SCALINGS = [
     {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32},
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
     {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 32, "beta_fast": 16.0, "beta_slow": 2.0},
+    {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 2048},  # ramp from pair 4 (2) to 11 (6)
+    {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 65536,  # ramp ends at the
+     "beta_slow": 0.0001},                                                                 # last dimension
+    {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4},  # low == high == 0: the guard
     {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 32,
      "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+    {"rope_type": "llama3", "factor": 4.0, "original_max_position_embeddings": 32,  # low_freq_factor 1 hides
+     "low_freq_factor": 2.0, "high_freq_factor": 8.0},                              # original·low for original/low
 ]
 
 
@@ -422,6 +494,17 @@ def test_rope_rotation_equals_hugging_face_after_the_pairing_permutation(scaling
     ours = rotate(enc, torch.cat([to_neighbours(x[..., :rotated]), x[..., rotated:]], -1), torch.arange(L))
     torch.testing.assert_close(ours, torch.cat([to_neighbours(expected[..., :rotated]), expected[..., rotated:]], -1),
                                atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("scaling", [None, *SCALINGS[:3]], ids=lambda s: s["rope_type"] if s else "plain")
+def test_scaled_frequencies_are_float64_so_far_positions_turn_exactly_in_a_float32_model(scaling):
+    """Angles ``p·θ`` at p ≈ 8000 need θ to float64: a float32 θ would be off by ~1e-4 rad there."""
+    enc = build("rope", d_model=32, n_heads=2, max_len=16, base=5000.0, scaling=scaling)
+    ids = torch.tensor([7919, 8000, 8191])
+    inv, factor = hf_inv_freq(16, 5000.0, scaling, seq_len=8192)
+    expected = torch.polar(torch.full((3, 8), factor, dtype=torch.float64), ids.double()[:, None] * inv)
+    torch.testing.assert_close(enc.angles.rows(Positions.from_ids(ids)).to(torch.complex128), expected,
+                               atol=2e-6, rtol=0)
 
 
 def test_linear_scaling_sees_at_s_times_p_the_angles_of_p(float64):
@@ -469,6 +552,60 @@ def test_xpos_logits_decay_as_zeta_to_the_offset_over_the_scale_base(float64):
     torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
 
 
+def test_xpos_beyond_its_cache_decays_as_the_formula_and_centres_on_half_the_largest_position(float64):
+    """Beyond ``max_len`` the turns are computed, centred on ``max_position // 2``: that row keeps length 1,
+    and the logits are the same ``ζ^((m−n)/scale_base)·e^{iθ(m−n)}`` as in the cache (scale_base 64 here)."""
+    d, L = 16, 21
+    enc = build("xpos", d_model=2 * d, n_heads=2, max_len=9, scale_base=64.0, gamma=0.5)
+    q, k = torch.randn(L, d), torch.randn(L, d)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.5) / 1.5
+    offset = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()[..., None]  # (L, L, 1) m − n
+    qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
+    turned = qc[:, None] * kc.conj()[None] * torch.polar(zeta ** (offset / 64), offset * theta)  # (L, L, d/2)
+    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
+    query_rows, key_rows = enc.rows(P(L))  # (L, d/2) each; centre 20 // 2 = 10
+    torch.testing.assert_close(query_rows[10].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
+    torch.testing.assert_close(query_rows[0].abs(), zeta ** (-10 / 64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(key_rows[0].abs(), zeta ** (10 / 64), atol=1e-12, rtol=0)
+    cached_query, _ = enc.rows(P(9))  # the cache centres on max_len // 2 = 4
+    torch.testing.assert_close(cached_query[4].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
+    torch.testing.assert_close(cached_query[0].abs(), zeta ** (-4 / 64), atol=1e-12, rtol=0)
+
+
+def test_xpos_with_dynamic_scaling_turns_by_the_grown_frequencies_and_decays(float64):
+    """Beyond the training length dynamic NTK grows the base: xPos turns by rope-dynamic's angles, with
+    lengths ``ζ^(±(n − c)/512)`` centred on ``c = 63 // 2`` (computed, though the cache holds 128 rows)."""
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32}
+    xpos, rope = (build(name, max_len=128, scaling=dynamic) for name in ("xpos", "rope"))
+    query_rows, key_rows = xpos.rows(P(64))  # (64, 4) each: d_head 8
+    angles, _ = rope.rows(P(64))
+    torch.testing.assert_close(query_rows / query_rows.abs(), angles, atol=1e-12, rtol=0)
+    zeta = (torch.arange(0, 8, 2, dtype=torch.float64) / 8 + 0.4) / 1.4
+    power = (torch.arange(64, dtype=torch.float64)[:, None] - 31) / 512  # (64, 1)
+    torch.testing.assert_close(query_rows.abs(), zeta ** power, atol=1e-12, rtol=0)
+    torch.testing.assert_close(key_rows.abs(), zeta ** -power, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos"])
+def test_rotary_positions_up_to_the_cache_edge_and_one_beyond_turn_as_the_formula(name, float64):
+    """``max_len - 1`` is the last cached row; a window reaching ``max_len`` is computed (same logits)."""
+    enc = build(name, d_model=32, n_heads=2, max_len=16)
+    q, k = torch.randn(8, 16), torch.randn(8, 16)
+    inside, edge = rotary_logits(enc, q, k, torch.arange(8, 16)), rotary_logits(enc, q, k, torch.arange(9, 17))
+    torch.testing.assert_close(edge, inside, atol=1e-9, rtol=0)
+    torch.testing.assert_close(inside, rotary_logits(enc, q, k, torch.arange(8)), atol=1e-9, rtol=0)
+
+
+def test_rope_repr_names_base_rotated_width_scaling_and_sections():
+    scaled = build("rope", d_model=32, n_heads=2, base=500.0, rotary_fraction=0.5,
+                   scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})
+    assert scaled.extra_repr() == "d_model=32, n_heads=2, max_len=64, base=500, rotated=8, scaling=yarn:4"
+    plain = build("rope", d_model=32, n_heads=2)
+    assert plain.extra_repr() == "d_model=32, n_heads=2, max_len=64, base=10000, rotated=16"
+    assert build("mrope", d_model=64, n_heads=2).extra_repr().endswith("base=10000, rotated=32, sections=(4, 6, 6)")
+
+
 def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
     enc, rope = build("mrope", d_model=64, n_heads=2, max_len=64), build("rope", d_model=64, n_heads=2, max_len=64)
     assert enc.sections == (4, 6, 6)  # 16 pairs: a quarter for text/time, the rest split between rows and columns
@@ -482,18 +619,92 @@ def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
     torch.testing.assert_close(rows, torch.cat([plain[0][:, :4], plain[1][:, 4:10], plain[2][:, 10:]], -1))
 
 
+def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
+    enc, rope = build("mrope", d_model=64, n_heads=2, sections=[3, 2, 11]), build("rope", d_model=64, n_heads=2)
+    assert enc.sections == (3, 2, 11)
+    ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
+    query_rows, key_rows = enc.rows(Positions.from_ids(ids))  # (L, 16) each
+    plain = [rope.angles.rows(Positions.from_ids(ids[:, a])) for a in range(3)]
+    torch.testing.assert_close(query_rows, torch.cat([plain[0][:, :3], plain[1][:, 3:5], plain[2][:, 5:]], -1))
+    torch.testing.assert_close(key_rows, query_rows)
+    with pytest.raises(ValueError, match="mrope needs positions with 1 or 3 axes .*, got 2"):
+        enc.rows(Positions.grid(10, cols=4))
+
+
+def test_mrope_passes_rope_options_on_and_allows_an_empty_section(float64):
+    """Family options (base, scaling, …) reach the angles; a section may hold no pair: (16, 0, 0) turns
+    every pair by the text/time axis."""
+    enc = build("mrope", d_model=64, n_heads=2, base=500.0, sections=(16, 0, 0))
+    rope = build("rope", d_model=64, n_heads=2, base=500.0)
+    ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
+    torch.testing.assert_close(enc.rows(Positions.from_ids(ids))[0], rope.angles.rows(Positions.from_ids(ids[:, 0])))
+
+
+@pytest.mark.parametrize("sections", [(4, 6), (4, 6, 7), (-1, 9, 8), (1, 2, 3, 10)])
+def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
+    with pytest.raises(ValueError, match=r"three counts of frequency pairs summing to 16, got "):
+        build("mrope", d_model=64, n_heads=2, sections=sections)
+
+
 @pytest.mark.parametrize("options,message", [
     ({"scaling": {"rope_type": "ntk", "factor": 2.0}},
      "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
+    ({"scaling": "yarn"}, "scaling.rope_type 'yarn'; allowed: linear, dynamic, yarn, llama3"),
     ({"scaling": {"rope_type": "yarn", "factor": 2.0}}, r"scaling \(yarn\) needs original_max_position_embeddings"),
     ({"scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 3}}, r"key 'beta_fast' is not allowed"),
     ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),
     ({"rotary_fraction": 0.0}, r"rotary_fraction must lie in \(0, 1\]"),
     ({"rotary_fraction": 0.05}, "rotates no pair"),
+    ({"rotary_fraction": 1.5}, r"rotary_fraction must lie in \(0, 1\], got 1.5"),
+    ({"d_model": 30}, r"d_model \(30\) must be divisible by n_heads \(4\)"),
     ({"base": 1.0}, "base must be > 1")])
 def test_rope_options_fail_in_one_line_naming_the_key(options, message):
     with pytest.raises(ValueError, match=message):
         build("rope", **options)
+
+
+def test_rope_scaling_errors_list_every_missing_key_and_the_allowed_ones():
+    with pytest.raises(ValueError) as missing:
+        build("rope", scaling={"rope_type": "yarn"})
+    assert str(missing.value) == ("scaling (yarn) needs factor, original_max_position_embeddings; allowed keys: "
+                                  "attention_factor, beta_fast, beta_slow, factor, original_max_position_embeddings")
+    with pytest.raises(ValueError) as unknown:
+        build("rope", scaling={"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 8, "gamma": 1})
+    assert str(unknown.value) == ("scaling (dynamic) key 'gamma' is not allowed; allowed keys: "
+                                  "factor, original_max_position_embeddings")
+
+
+def test_dynamic_scaling_grows_from_one_position_beyond_the_training_length(float64):
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 32}
+    enc = build("rope", d_model=32, n_heads=2, max_len=128, scaling=dynamic)
+    inv, _ = hf_inv_freq(16, 10000.0, dynamic, seq_len=33)  # ids 0 … 32: 33 positions
+    expected = torch.polar(torch.ones(33, 8), torch.arange(33.0)[:, None] * inv)
+    torch.testing.assert_close(enc.angles.rows(P(33)), expected)
+
+
+def test_xpos_lengths_carry_the_yarn_attention_factor(float64):
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+    query_rows, key_rows = build("xpos", d_model=32, n_heads=2, max_len=16, scaling=yarn).rows(P(16))
+    factor = 0.1 * math.log(4.0) + 1  # the cache centres on 8: the decay is 1 there
+    torch.testing.assert_close(query_rows[8].abs(), torch.full((8,), factor), atol=1e-12, rtol=0)
+    torch.testing.assert_close(key_rows[8].abs(), torch.full((8,), factor), atol=1e-12, rtol=0)
+
+
+def test_rotary_cache_is_kept_in_the_default_dtype_and_the_width_must_be_even():
+    angles = build("rope", d_model=32, n_heads=2, max_len=8).angles
+    assert angles.turns.dtype == torch.float32 and angles.rows(P(8)).dtype == torch.complex64
+    with pytest.raises(ValueError, match="rotary width must be even, got 5"):
+        encodings.rope.RotaryAngles(5, 8)
+
+
+def test_any_base_above_one_is_allowed(float64):
+    enc = build("rope", d_model=16, n_heads=2, base=1.5)
+    torch.testing.assert_close(enc.angles.inv_freq, 1.5 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+
+
+def test_linear_scaling_by_one_is_plain_rope(float64):
+    scaled = build("rope", scaling={"rope_type": "linear", "factor": 1.0})
+    torch.testing.assert_close(scaled.angles.rows(P(64)), build("rope").angles.rows(P(64)), atol=0, rtol=0)
 
 
 # ----- KERPLE and FIRE ---------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Positions as a value, and the traits encodings declare: what the hooks receive and what the rest
 of posbench reads instead of encoding names."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -46,6 +48,69 @@ def test_from_ids_reads_the_maximum_once_and_refuses_bad_ids():
         Positions.from_ids(torch.tensor([3, -2]))
     with pytest.raises(ValueError, match="only contiguous slices"):
         Positions.arange(6)[::2]
+
+
+def test_constructors_refuse_negative_sizes_and_empty_grids_have_bound_zero():
+    with pytest.raises(ValueError, match="length and offset must be >= 0, got -1, 0"):
+        Positions.arange(-1)
+    with pytest.raises(ValueError, match="length and offset must be >= 0, got 2, -3"):
+        Positions.arange(2, offset=-3)
+    with pytest.raises(ValueError, match="cols must be positive, got 0"):
+        Positions.grid(4, cols=0)
+    with pytest.raises(ValueError, match=r"shape \(L,\) or \(L, axes\), got torch.int64 \(2, 2, 2\)"):
+        Positions.from_ids(torch.zeros(2, 2, 2, dtype=torch.long))
+    assert Positions.grid(0, cols=4).max_position == 0
+    assert Positions.from_ids(torch.tensor([], dtype=torch.long)).max_position == 0
+
+
+def test_grid_after_an_offset_continues_the_rows():
+    positions = Positions.grid(4, cols=3, offset=5)  # cells 5 … 8 of a 3-wide grid
+    assert positions.ids.tolist() == [[1, 2], [2, 0], [2, 1], [2, 2]]
+    assert (positions.max_position, positions.offset) == (2, 5)
+    partial = Positions.grid(2, cols=8, offset=9)  # row 1, columns 1 and 2: the bound assumes columns 0 … 7 were seen
+    assert partial.ids.max() <= partial.max_position == 7
+    assert Positions.grid(1, cols=2, offset=6).max_position == 3  # row 3, column 0
+    column = Positions.grid(3, cols=1)  # one column is a grid too
+    assert column.ids.tolist() == [[0, 0], [1, 0], [2, 0]] and column.max_position == 2
+    assert not column.axis(0).contiguous and not Positions.grid(3, cols=8).axis(1).contiguous  # never claimed
+
+
+def test_constructors_put_ids_on_the_device_asked_for():
+    """The meta device stands in for an accelerator: ids (and filled-in modality ids) are made there."""
+    assert Positions.arange(3, device="meta").ids.device.type == "meta"
+    assert Positions.grid(3, cols=2, device="meta").ids.device.type == "meta"
+    tagged = dataclasses.replace(Positions.arange(1, offset=2, device="meta"), modality=torch.ones(1, device="meta"))
+    on_meta = Positions.arange(2, device="meta").then(tagged)  # the cache's modality ids are filled in on meta
+    assert on_meta.modality.device.type == "meta" and on_meta.modality.shape == (3,)
+
+
+def test_then_joins_a_cache_and_new_tokens():
+    cache, new = Positions.arange(3), Positions.arange(2, offset=3)
+    joined = cache.then(new)
+    assert joined.ids.tolist() == [0, 1, 2, 3, 4]
+    assert (joined.max_position, joined.offset, joined.contiguous, joined.modality) == (4, 0, True, None)
+    gap = cache.then(Positions.arange(2, offset=4))  # ids 0, 1, 2, 4, 5: no longer i − j alone
+    assert gap.ids.tolist() == [0, 1, 2, 4, 5] and (gap.max_position, gap.contiguous) == (5, False)
+    assert not cache.then(Positions.from_ids(torch.tensor([3, 4]))).contiguous  # from_ids never claims contiguity
+    assert not Positions.from_ids(torch.arange(3)).then(new).contiguous
+    later = Positions.arange(4, offset=2)[2:]  # ids 4, 5 at offset 4: contiguous, but not after ids 0 … 2
+    assert not cache.then(later).contiguous
+    mixed = Positions.from_ids(torch.tensor([7, 1]), modality=torch.tensor([2, 1])).then(new)
+    assert mixed.modality.tolist() == [2, 1, 0, 0] and mixed.max_position == 7 and mixed.offset == 0
+    assert mixed.modality.dtype == torch.long  # the filled-in zeros are modality ids, integers
+    tagged = Positions.from_ids(torch.tensor([0]), modality=torch.tensor([5]))
+    assert cache.then(tagged).modality.tolist() == [0, 0, 0, 5]
+
+
+def test_a_slice_of_gathered_ids_keeps_their_bound_and_offset():
+    positions = Positions.from_ids(torch.tensor([9, 2, 5, 1]), offset=6)
+    block = positions[1:3]
+    assert block.ids.tolist() == [2, 5] and (block.max_position, block.offset, block.contiguous) == (9, 6, False)
+    assert len(block) == 2
+    tail = Positions.arange(6, offset=2)[4:]  # ids 6, 7
+    assert (tail.max_position, tail.offset, tail.ids.tolist()) == (7, 6, [6, 7])
+    assert Positions.arange(6)[3:3].max_position == 2  # empty: bound at most the id before it
+    assert Positions.arange(6)[0:0].max_position == 0  # empty at the start: the bound is 0, as for arange(0)
 
 
 # ----- the hooks read the value ------------------------------------------------------------------
@@ -166,3 +231,23 @@ def test_randomized_positions_refuse_more_tokens_than_ids():
     encoding = encodings.build("rope", d_model=16, n_heads=2, max_len=64, randomized=True, max_position=10)
     with pytest.raises(ValueError, match="11 tokens but randomized positions draw from 10 ids"):
         encoding.positions(11)
+
+
+def test_randomized_positions_at_the_edges_of_their_range():
+    encoding = encodings.build("learned", d_model=16, n_heads=2, max_len=8, randomized=True, max_position=8)
+    assert encoding.random_positions == 8  # max_position equal to the table's rows is allowed
+    every = encoding.positions(8)  # as many tokens as ids: all of them, in order
+    assert every.ids.tolist() == list(range(8)) and every.max_position == 7
+    assert (encoding.positions(0).max_position, len(encoding.positions(0))) == (0, 0)
+    with pytest.raises(ValueError, match="drawn for whole training sequences, not after a cache"):
+        encoding.positions(4, offset=2)
+    encoding.eval()
+    assert encoding.positions(4, offset=2).ids.tolist() == [2, 3, 4, 5]  # evaluation: plain ids after the cache
+    with pytest.raises(ValueError, match="max_position must be a positive integer, got 0"):
+        encoding.randomize(0)
+
+
+@pytest.mark.parametrize("value", [True, 0, -3, 4.0])
+def test_sizes_must_be_positive_integers_not_booleans(value):
+    with pytest.raises(ValueError, match=f"n_heads must be a positive integer, got {value!r}"):
+        encodings.build("none", d_model=16, n_heads=value, max_len=8)
