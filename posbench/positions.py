@@ -28,7 +28,7 @@ class Positions:
     """
 
     ids: torch.Tensor  # (L,) or (L, axes) integer
-    max_position: int  # an upper bound on every id, known on the host (exact from the constructors)
+    max_position: int  # an upper bound on every id, known on the host (exact from arange and from_ids)
     offset: int = 0  # tokens before these ones (in a cache)
     modality: torch.Tensor | None = None  # (L,) integer modality id per token; None: one modality
     contiguous: bool = False  # 1-D ids offset, offset + 1, …: a bias of i − j alone may use a (h, 2L − 1) table

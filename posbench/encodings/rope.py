@@ -202,11 +202,6 @@ class RotaryAngles(nn.Module):
         turned = pairs * rows.to(pairs.dtype)  # (…, L, width/2)
         return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (…, L, width)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate ``q`` and ``k`` (``(…, L, width)``) by 1-D ``positions``, one row lookup for both."""
-        query_rows, key_rows = self.query_key_rows(positions)  # (L, width/2) each
-        return self.turn(q, query_rows), self.turn(k, key_rows)
-
 
 class XPosAngles(RotaryAngles):
     """xPos (Sun et al. 2022): queries turn by ``ζ^((n−c)/scale_base)·e^{iθn}``, keys by
