@@ -529,17 +529,28 @@ def test_scaled_and_decayed_rotary_logits_depend_only_on_offset(name, options, f
         torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(20) + shift), base, atol=1e-9, rtol=0)
 
 
+def xpos_zeta(d, gamma):
+    """ζ_j = (2j/d + γ)/(1 + γ) per frequency pair."""
+    return (torch.arange(0, d, 2, dtype=torch.float64) / d + gamma) / (1 + gamma)
+
+
+def xpos_reference_logits(q, k, scale_base, gamma):
+    """xPos written out: q·k = Σ_pairs Re(q_c · conj(k_c) · e^{iθ(m−n)}) · ζ^((m−n)/scale_base), ``(L, L)``."""
+    L, d = q.shape
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    offset = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()[..., None]  # (L, L, 1) m − n
+    qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
+    decay = xpos_zeta(d, gamma) ** (offset / scale_base)
+    return (qc[:, None] * kc.conj()[None] * torch.polar(decay, offset * theta)).real.sum(-1)  # (L, L)
+
+
 def test_xpos_logits_decay_as_zeta_to_the_offset_over_the_scale_base(float64):
-    """q·k after xPos = Σ_pairs Re(q_c · conj(k_c) · e^{iθ(m−n)}) · ζ^((m−n)/512), ζ = (2j/d + 0.4)/1.4."""
+    """ζ = (2j/d + 0.4)/1.4, scale_base 512: the defaults."""
     d, L = 16, 12
     enc = build("xpos", d_model=2 * d, n_heads=2, max_len=64)
     q, k = torch.randn(L, d), torch.randn(L, d)
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.4) / 1.4
-    offset = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()[..., None]  # (L, L, 1) m − n
-    qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
-    turned = qc[:, None] * kc.conj()[None] * torch.polar(zeta ** (offset / 512), offset * theta)  # (L, L, d/2)
-    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
+    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), xpos_reference_logits(q, k, 512, 0.4),
+                               atol=1e-9, rtol=0)
 
 
 def test_xpos_beyond_its_cache_decays_as_the_formula_and_centres_on_half_the_largest_position(float64):
@@ -548,12 +559,9 @@ def test_xpos_beyond_its_cache_decays_as_the_formula_and_centres_on_half_the_lar
     d, L = 16, 21
     enc = build("xpos", d_model=2 * d, n_heads=2, max_len=9, scale_base=64.0, gamma=0.5)
     q, k = torch.randn(L, d), torch.randn(L, d)
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.5) / 1.5
-    offset = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()[..., None]  # (L, L, 1) m − n
-    qc, kc = torch.complex(q[:, 0::2], q[:, 1::2]), torch.complex(k[:, 0::2], k[:, 1::2])  # (L, d/2)
-    turned = qc[:, None] * kc.conj()[None] * torch.polar(zeta ** (offset / 64), offset * theta)  # (L, L, d/2)
-    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), turned.real.sum(-1), atol=1e-9, rtol=0)
+    torch.testing.assert_close(rotary_logits(enc, q, k, torch.arange(L)), xpos_reference_logits(q, k, 64, 0.5),
+                               atol=1e-9, rtol=0)
+    zeta = xpos_zeta(d, 0.5)
     query_rows, key_rows = enc.rows(P(L))  # (L, d/2) each; centre 20 // 2 = 10
     torch.testing.assert_close(query_rows[10].abs(), torch.ones(d // 2), atol=1e-12, rtol=0)
     torch.testing.assert_close(query_rows[0].abs(), zeta ** (-10 / 64), atol=1e-12, rtol=0)
