@@ -109,9 +109,7 @@ def resolve(config: TrainConfig) -> Job:
             raise ValueError(f"{name} must be positive, got {value}")
     task = tasks.get(config.task, **config.task_options)
     model = model_config(task, config.encoding, config.size)
-    for label in config.eval_scaling:  # each a valid label, for an encoding with rotary frequencies
-        scaling = RopeScaling.from_label(label, task.sequence_length(task.train_length))
-        encodings.build(config.encoding, d_model=16, n_heads=2, max_len=4).rescaled(scaling)
+    check_eval_scaling(config.encoding, config.eval_scaling, task.sequence_length(task.train_length))
     return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
                config.lr or task.lr)
 
@@ -322,6 +320,14 @@ def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor]
         report["handling"] = ("no per-position parameters: positions beyond training come from the encoding's "
                               "own rule (computed sinusoids/angles, relative distances or none)")
     return report
+
+
+def check_eval_scaling(encoding: str, labels, trained_positions: int = 2) -> None:
+    """A one-line ``ValueError`` unless every label is a valid scaling and ``encoding`` has rotary
+    frequencies to scale (checked on a tiny instance of it)."""
+    tiny = encodings.build(encoding, d_model=16, n_heads=2, max_len=4)
+    for label in labels:
+        tiny.rescaled(RopeScaling.from_label(label, trained_positions))
 
 
 def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str, dtype: str = "fp32") -> dict:

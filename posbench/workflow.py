@@ -166,15 +166,14 @@ def profile_max_len(config: dict) -> int:
 
 def eval_scaling_argument(config: dict, encoding: str) -> str:
     """``--eval-scaling …`` for a train job whose encoding has rotary frequencies to scale, else ``""``."""
-    from posbench import encodings
-    from posbench.encodings.rope import RopeScaling
+    from posbench.train import check_eval_scaling
 
     labels = config["train"]["eval_scaling"]
     try:
-        encodings.build(encoding, d_model=16, n_heads=2, max_len=4).rescaled(RopeScaling.from_label(labels[0], 2))
-    except (IndexError, ValueError):  # no scalings asked for, or nothing to scale
+        check_eval_scaling(encoding, labels)
+    except ValueError:  # nothing to scale
         return ""
-    return "--eval-scaling " + " ".join(labels)
+    return "--eval-scaling " + " ".join(labels) if labels else ""
 
 
 def machine_label(config: dict) -> str:
