@@ -1,0 +1,85 @@
+"""The code hash that names the measuring code of a record: what changes it and what does not."""
+
+import hashlib
+import json
+import shutil
+
+import jsonschema
+import pytest
+
+from posbench import records
+
+
+def package_copy(tmp_path, name="posbench"):
+    """A copy of the real package's sources (no ``__pycache__``), to edit without touching the real ones."""
+    return shutil.copytree(records.PACKAGE_DIR, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_code_hash_is_a_sha256_stable_across_calls_and_equal_to_a_fresh_one_on_a_copy(tmp_path):
+    first = records.code_hash()
+    assert len(first) == 64 and set(first) <= set("0123456789abcdef")
+    assert records.code_hash() == first and records.environment()["code_hash"] == first
+    assert records.code_hash(package_copy(tmp_path)) == first  # a path-independent hash of the same bytes
+
+
+def test_code_hash_is_the_sha256_of_each_measuring_source_path_length_and_bytes(tmp_path):
+    root = tmp_path / "pkg"
+    (root / "schemas").mkdir(parents=True)
+    (root / "b.py").write_bytes(b"x = 1\n")
+    (root / "schemas" / "a.schema.json").write_bytes(b"{}")
+    expected = hashlib.sha256(b"b.py\0" b"6\0" b"x = 1\n" b"schemas/a.schema.json\0" b"2\0" b"{}").hexdigest()
+    assert records.code_hash(root) == expected
+
+
+def test_the_measuring_sources_are_the_packages_py_and_json_less_the_report():
+    sources = records.measuring_sources()
+    assert sources == sorted(sources)
+    assert {"records.py", "batch.py", "train.py", "cli/train.py", "schemas/common.schema.json",
+            "schemas/train.schema.json", "encodings/rope.py"} <= set(sources)
+    assert not [name for name in sources if name.startswith("report/") or name == "cli/report.py"]
+    assert not [name for name in sources if "__pycache__" in name or not name.endswith((".py", ".json"))]
+    assert "report/figures.py" in {p.relative_to(records.PACKAGE_DIR).as_posix()
+                                   for p in records.PACKAGE_DIR.rglob("*.py")}
+
+
+@pytest.mark.parametrize("edit", [
+    lambda root: (root / "encodings" / "rope.py").write_text((root / "encodings" / "rope.py").read_text() + "#\n"),
+    lambda root: (root / "schemas" / "train.schema.json").write_text(
+        (root / "schemas" / "train.schema.json").read_text() + "\n"),
+    lambda root: (root / "tasks" / "extra.py").write_text("X = 1\n"),
+    lambda root: (root / "flops.py").unlink(),
+    lambda root: (root / "flops.py").rename(root / "flops2.py"),
+], ids=["edited-encoding", "edited-schema", "added-module", "removed-module", "renamed-module"])
+def test_code_hash_changes_when_a_measuring_source_changes(tmp_path, edit):
+    before = records.code_hash(package_copy(tmp_path, "before"))
+    edited = package_copy(tmp_path, "after")
+    edit(edited)
+    assert records.code_hash(edited) != before
+
+
+@pytest.mark.parametrize("edit", [
+    lambda root: (root / "report" / "figures.py").write_text("# another report\n"),
+    lambda root: (root / "report" / "extra.py").write_text("X = 1\n"),
+    lambda root: (root / "cli" / "report.py").write_text((root / "cli" / "report.py").read_text() + "#\n"),
+    lambda root: (root / "NOTES.md").write_text("# a doc\n"),
+    lambda root: (root / "schemas" / "README.txt").write_text("a note on the schemas\n"),
+    lambda root: (root / "__pycache__").mkdir() or (root / "__pycache__" / "stale.py").write_text("X = 1\n"),
+], ids=["edited-report", "added-report-module", "edited-report-cli", "added-doc", "added-text", "pycache"])
+def test_code_hash_does_not_change_with_the_report_or_docs(tmp_path, edit):
+    before = records.code_hash(package_copy(tmp_path, "before"))
+    edited = package_copy(tmp_path, "after")
+    edit(edited)
+    assert records.code_hash(edited) == before
+
+
+def test_a_new_record_needs_a_code_hash_an_old_one_may_lack_it():
+    common = json.loads((records.SCHEMA_DIR / "common.schema.json").read_text())
+    record = records.new_record("probe", {})
+    assert record["schema_version"] == 2 and record["environment"]["code_hash"] == records.code_hash()
+    jsonschema.validate(record, common)
+    environment = {key: value for key, value in record["environment"].items() if key != "code_hash"}
+    with pytest.raises(jsonschema.ValidationError, match="'code_hash' is a required property"):
+        jsonschema.validate({**record, "environment": environment}, common)
+    jsonschema.validate({**record, "schema_version": 1, "environment": environment}, common)
+    with pytest.raises(jsonschema.ValidationError, match="does not match"):
+        jsonschema.validate({**record, "environment": {**environment, "code_hash": "abc"}}, common)
