@@ -3,10 +3,17 @@
 Snakemake deletes every declared output of a job it did not see finish. A batch job therefore
 declares only its *manifest*, written last; each cell's record is its own atomic file beside it.
 After a kill, the rerun keeps every record that its cell would write now — same config hash, same
-code (git commit) and package versions, and a result (``ok``, ``oom`` or ``diverged``) — byte for
-byte, and measures only the rest: a changed config (more steps, say), other code, a ``skipped`` or
-``error`` cell, or a record whose per-item results (the file beside it) are missing or not its own is
-measured again.
+measuring code and package versions (:func:`code_identity`), and a result (``ok``, ``oom`` or
+``diverged``) — byte for byte, and measures only the rest: a changed config (more steps, say), other
+measuring code or package versions, a record older than ``code_hash``, a ``skipped`` or ``error``
+cell, or a record whose per-item results (the file beside it) are missing or not its own is measured
+again.
+
+The measuring code is named by :func:`posbench.records.code_hash`, a hash of the package's sources
+less the report, not by the git commit: a commit that touches only docs, tests, the report or the
+rules under ``workflow/`` leaves every record standing, so a reference sweep survives it instead of
+being measured again; an edit to any other ``*.py`` or ``*.json`` of the package, committed or not,
+has its records measured again.
 
 Failures fail: a cell that is ``skipped`` (its device is missing) or ``error`` still writes its
 record (the reason is kept), but the batch then writes no manifest and exits 1, so the workflow
@@ -72,8 +79,12 @@ def kept_record(cell: Cell, code: dict) -> dict | None:
 
 
 def code_identity(environment: dict) -> dict:
-    """What must not have changed for a record to stand: the posbench commit and the package versions."""
-    return {"git_commit": environment["git_commit"], "packages": environment["packages"]}
+    """What must not have changed for a record to stand: the measuring code (``code_hash``, see
+    :func:`posbench.records.code_hash`) and the locked package versions (``packages``), since either can
+    change a figure. The git commit is left out: it also changes with docs and the report, which measure
+    nothing. A record without ``code_hash`` (schema version 1) has ``None`` here, which no current
+    environment matches, so it is measured again."""
+    return {"code_hash": environment.get("code_hash"), "packages": environment["packages"]}
 
 
 def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> int:

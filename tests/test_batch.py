@@ -44,12 +44,32 @@ def test_a_record_of_another_config_is_measured_again(tmp_path):
     assert records.read_record(tmp_path / "seed0.json")["config"]["steps"] == 3
 
 
+def test_a_record_of_the_same_code_hash_from_another_commit_is_kept(tmp_path):
+    """A docs-only commit changes ``git_commit`` but not ``code_hash``: the record stands, byte for byte."""
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
+    record = records.read_record(tmp_path / "seed0.json")
+    assert record["environment"]["code_hash"] == records.code_hash()
+    record["environment"]["git_commit"] = "0" * 40
+    records.write_record(tmp_path / "seed0.json", record)
+    before = (tmp_path / "seed0.json").read_bytes()
+    assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
+    assert (tmp_path / "seed0.json").read_bytes() == before
+    assert json.loads((tmp_path / "batch.json").read_text())["records"][0]["action"] == "kept"
+
+
+def older_record(record):
+    """A record written before ``code_hash`` (schema version 1), of the same commit and packages."""
+    record["schema_version"] = 1
+    del record["environment"]["code_hash"]
+
+
 @pytest.mark.parametrize("spoil", [
-    lambda record: record["environment"].update(git_commit="0" * 40),
+    lambda record: record["environment"].update(code_hash="0" * 64),
+    older_record,
     lambda record: record["environment"]["packages"].update(torch="1.0.0"),
     lambda record: record.update(status="error", reason="diverged"),
     lambda record: record.update(status="skipped", reason="no CUDA device visible"),
-], ids=["other-commit", "other-torch", "error", "skipped"])
+], ids=["other-code-hash", "no-code-hash", "other-torch", "error", "skipped"])
 def test_a_record_of_other_code_or_without_a_result_is_measured_again(tmp_path, spoil):
     assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
     record = records.read_record(tmp_path / "seed0.json")
@@ -58,6 +78,7 @@ def test_a_record_of_other_code_or_without_a_result_is_measured_again(tmp_path, 
     assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
     assert records.read_record(tmp_path / "seed0.json") != record
     assert json.loads((tmp_path / "batch.json").read_text())["records"][0]["action"] == "wrote"
+    assert records.read_record(tmp_path / "seed0.json")["environment"]["code_hash"] == records.code_hash()
 
 
 @pytest.mark.parametrize("spoil", [
