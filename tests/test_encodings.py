@@ -398,7 +398,7 @@ def test_learned_position_parameters_start_at_their_scale(name, std):
     learned table starts N(0, 1), the token embedding's scale (``nn.Embedding``), not 50× below it.
     Over >= 8192 draws the sample stdev is within 3 % of its target (5 standard errors)."""
     torch.manual_seed(0)
-    (weight,) = build(name, d_model=64, n_heads=256, max_len=256).parameters()  # 32 buckets × 256 heads; 256 rows × d_pos
+    (weight,) = build(name, d_model=64, n_heads=256, max_len=256).parameters()  # 32 buckets × 256 heads; 256 × d_pos
     assert weight.numel() >= 8192
     assert weight.std().item() == pytest.approx(std, rel=0.03)
     assert abs(weight.mean().item()) < 5 * std / math.sqrt(weight.numel())
