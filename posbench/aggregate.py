@@ -6,6 +6,14 @@ Tables (CSV and Parquet) under the output folder:
 * ``cost``           one row per profile record: parameters, FLOPs, latency (ms), memory (MiB);
 * ``accuracy``       one row per train record: the primary metric at the training length;
 * ``extrapolation``  one row per (train record, evaluation length);
+
+  both with the learning rate (``lr``), the headline metric's and token accuracy's chance levels on
+  that evaluation set (``chance``, NaN for exact_match, which has none; ``token_chance``), whether
+  the validation loss was still falling at the end (``undertrained``), the final validation loss
+  (``validation_loss``), the training time (``train_seconds``) and whether every position evaluated
+  has a trained row in a bounded table (``positions_trained``: false for a learned table read past
+  the rows training reached). A cell without a measurement (diverged, failed) keeps its status and
+  reason, its values NaN;
 * ``probe``          one row per (probe record, target, probe): token/position recovery and geometry;
 * ``items``          Parquet only: one row per (train record, evaluation length, evaluation sequence)
                      with the sequence's sums (:data:`posbench.metrics.ITEM_SUMS`), for intervals
@@ -96,18 +104,43 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
             "train_len": cfg.get("train_length")}
     at_train = next((e for e in evals if math.isclose(e["factor"], 1.0) and not e.get("eval_scaling")), None)
     curve = record.get("loss_curve") or []
-    accuracy = {**cell,
-                "value": _metric(at_train, metric), "token_accuracy": _metric(at_train, "token_accuracy"),
+    wall_time = record.get("wall_time_s") or {}
+    run = {"lr": cfg.get("lr"), "undertrained": (record.get("undertrained") or {}).get("flag"),
+           "validation_loss": (record.get("validation") or {}).get("loss", math.nan),
+           "train_seconds": wall_time.get("train")}
+    accuracy = {**cell, **_measured(record, metric, at_train),
                 "params_total": record.get("params", {}).get("total"),
                 "params_position": record.get("params", {}).get("position"),
-                "wall_time_s": (record.get("wall_time_s") or {}).get("total"), "steps": cfg.get("steps"),
-                "final_loss": curve[-1]["loss"] if curve else None}
+                "wall_time_s": wall_time.get("total"), "steps": cfg.get("steps"),
+                "final_loss": curve[-1]["loss"] if curve else None, **run}
     extrapolation = [{**cell, **_arm(cell, e), "eval_len": e["length"], "length_ratio": e["factor"],
-                      "value": _metric(e, metric), "token_accuracy": _metric(e, "token_accuracy")} for e in evals]
+                      **_measured(record, metric, e), **run} for e in evals]
     if not evals:  # a failed cell still shows up, once
-        extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None, "value": None,
-                          "token_accuracy": None}]
+        extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None,
+                          **_measured(record, metric, None), **run}]
     return accuracy, extrapolation
+
+
+def _measured(record: dict, metric: str | None, evaluation: dict | None) -> dict:
+    """What one evaluation entry gives a row: the headline metric (``value``), token accuracy, their
+    chance levels and ``positions_trained``; NaN (None for the flag) without an entry."""
+    chance = (evaluation or {}).get("chance") or {}
+    return {"value": _metric(evaluation, metric), "token_accuracy": _metric(evaluation, "token_accuracy"),
+            "chance": chance.get(metric, math.nan), "token_chance": chance.get("token_accuracy", math.nan),
+            "positions_trained": _positions_trained(record, evaluation)}
+
+
+def _positions_trained(record: dict, evaluation: dict | None) -> bool | None:
+    """Whether every position of ``evaluation`` has a row training reached, in every bounded table of
+    the record (``positions_beyond_training``). The rows that kept their initial values are the
+    table's last ones (positions past what training read, or for randomized positions past what it
+    drew), so positions up to ``max_len`` less their count were trained. True for an encoding without
+    such a table; None when the record has no table report or no such evaluation."""
+    beyond = record.get("positions_beyond_training")
+    if beyond is None or evaluation is None:
+        return None
+    untrained = max((table["rows_beyond_training_unchanged"] for table in beyond["tables"].values()), default=0)
+    return evaluation["positions"] <= beyond["max_len"] - untrained
 
 
 def _arm(cell: dict, evaluation: dict) -> dict:
@@ -150,10 +183,10 @@ def probe_rows(record: dict) -> list[dict]:
              "mi_bits": r.get("mi_lower_bound_bits")} for r in results]
 
 
-def _metric(evaluation: dict | None, name: str | None):
+def _metric(evaluation: dict | None, name: str | None) -> float:
     if evaluation is None or name is None:
-        return None
-    return evaluation["metrics"].get(name)
+        return math.nan
+    return evaluation["metrics"].get(name, math.nan)
 
 
 def aggregate(root: Path, out: Path) -> dict:

@@ -13,12 +13,19 @@ the names their tasks use: ``accuracy`` for a classification task (one label per
 sequence is right when its label is), ``exact_match`` for a sequence task (a sequence is right when
 every scored target is). ``token_accuracy`` is always per scored target; on a classification task
 it would equal ``accuracy``, and no classification task reports it.
+
+A metric's *chance level* (:attr:`Metric.chance`) is what a model that ignores its input scores on an
+evaluation set, from the counts of that set's scored targets: for the accuracies, always predicting
+the set's most frequent target (:func:`majority_rate`); for bits per character, predicting every
+character by its frequency in the training split (:func:`unigram_bits`). ``exact_match`` has none:
+guessing a whole sequence is so unlikely that the report gates it on token accuracy instead; the
+loss has none either (``bits_per_char`` is the loss's chance where it matters).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +40,16 @@ SUMS = {  # name -> what is summed over the evaluation's items
 ITEM_SUMS = ("loss_sum", "scored", "correct", "exact")  # what each item keeps; "sequences" counts the items
 
 
+def majority_rate(counts: np.ndarray, prior: np.ndarray | None = None) -> float:
+    """The share of the most frequent target among ``counts (K,)``: a constant guess's accuracy on that set."""
+    return float(counts.max() / counts.sum())
+
+
+def unigram_bits(counts: np.ndarray, prior: np.ndarray) -> float:
+    """Mean cross-entropy in bits of targets with ``counts (K,)`` under the probabilities ``prior (V,)``, K <= V."""
+    return float(-(counts * np.log2(prior[: len(counts)])).sum() / counts.sum())
+
+
 @dataclass(frozen=True)
 class Metric:
     """One metric: ``numerator / denominator / divisor`` of the evaluation's sums."""
@@ -44,6 +61,7 @@ class Metric:
     numerator: str  # a key of SUMS
     denominator: str  # a key of SUMS
     divisor: float = 1.0  # a change of unit, applied last (nats -> bits)
+    chance: Callable[[np.ndarray, np.ndarray | None], float] | None = None  # (target counts, prior) -> chance level
 
     def value(self, sums: Mapping[str, float]) -> float:
         return sums[self.numerator] / sums[self.denominator] / self.divisor
@@ -53,13 +71,13 @@ METRICS = {metric.name: metric for metric in (
     Metric("loss", "mean cross-entropy per scored target", "cross-entropy (nats per scored target)", False,
            "loss_sum", "scored"),
     Metric("bits_per_char", "mean cross-entropy per scored character, in bits", "bits per character", False,
-           "loss_sum", "scored", math.log(2)),
+           "loss_sum", "scored", math.log(2), unigram_bits),
     Metric("token_accuracy", "share of scored targets predicted right", "token accuracy (fraction)", True,
-           "correct", "scored"),
+           "correct", "scored", chance=majority_rate),
     Metric("exact_match", "share of sequences with every scored target right", "exact match (fraction)", True,
            "exact", "sequences"),
     Metric("accuracy", "share of sequences whose one label is predicted right (classification)",
-           "accuracy (fraction)", True, "exact", "sequences"),
+           "accuracy (fraction)", True, "exact", "sequences", chance=majority_rate),
 )}
 
 

@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -38,6 +39,19 @@ def test_the_train_schema_names_exactly_these_metrics():
     train = records.schema("train")["allOf"][1]["properties"]
     assert train["metrics"]["items"]["enum"] == list(metrics.METRICS)
     assert train["eval"]["items"]["properties"]["metrics"]["propertyNames"]["enum"] == list(metrics.METRICS)
+    assert train["validation"]["propertyNames"]["enum"] == list(metrics.METRICS)
+    with_chance = [name for name, metric in metrics.METRICS.items() if metric.chance]
+    assert train["eval"]["items"]["properties"]["chance"]["propertyNames"]["enum"] == with_chance
+
+
+def test_chance_levels_on_known_counts():
+    counts = np.array([0, 6, 2])  # targets 1 (six times) and 2 (twice)
+    prior = np.array([0.5, 0.25, 0.125, 0.125])
+    assert metrics.majority_rate(counts) == 0.75
+    assert metrics.unigram_bits(counts, prior) == (6 * 2 + 2 * 3) / 8  # -log2 of 1/4 and of 1/8
+    chances = {name: metric.chance for name, metric in metrics.METRICS.items()}
+    assert chances == {"loss": None, "bits_per_char": metrics.unigram_bits, "token_accuracy": metrics.majority_rate,
+                       "exact_match": None, "accuracy": metrics.majority_rate}
 
 
 @pytest.mark.parametrize("name", tasks.names())

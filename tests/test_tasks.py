@@ -8,6 +8,7 @@ import torch
 
 from posbench import tasks
 from posbench.tasks import IGNORE
+from posbench.tasks.base import EVAL_SEED, target_counts
 from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
 from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
@@ -127,8 +128,13 @@ def test_digits_split_and_batches():
     from posbench.tasks.digits_2d import splits
 
     task = tasks.get("digits_2d")
-    (train_x, _), (test_x, test_y) = splits()
-    assert len(train_x) + len(test_x) == 1797 and len(test_x) == 359
+    parts = splits()
+    (train_x, _), (test_x, test_y), (validation_x, validation_y) = (parts[s] for s in ("train", "test", "validation"))
+    assert (len(train_x), len(validation_x), len(test_x)) == (1259, 179, 359)  # 70 %, 10 %, 20 % of 1797
+    rows = [{x.tobytes() for x in part} for part in (train_x, validation_x, test_x)]
+    assert sum(map(len, rows)) == len(set.union(*rows))  # no image in two splits
+    held_out = torch.cat([b.targets for b in task.eval_batches(16, "validation")])[:, 0]
+    assert torch.equal(held_out, torch.from_numpy(validation_y))
     assert task.model_options() == {"patch_dim": 4, "n_classes": 10, "causal": False, "grid": (4, 4)}
     batches = list(task.eval_batches(16))
     assert sum(len(b.targets) for b in batches) == 359 and batches[0].inputs.shape[1:] == (16, 4)
@@ -173,3 +179,68 @@ def test_batches_have_one_shape_and_fixed_evaluation(name):
     first, again = next(iter(task.eval_batches(longest))), next(iter(task.eval_batches(longest)))
     assert torch.equal(first.inputs, again.inputs) and torch.equal(first.targets, again.targets)
     assert first.inputs.shape[1] == task.sequence_length(longest)
+
+
+# ----- validation splits and chance levels ------------------------------------------------------
+@pytest.mark.parametrize("name", ALL)
+def test_a_bad_split_is_one_line_naming_the_allowed(name):
+    task = tasks.get(name)
+    with pytest.raises(ValueError) as error:
+        next(task.eval_batches(task.eval_lengths()[0], "train"))
+    assert str(error.value) == "unknown split 'train'; allowed: test, validation"
+
+
+@pytest.mark.parametrize("name", ["copy", "reverse", "dyck", "index_lookup", "long_range"])
+def test_generated_validation_is_its_own_draw_and_test_is_what_it_was(name):
+    """Test keeps the generator it always had (records stay comparable); validation has another."""
+    task = tasks.get(name)
+    n = task.train_length
+    test, validation = (next(task.eval_batches(n, split)) for split in ("test", "validation"))
+    assert not torch.equal(test.inputs, validation.inputs)
+    rng = np.random.default_rng((EVAL_SEED, n))
+    first = (task._batch(rng, n, len(test.inputs)) if name == "long_range"
+             else task.collate([task.example(rng, n) for _ in range(len(test.inputs))]))
+    assert torch.equal(first.inputs, test.inputs) and torch.equal(first.targets, test.targets)
+
+
+def corpus_task(tmp_path):
+    """Train split: 950 characters of ``ab`` then 50 ``c`` (its last 5 %: validation); test: ``abc…``."""
+    path = tmp_path / "text.txt"
+    path.write_text("ab" * 475 + "c" * 50 + ("abc" * 334)[:1000])
+    return tasks.get("lm_prose", data=str(path), train_length=8, test_fraction=0.5, eval_chars=64)
+
+
+def test_language_model_validation_is_the_end_of_training_text_that_training_never_reads(tmp_path):
+    task = corpus_task(tmp_path)
+    c = 3  # ids: UNK 0, a 1, b 2, c 3
+    assert len(task.training_text) == 950 and (task.training_text != c).all()
+    batches = [task.train_batch(np.random.default_rng(seed), 64) for seed in range(20)]
+    assert all((b.inputs != c).all() and (b.targets != c).all() for b in batches)  # windows end before validation
+    validation = list(task.eval_batches(8, "validation"))
+    assert sum(len(b.inputs) for b in validation) == 8 and all((b.targets == c).all() for b in validation)
+    assert (torch.cat([b.targets for b in task.eval_batches(8)]) != c).any()  # the test split is elsewhere
+
+
+def test_unigram_chance_by_hand(tmp_path):
+    """Validation is all ``c``, which training's 950 characters never hold: add-one smoothing over
+    4 ids gives it 1 / (950 + 4), so the chance cross-entropy is log2(954) bits per character."""
+    task = corpus_task(tmp_path)
+    assert task.target_prior() == pytest.approx(np.array([1, 476, 476, 1]) / 954)
+    assert task.chance(8, "validation") == pytest.approx({"bits_per_char": np.log2(954), "token_accuracy": 1.0})
+    test = task.chance(8)  # 8 windows of "abc…": a, b and c in roughly equal shares
+    assert 0.3 < test["token_accuracy"] < 0.4 and np.log2(954 / 476) < test["bits_per_char"] < np.log2(954)
+
+
+@pytest.mark.parametrize("length", [32, 64, 256])
+def test_classification_chance_is_the_majority_rate_of_that_set(length):
+    task = tasks.get("long_range", eval_examples=100)
+    labels = torch.cat([b.targets for b in task.eval_batches(length)])[:, 0].numpy()
+    assert task.chance(length) == {"accuracy": np.bincount(labels).max() / 100}
+
+
+def test_token_chance_is_the_most_frequent_scored_target_and_exact_match_has_none():
+    task = tasks.get("reverse", eval_examples=40)
+    targets = torch.cat([b.targets.flatten() for b in task.eval_batches(10)]).numpy()
+    scored = targets[targets != IGNORE]
+    assert len(scored) == 400 and task.chance(10) == {"token_accuracy": np.bincount(scored).max() / 400}
+    assert list(target_counts(task.eval_batches(10))) == list(np.bincount(scored))

@@ -6,6 +6,7 @@ import json
 import math
 import os
 
+import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
@@ -101,6 +102,30 @@ def test_aggregate_collects_the_items_and_reports_a_record_without_them(runs, tm
     assert len(meta["items_unreadable"]) == 1 and "t5.items.npz unreadable" in meta["items_unreadable"][0]
 
 
+def test_the_tables_carry_chance_trend_validation_and_whether_positions_were_trained(runs, tmp_path):
+    """``positions_trained``: the learned table's rows past the 12 positions reverse trains on kept
+    their initial values, so every longer evaluation reads untrained rows; rope has no table."""
+    for name in ("rope", "learned", "learned_randomized"):
+        records.write_record(tmp_path / "records" / f"{name}.json", runs[name])
+    aggregate(tmp_path / "records", tmp_path / "tables")
+    rows = pd.read_csv(tmp_path / "tables" / "extrapolation.csv").set_index(["encoding", "eval_len"])
+    learned, rope = runs["learned"], runs["rope"]
+    assert rows.loc["learned", "positions_trained"].tolist() == [e["positions"] <= 12 for e in learned["eval"]]
+    assert rows.loc["learned", "positions_trained"].tolist() == [True, False, False, False, False, False]
+    assert rows.loc["rope", "positions_trained"].all()
+    unchanged = runs["learned_randomized"]["positions_beyond_training"]["tables"]["weight"]
+    assert rows.loc["learned_randomized", "positions_trained"].tolist() == [
+        e["positions"] <= 96 - unchanged["rows_beyond_training_unchanged"] for e in runs["learned_randomized"]["eval"]]
+    for e in rope["eval"]:
+        row = rows.loc[("rope", e["length"])]
+        assert math.isnan(row["chance"]) and row["token_chance"] == e["chance"]["token_accuracy"]  # exact_match: none
+        assert (row["lr"], row["undertrained"], row["validation_loss"], row["train_seconds"]) == (rope["config"]["lr"],
+                rope["undertrained"]["flag"], rope["validation"]["loss"], rope["wall_time_s"]["train"])
+    accuracy = pd.read_csv(tmp_path / "tables" / "accuracy.csv").set_index("encoding")
+    assert accuracy.loc["rope", "token_chance"] == rope["eval"][0]["chance"]["token_accuracy"]
+    assert accuracy.loc["learned", "positions_trained"] and accuracy["undertrained"].dtype == bool
+
+
 def test_the_items_are_written_before_the_record(runs, tmp_path, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError("No space left on device")
@@ -160,6 +185,83 @@ def test_training_data_follows_the_seed(monkeypatch):
         assert torch.equal(batch.targets, expected.targets)
 
 
+# ----- validation curve, trend, chance ------------------------------------------------------------
+@pytest.mark.parametrize("name", ["rope", "learned_randomized"])
+def test_the_validation_curve_changes_no_training_step(monkeypatch, name):
+    """Evaluating in the loop reads neither the data generator nor torch's (randomized positions draw
+    from it in training mode only): the losses are the same bit for bit with the curve and without."""
+    config = small_config(name, steps=12, log_every=6)
+    job = resolve(config)
+    with deterministic(config.threads):
+        watched = fit(initial_model(job), job, io.StringIO(), "with")
+        monkeypatch.setattr(posbench.train, "held_out_loss", lambda *args: 0.0)
+        unwatched = fit(initial_model(job), job, io.StringIO(), "without")
+    assert watched.losses == unwatched.losses and watched.curve == unwatched.curve
+    assert len(watched.validation_curve) == 12 and {p["loss"] for p in unwatched.validation_curve} == {0.0}
+
+
+def test_the_validation_curve_is_the_held_out_loss_every_fiftieth_of_training():
+    config = small_config("rope", steps=105, batch_size=8)
+    job = resolve(config)
+    model = initial_model(job)
+    with deterministic(config.threads):
+        fitted = fit(model, job, io.StringIO(), "curve")
+    assert [p["step"] for p in fitted.validation_curve] == [*range(2, 105, 2), 105]  # every 105 // 50 = 2, and the last
+    held_out = posbench.train.validation_set(job.task, 8)
+    validation = torch.cat([b.inputs for b in job.task.eval_batches(6, "validation")])
+    assert torch.equal(torch.cat([b.inputs for b in held_out]), validation[:8])
+    assert fitted.validation_curve[-1]["loss"] == posbench.train.held_out_loss(model, held_out, "fp32")
+    assert 0 < fitted.validation_seconds < fitted.seconds
+
+
+def test_trend_flags_a_loss_still_falling_by_more_than_one_percent():
+    steps = range(10, 1001, 10)  # 20 points in the last fifth (steps 810 … 1000)
+    falling = [{"step": s, "loss": 2 - 0.001 * s} for s in steps]
+    assert posbench.train.trend(falling, 1000) == pytest.approx(
+        {"slope_per_1k_steps": -1.0, "ci_low": -1.0, "ci_high": -1.0, "points": 20, "flag": True})
+    barely = [{"step": s, "loss": 2 - 1e-6 * s} for s in steps]  # falls 0.0002 over the last fifth: < 1 % of 2
+    assert posbench.train.trend(barely, 1000)["flag"] is False and posbench.train.trend(barely, 1000)["ci_high"] < 0
+    assert posbench.train.trend(falling[-9:], 1000) == {"slope_per_1k_steps": None, "ci_low": None, "ci_high": None,
+                                                        "points": 9, "flag": False}
+
+
+def test_trend_interval_is_the_students_t_interval_of_the_slope():
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    x = np.arange(410, 501, 10)  # the last fifth of 500 steps: 10 points
+    y = 1.5 - 0.0004 * x + rng.normal(0, 0.01, len(x))
+    trend = posbench.train.trend([{"step": int(s), "loss": v} for s, v in zip(x, y)], 500)
+    fitted = stats.linregress(x, y)
+    half_width = stats.t.ppf(0.975, len(x) - 2) * fitted.stderr
+    assert trend["slope_per_1k_steps"] == pytest.approx(1000 * fitted.slope)
+    assert (trend["ci_low"], trend["ci_high"]) == pytest.approx((1000 * (fitted.slope - half_width),
+                                                                 1000 * (fitted.slope + half_width)))
+    assert trend["flag"] == (fitted.slope + half_width < 0 and -fitted.slope * 100 > 0.01 * y[-1])
+
+
+def test_the_record_has_the_validation_metrics_and_each_evaluation_its_chance(runs):
+    for name in ("rope", "learned", "sinusoidal_2d"):
+        record = runs[name]
+        task = resolve(small_config(name)).task
+        assert set(record["validation"]) == {"loss", *task.metrics}
+        assert len(record["validation_curve"]) == 30 and record["undertrained"]["points"] == 6  # < 10: no line
+        assert all(e["chance"] == task.chance(e["length"]) for e in record["eval"])
+        assert record["wall_time_s"]["validation_curve"] < record["wall_time_s"]["train"]
+
+
+def test_records_without_the_new_fields_still_validate_and_new_ones_need_them_all(runs):
+    old = {key: value for key, value in runs["rope"].items() if key not in ("validation_curve", "undertrained",
+                                                                         "validation")}
+    old["eval"] = [{key: value for key, value in e.items() if key != "chance"} for e in old["eval"]]
+    records.validate(old)
+    for missing in ("undertrained", "validation"):
+        with pytest.raises(jsonschema.ValidationError):
+            records.validate({key: value for key, value in runs["rope"].items() if key != missing})
+    with pytest.raises(jsonschema.ValidationError):
+        records.validate({**runs["rope"], "eval": old["eval"]})
+
+
 def test_non_finite_loss_gives_a_diverged_record(monkeypatch, tmp_path):
     """Divergence is a result (exit 0, kept on a rerun), never an error to retry."""
     real = posbench.train.scored_logits
@@ -175,7 +277,12 @@ def test_non_finite_loss_gives_a_diverged_record(monkeypatch, tmp_path):
     assert main(args) == 0
     record = records.read_record(out)
     assert record["status"] == "diverged" and record["reason"] == "non-finite loss (nan) at step 1"
-    assert record["eval"] == [] and record["loss_curve"] == []
+    assert record["eval"] == [] and record["loss_curve"] == [] and record["validation_curve"] == []
+    assert record["undertrained"] is None and record["validation"] is None
+    aggregate(tmp_path, tmp_path / "tables")
+    for table in ("accuracy", "extrapolation"):
+        (row,) = pd.read_csv(tmp_path / "tables" / f"{table}.csv").to_dict("records")
+        assert row["status"] == "diverged" and math.isnan(row["value"]) and math.isnan(row["validation_loss"])
 
 
 def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
@@ -290,7 +397,7 @@ def test_bf16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_stat
     fitted, evaluation, model, optimizer, logits = fit_watching(small_config("rope", steps=10, dtype="bf16"),
                                                                 monkeypatch)
     reference, reference_eval, _, _, reference_logits = fit_watching(small_config("rope", steps=10), monkeypatch)
-    assert len(logits) == 10 + 1 and set(logits) == {torch.bfloat16}  # 10 steps, then 16 items in one batch
+    assert len(logits) == 10 + 10 + 1 and set(logits) == {torch.bfloat16}  # 10 steps, 10 curve points, 16 items
     assert set(reference_logits) == {torch.float32}
     batch = resolve(small_config("rope")).task.train_batch(np.random.default_rng(0), 4)
     assert posbench.train.scored_logits(model, batch, "bf16")[0].dtype == torch.float32  # what the loss takes

@@ -110,7 +110,12 @@ class Sinusoidal(AbsoluteEncoding):
 
 
 class Learned(AbsoluteEncoding):
-    """A trained table of ``max_len`` rows (GPT-2, BERT), initialised N(0, 0.02²).
+    """A trained table of ``max_len`` rows (GPT-2, BERT), initialised N(0, 1).
+
+    N(0, 1) is the token embedding's scale (``nn.Embedding``'s default), so a position vector starts
+    as large as the token vector it is added to or concatenated with. GPT-2's N(0, 0.02²) assumes
+    token embeddings drawn at 0.02 too; beside this model's N(0, 1) tokens it started position 50×
+    smaller than the tokens, and learned lost on tasks that need position before it could grow.
 
     There is no row for a position at or beyond ``max_len``: asking for one is an error, never a
     silent clamp (checked against the positions' host-known maximum, so no device sync). Size the
@@ -122,7 +127,7 @@ class Learned(AbsoluteEncoding):
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, **options):
         super().__init__(d_model, n_heads, max_len, causal, **options)
-        self.weight = nn.Parameter(torch.randn(max_len, self.d_pos) * 0.02)  # (max_len, d_pos)
+        self.weight = nn.Parameter(torch.randn(max_len, self.d_pos))  # (max_len, d_pos)
 
     def table(self, n_positions: int) -> torch.Tensor:
         self._check_length(n_positions)

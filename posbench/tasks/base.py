@@ -9,6 +9,15 @@ loop and a single evaluation serve them all:
 
 A task's *length* is its problem size (symbols to copy, brackets, characters in an LM window, …);
 :meth:`Task.sequence_length` turns it into the number of positions the model sees.
+
+Every task has two held-out splits (:data:`SPLITS`): ``test``, scored once for the results, and
+``validation``, on which training budgets and learning rates are chosen and the held-out loss curve
+is drawn — never on test. Where a task has finite data (the corpora, the digits) validation is a
+fixed part of the training data that training never reads; generated tasks draw validation from a
+generator of its own (see each task).
+
+:meth:`Task.chance` gives each metric's chance level on an evaluation set: what a model that ignores
+its input entirely would score there (see :mod:`posbench.metrics`).
 """
 
 from __future__ import annotations
@@ -21,9 +30,13 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from posbench import metrics
+
 IGNORE = -100  # target id that no loss or metric counts (torch's cross_entropy default)
 EXTRAPOLATION_FACTORS = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)  # evaluation lengths, as multiples of the training length
 EVAL_SEED = 20240601  # evaluation data is the same for every training seed and encoding
+VALIDATION_SEED = 20240602  # generated validation data: the same for every run, another stream than test's
+SPLITS = ("test", "validation")
 
 
 @dataclass
@@ -72,10 +85,39 @@ class Task:
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
         raise NotImplementedError
 
-    def eval_batches(self, length: int) -> Iterator[Batch]:
-        """The fixed evaluation set at ``length`` (the same whatever the training seed)."""
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        """The fixed ``split`` set (one of :data:`SPLITS`) at ``length``, the same whatever the training seed."""
         raise NotImplementedError
 
+    def target_prior(self) -> np.ndarray | None:
+        """Probabilities of each target id under the training data, for a unigram chance level; ``None``
+        where no metric of the task needs one."""
+        return None
 
-def eval_rng(length: int) -> np.random.Generator:
-    return np.random.default_rng((EVAL_SEED, length))
+    def chance(self, length: int, split: str = "test") -> dict[str, float]:
+        """Each of the task's metrics that has a chance level (``metrics.Metric.chance``), on the
+        ``split`` set at ``length``: computed from that set's scored targets, since e.g. the majority
+        class of a generated set changes with its length."""
+        counts = target_counts(self.eval_batches(length, split))
+        prior = self.target_prior()
+        return {name: metrics.get(name).chance(counts, prior) for name in self.metrics if metrics.get(name).chance}
+
+
+def target_counts(batches: Iterator[Batch]) -> np.ndarray:
+    """``(K,)`` how often each target id is scored (IGNORE left out) over ``batches``; K: the largest id + 1."""
+    targets = torch.cat([batch.targets.flatten() for batch in batches])  # (N,)
+    return np.bincount(targets[targets != IGNORE].numpy())
+
+
+def check_split(split: str) -> None:
+    """A one-line ``ValueError`` for a split no task has."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
+
+
+def eval_rng(length: int, split: str = "test") -> np.random.Generator:
+    """The generator of a generated task's ``split`` set at ``length``: test and validation draw from
+    different seeds, so their examples are independent (they, and training's, can still coincide by
+    chance where the task has few distinct examples, e.g. short copies)."""
+    check_split(split)
+    return np.random.default_rng((VALIDATION_SEED if split == "validation" else EVAL_SEED, length))

@@ -1,10 +1,15 @@
 """Character-level language modelling: the shared windows, vocabulary and evaluation.
 
 The vocabulary is the set of characters in the training split, plus ``UNK`` (id 0) for characters
-that only the test split has. Training draws random windows of ``train_length`` characters;
-evaluation at length ``m`` reads ``eval_chars // m`` windows of ``m`` characters spread evenly over
-the test split, so every length is scored on about the same number of characters. The metric is
-bits per character over every position of a window (as in the ALiBi paper's extrapolation tests).
+that only the test split has. The last ``VALIDATION_FRACTION`` of the training split is held out as
+the validation split: training draws random windows of ``train_length`` characters from the rest
+only, so no training window reaches a validation character. Budgets and learning rates are chosen
+on validation, never on test. Evaluation at length ``m`` reads ``eval_chars // m`` windows of ``m``
+characters spread evenly over the test (or validation) split, so every length is scored on about
+the same number of characters. The metric is bits per character over every position of a window
+(as in the ALiBi paper's extrapolation tests); its chance level is the unigram cross-entropy under
+the training text's character frequencies with add-one smoothing over the vocabulary,
+``p(c) = (n_c + 1) / (N + V)``, so a character training never saw (``UNK``) costs a finite amount.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.tasks.base import Batch, Task
+from posbench.tasks.base import Batch, Task, check_split
 
 UNK = 0
+VALIDATION_FRACTION = 0.05  # of the training split, its end: a class constant, so config hashes stay as they were
 
 
 @dataclass(frozen=True)
@@ -64,15 +70,32 @@ class LanguageModelTask(Task):
     def model_options(self) -> dict:
         return {"vocab_size": self.corpus.vocab_size, "causal": True}
 
+    @property
+    def training_text(self) -> np.ndarray:
+        """``(N,)`` the training split less its validation end: all that training reads."""
+        return self.corpus.train[: self._validation_start()]
+
+    def split_text(self, split: str) -> np.ndarray:
+        check_split(split)
+        return self.corpus.test if split == "test" else self.corpus.train[self._validation_start() :]
+
+    def _validation_start(self) -> int:
+        return int(len(self.corpus.train) * (1 - VALIDATION_FRACTION))
+
+    def target_prior(self) -> np.ndarray:
+        """``(V,)`` character frequencies of the training text, add-one smoothed over the vocabulary."""
+        counts = np.bincount(self.training_text, minlength=self.corpus.vocab_size) + 1  # (V,)
+        return counts / counts.sum()
+
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
-        text = self.corpus.train
+        text = self.training_text
         starts = rng.integers(0, len(text) - self.train_length, size=batch_size)
         return self._windows(text, starts, self.train_length)
 
-    def eval_batches(self, length: int) -> Iterator[Batch]:
-        text = self.corpus.test
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        text = self.split_text(split)
         if len(text) <= length:
-            raise ValueError(f"{self.name}: test split has {len(text)} characters, too few for windows of {length}")
+            raise ValueError(f"{self.name}: {split} split has {len(text)} characters, too few for windows of {length}")
         n_windows = max(1, self.eval_chars // length)
         starts = np.linspace(0, len(text) - length - 1, n_windows).astype(np.int64)
         for first in range(0, n_windows, self.eval_batch_size):

@@ -3,7 +3,9 @@
 Each image is cut into ``PATCH × PATCH`` pixel patches read row by row, giving a
 ``(8/PATCH) × (8/PATCH)`` grid. A 1-D encoding sees the flattened sequence; a 2-D encoding gets
 the grid (``grid`` in the model options). The task has one length (the grid): no extrapolation.
-20 % of the 1,797 images (a fixed permutation) are the test split.
+20 % of the 1,797 images (a fixed permutation) are the test split; the next 10 % of that
+permutation, taken from what was the training split, are the validation split, which training never
+reads. Budgets and learning rates are chosen on validation, never on test.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.tasks.base import Batch, Task
+from posbench.tasks.base import Batch, Task, check_split
 from posbench.tasks.registry import register
 
 IMAGE_SIZE = 8
 PATCH = 2
 GRID = (IMAGE_SIZE // PATCH, IMAGE_SIZE // PATCH)
 TEST_FRACTION = 0.2
+VALIDATION_FRACTION = 0.1  # of all images, after the test split in the fixed permutation
 
 
 def to_patches(images: np.ndarray, patch: int = PATCH) -> np.ndarray:
@@ -51,14 +54,15 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
 
 
 @cache
-def splits() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """((train patches, labels), (test patches, labels)); pixels scaled to [0, 1]."""
+def splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{"train", "test", "validation"}`` -> (patches, labels), disjoint; pixels scaled to [0, 1]. The
+    test split is the one it always was (the permutation's first 20 %)."""
     images, labels = load_digits()
     patches = to_patches(images / 16.0).astype(np.float32)
     order = np.random.default_rng(0).permutation(len(patches))
-    n_test = int(len(order) * TEST_FRACTION)
-    test, train = order[:n_test], order[n_test:]
-    return (patches[train], labels[train]), (patches[test], labels[test])
+    n_test, n_validation = int(len(order) * TEST_FRACTION), int(len(order) * VALIDATION_FRACTION)
+    parts = np.split(order, [n_test, n_test + n_validation])
+    return {name: (patches[part], labels[part]) for name, part in zip(("test", "validation", "train"), parts)}
 
 
 @register
@@ -82,12 +86,13 @@ class Digits2D(Task):
         return {"patch_dim": PATCH * PATCH, "n_classes": 10, "causal": False, "grid": GRID}
 
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
-        patches, labels = splits()[0]
+        patches, labels = splits()["train"]
         pick = rng.integers(0, len(patches), size=batch_size)
         return Batch(torch.from_numpy(patches[pick]), torch.from_numpy(labels[pick])[:, None])
 
-    def eval_batches(self, length: int) -> Iterator[Batch]:
-        patches, labels = splits()[1]
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        check_split(split)
+        patches, labels = splits()[split]
         for start in range(0, len(patches), self.eval_batch_size):
             chunk = slice(start, start + self.eval_batch_size)
             yield Batch(torch.from_numpy(patches[chunk]), torch.from_numpy(labels[chunk])[:, None])

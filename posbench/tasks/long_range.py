@@ -5,7 +5,13 @@ is which motif comes first *and* whether they are at least half the sequence apa
 ``label = 2·[A before B] + [distance ≥ n/2]``. Spotting a motif needs the order of its own
 letters; the label needs the order and distance of two far-apart spots. Without position
 (``none``) a bidirectional model sees a bag of letters and sits at chance (25 %).
-Classes are balanced by drawing the label first and then placing the motifs to match it.
+Classes are balanced by drawing the label first and then placing the motifs to match it; a fixed
+evaluation set is balanced only up to sampling, and its majority class (the accuracy's chance
+level) changes with the evaluation length, since each length draws its own set.
+
+Test and validation sets come from generators of their own (:func:`posbench.tasks.base.eval_rng`);
+a generated example can coincide with another split's by chance. Budgets and learning rates are
+chosen on validation, never on test.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ class LongRange(Task):
         length = self.valid_length(int(rng.integers(self.min_length, self.train_length + 1)))
         return self._batch(rng, length, batch_size)
 
-    def eval_batches(self, length: int) -> Iterator[Batch]:
-        rng = eval_rng(length)
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        rng = eval_rng(length, split)
         for start in range(0, self.eval_examples, self.eval_batch_size):
             yield self._batch(rng, length, min(self.eval_batch_size, self.eval_examples - start))

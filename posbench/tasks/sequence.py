@@ -4,6 +4,11 @@ A task generates one example at a time as ``(inputs (T,), targets (T,))``; this 
 examples on the right into a batch. The models are causal, so right padding never reaches a
 scored position. Training lengths are drawn uniformly from ``min_length … train_length`` per
 example; evaluation uses one length per set.
+
+Test and validation sets come from generators of their own (:func:`posbench.tasks.base.eval_rng`),
+training from the run's: independent draws, though with few possible examples (short lengths, few
+symbols) a validation, test and training example can coincide by chance. Budgets and learning rates
+are chosen on validation, never on test.
 """
 
 from __future__ import annotations
@@ -47,8 +52,8 @@ class SequenceTask(Task):
         lengths = rng.integers(self.min_length, self.train_length + 1, size=batch_size)
         return self.collate([self.example(rng, self.valid_length(int(n))) for n in lengths])
 
-    def eval_batches(self, length: int) -> Iterator[Batch]:
-        rng = eval_rng(length)
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        rng = eval_rng(length, split)
         for start in range(0, self.eval_examples, self.eval_batch_size):
             count = min(self.eval_batch_size, self.eval_examples - start)
             yield self.collate([self.example(rng, length) for _ in range(count)])
