@@ -1,4 +1,5 @@
-"""The bench's P8 train part: its steps are fit's, its FLOPs the analytic train count, its breakdown whole."""
+"""The bench's P8 train part: its steps are fit's, its FLOPs the analytic train count, its breakdown
+whole; and the speed-up it led to leaves training bit for bit as it was."""
 
 import argparse
 import io
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from posbench import bench
+from posbench import bench, model
 from posbench.cli import bench as bench_cli
 from posbench.flops import analytic_flops
 from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve
@@ -109,3 +110,35 @@ def test_cli_train_options():
     assert (options.parts, options.train_steps, options.train_encodings) == (("train",), 7, ("sinusoidal", "rope"))
     quick = parse(["--quick"])
     assert quick.train_steps < bench.BenchOptions.train_steps
+
+
+def permuted_forward(self, x, encoding, positions, mask, causal, cache=None):
+    """``SelfAttention.forward`` before P8: q, k, v split from a permuted view, whose backward copies."""
+    B, L, width = x.shape
+    qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
+    q, k = encoding.rotate(q, k, positions)
+    if cache is not None:
+        k, v = cache[0].extend(cache[1], k, v)
+    y = model.attend(q, k, v, mask, causal)
+    return self.out(y.transpose(1, 2).reshape(B, L, width))
+
+
+def fitted(config):
+    job = resolve(config)
+    with deterministic(threads=1):
+        trained = initial_model(job)
+        result = fit(trained, job, io.StringIO(), "test")
+    return result, [p.detach().clone() for p in trained.parameters()]
+
+
+@pytest.mark.parametrize("task, encoding, options", [
+    ("lm_prose", "sinusoidal", {}), ("lm_prose", "rope", {}),  # a default task at its own batch and length
+    ("reverse", "alibi", {"train_length": 6}), ("reverse", "t5", {"train_length": 6})])  # the mask paths
+def test_split_qkv_trains_bit_for_bit_as_the_permuted_split(task, encoding, options, monkeypatch):
+    config = TrainConfig(task=task, encoding=encoding, steps=8, log_every=2, task_options=options)
+    now, now_params = fitted(config)
+    monkeypatch.setattr(model.SelfAttention, "forward", permuted_forward)
+    before, before_params = fitted(config)
+    assert now.losses == before.losses and now.curve == before.curve
+    assert all(a.equal(b) for a, b in zip(now_params, before_params))
