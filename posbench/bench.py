@@ -88,7 +88,7 @@ class BenchOptions:
     train_encodings: tuple[str, ...] = ("sinusoidal",)
     train_steps: int = 30  # P8 timed rounds: one training step of each task and one matmul each
     train_warmup: int = 3
-    train_profile_steps: int = 3  # P8 steps per task under torch.profiler, after the timed ones
+    train_profile_steps: int = 5  # P8 steps per task under torch.profiler, after the timed ones
 
 
 @dataclass
