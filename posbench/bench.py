@@ -504,8 +504,9 @@ def part_train(options: BenchOptions, out: Path) -> PartResult:
         samples = result.samples[name]
         lengths = steps.lengths[options.train_warmup:][:len(samples)]  # the timed steps'
         flops = [steps.flops(length) for length in lengths]
-        rate = median([f / ms * 1e3 for f, ms in zip(flops, samples)])  # per step: lengths may differ
-        share = 100 * rate / matmul_rate
+        rates = [f / ms * 1e3 for f, ms in zip(flops, samples)]  # per step: lengths may differ
+        rate, share = median(rates), 100 * median(rates) / matmul_rate
+        paired = 100 * median([r * ms / matmul_flops / 1e3 for r, ms in zip(rates, result.samples["matmul"])])
         target, meets = verdict(share, TRAIN_TARGET, at_most=False)
         shape = f"{jobs[name].batch_size}×{min(lengths)}" + (f"–{max(lengths)}" if max(lengths) > min(lengths) else "")
         result.rows += [Row("train", name, "B×L", shape),
@@ -514,12 +515,15 @@ def part_train(options: BenchOptions, out: Path) -> PartResult:
                         Row("train", name, "GFLOP/s", rate / 1e9, "GFLOP/s"),
                         *(Row("train", name, category_name, value, "%")
                           for category_name, value in shares[name].items()),
+                        Row("train", name, "paired", paired, "%"),
                         Row("train", name, "of matmul", share, "%", target, meets)]
     result.rows.append(Row("train", f"matmul {TRAIN_MATMUL_SIZE}³, 1 thread", "GFLOP/s", matmul_rate / 1e9, "GFLOP/s"))
     result.notes += [
         "FLOPs: posbench.flops.analytic_flops(mode='train'): forward + backward matmuls (2·m·n·k; backward 2×), "
         "all L×L logits even when causal, the encoding's and the residuals' adds; not the optimizer, softmax, "
-        "norms, GELU or the loss. GFLOP/s: the median over timed steps of each step's FLOPs / its time",
+        "norms, GELU or the loss. GFLOP/s: the median over timed steps of each step's FLOPs / its time; "
+        "of matmul: that / the matmul's median rate; paired: the median over rounds of the step's rate / the "
+        "same round's matmul rate",
         f"{options.train_steps} timed rounds after {options.train_warmup} warm-up; each round one step of every "
         f"task and one matmul, the order rotating",
         f"breakdown (% of a step, torch.profiler self CPU time over {options.train_profile_steps} steps): matmul = "

@@ -88,6 +88,9 @@ def test_train_part_shares_are_of_the_matmul_rate(train_part):
         assert share.value == pytest.approx(100 * rows[name, "GFLOP/s"].value / matmul, rel=1e-12)
         assert (share.target, share.meets) == (">= 40", share.value >= 40)
         assert len(result.samples[name]) == 2
+    reverse = [rows["reverse/sinusoidal", "GFLOP/step"].value * 1e9 / ms / (2 * 1024**3 / mm)
+               for ms, mm in zip(result.samples["reverse/sinusoidal"], result.samples["matmul"])]
+    assert rows["reverse/sinusoidal", "paired"].value == pytest.approx(100 * bench.median(reverse), rel=1e-12)
 
 
 def test_train_part_breakdown_sums_to_100(train_part):
