@@ -14,6 +14,11 @@ Parts (``python -m posbench bench --parts …``), all on the setting of issue 6 
               out-of-memory kill cannot end the bench.
 ``decode``    P7: per-token generation latency with a KV cache (one token against a cache of C tokens,
               C = 1024 and 4096) of each encoding / ``none``'s, same model as P1.
+``train``     P8: training throughput of the default sweep's tasks at the ``tiny`` size: steps exactly as
+              :func:`posbench.train.fit` runs them (one thread, deterministic kernels, as the train jobs),
+              their achieved FLOP/s (:func:`posbench.flops.analytic_flops`, ``mode="train"``) against
+              one thread's 1024³ fp32 matmul in the same rounds, and a ``torch.profiler`` breakdown of
+              where a step's time goes.
 
 Contenders of a part are timed in alternation, round by round (the order rotating), so a load
 change on a shared machine hits all of them; each reports the median and the ratio of medians.
@@ -27,22 +32,28 @@ import csv
 import json
 import os
 import platform
+import re
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.profiler import record_function
 
-from posbench import attention, measure
+from posbench import attention, encodings, measure, train
 from posbench.flops import analytic_flops
 from posbench.model import ModelConfig, build_model, count_params
 from posbench.positions import Positions
 from posbench.profile import decode_step
 from posbench.records import cpu_model
+from posbench.tasks.base import IGNORE
 
-PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode")
+PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode", "train")
 OVERHEAD_TARGETS = {  # forward latency / NoPE's: the rotary family within 5 %, logit biases 25 %, FIRE's MLP 2×
     "none": None, "sinusoidal": 1.05, "learned": 1.05, "rope": 1.05, "rope_p50": 1.05, "xpos": 1.05, "mrope": 1.05,
     "alibi": 1.25, "t5": 1.25, "kerple": 1.25, "fire": 2.0}
@@ -54,6 +65,10 @@ SCALE_TARGET = 32768
 BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2 and P6 model (= SIZES["base"])
 SEQ_LEN = 1024
 MATMUL_SIZE = 2048  # square fp32 matmul for the machine's rate: 2·n³ FLOPs
+TRAIN_TASKS = ("lm_prose", "long_range", "reverse", "index_lookup", "lm_code", "digits_2d")  # config.yaml train.tasks
+TRAIN_ENCODINGS = tuple(n for n in encodings.names() if encodings.traits(n).axes != "2d")  # every task takes these
+TRAIN_MATMUL_SIZE = 1024  # P8's peak: one thread's 1024³ fp32 matmul
+TRAIN_TARGET = 40.0  # P8: % of the matmul rate a tiny model's training step achieves
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,11 @@ class BenchOptions:
     threads: int = 2
     flex: bool = False
     decode_contexts: tuple[int, ...] = DECODE_CONTEXTS
+    train_tasks: tuple[str, ...] = TRAIN_TASKS
+    train_encodings: tuple[str, ...] = ("sinusoidal",)
+    train_steps: int = 30  # P8 timed rounds: one training step of each task and one matmul each
+    train_warmup: int = 3
+    train_profile_steps: int = 5  # P8 steps per task under torch.profiler, after the timed ones
 
 
 @dataclass
@@ -93,12 +113,13 @@ class PartResult:
 
 
 # ----- timing ------------------------------------------------------------------------------------
-def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int) -> dict[str, list[float]]:
+def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int,
+              grad: bool = False) -> dict[str, list[float]]:
     """Milliseconds per call of each step: warm-up, then ``rounds`` rounds calling each once, in an
-    order that rotates by one every round."""
+    order that rotates by one every round. In inference mode unless ``grad`` (training steps)."""
     _, time_step = measure.make_timer(torch.device("cpu"))
     names = list(steps)
-    with torch.inference_mode():
+    with nullcontext() if grad else torch.inference_mode():
         for name in names:
             for _ in range(warmup):
                 steps[name]()
@@ -141,6 +162,12 @@ def posbench_model(encoding: str, seq_len: int = SEQ_LEN) -> torch.nn.Module:
 def forward_step(model: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], object]:
     tokens = torch.randint(0, 256, (batch, seq_len))
     return lambda: model(tokens)
+
+
+def matmul_step(size: int) -> tuple[Callable[[], object], int]:
+    """A square fp32 matmul of ``size`` (what the machine's rate is measured with) and its FLOPs, 2·n³."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    return lambda: a @ b, 2 * size**3
 
 
 X_TRANSFORMERS_OPTIONS = {  # encoding -> (wrapper options, attention-layer options)
@@ -282,10 +309,10 @@ def part_limit(options: BenchOptions, out: Path) -> PartResult:
                         f"{cfg.n_layers} layers, {cfg.n_heads} heads, L={SEQ_LEN}, batch {batch}, none)")
     torch.manual_seed(0)
     model = build_model(cfg).eval()
-    a, b = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
-    steps = {"matmul": lambda: a @ b, "model": forward_step(model, batch, SEQ_LEN)}
+    matmul, matmul_flops = matmul_step(MATMUL_SIZE)
+    steps = {"matmul": matmul, "model": forward_step(model, batch, SEQ_LEN)}
     result.samples = alternate(steps, options.limit_rounds, warmup=1)
-    matmul_rate = 2 * MATMUL_SIZE**3 / median(result.samples["matmul"]) * 1e3  # FLOP/s
+    matmul_rate = matmul_flops / median(result.samples["matmul"]) * 1e3  # FLOP/s
     flops = sum(analytic_flops(cfg, batch, SEQ_LEN).values())
     executed = sum(analytic_flops(cfg, batch, SEQ_LEN, causal_half=True).values())
     model_s = median(result.samples["model"]) / 1e3
@@ -382,8 +409,133 @@ def part_decode(options: BenchOptions, out: Path) -> PartResult:
     return result
 
 
+class TrainSteps:
+    """The body of :func:`posbench.train.fit`'s loop, one step per call: the job's batch stream, the
+    loss, gradient clipping, AdamW and its schedule, from :func:`posbench.train.initial_model` (the
+    tests check the losses equal ``fit``'s bit for bit). Its phases are ``torch.profiler`` ranges
+    (:data:`PHASES`); each call's batch length is kept for its FLOPs."""
+
+    def __init__(self, job: train.Job):
+        config = job.config
+        self.job, self.model = job, train.initial_model(job)
+        self.optimizer, self.schedule = train.make_optimizer(self.model, job.lr, config.weight_decay, job.steps,
+                                                             config.warmup_fraction)
+        self.rng = np.random.default_rng(config.seed)
+        self.losses: list[float] = []
+        self.lengths: list[int] = []
+
+    def __call__(self) -> None:
+        job = self.job
+        with record_function("step"):
+            with record_function("data"):
+                batch = job.task.train_batch(self.rng, job.batch_size)
+            with record_function("forward"):
+                logits, targets = train.scored_logits(self.model, batch, job.config.dtype)
+                loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+                if not torch.isfinite(loss):
+                    raise RuntimeError(f"{job.task.name}: non-finite loss at step {len(self.losses) + 1}")
+            with record_function("optimizer"):
+                self.optimizer.zero_grad(set_to_none=True)
+            with record_function("backward"):
+                loss.backward()
+            with record_function("optimizer"):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), job.config.grad_clip)
+                self.optimizer.step()
+                self.schedule.step()
+            self.losses.append(loss.item())
+            self.lengths.append(batch.inputs.shape[1])
+
+    def flops(self, length: int) -> int:
+        """Analytic FLOPs of one training step on a batch of ``length`` positions (forward + backward)."""
+        return sum(analytic_flops(self.model, self.job.batch_size, length, "train").values())
+
+
+PHASES = ("step", "data", "forward", "optimizer", "backward")  # TrainSteps' profiler ranges
+BREAKDOWN = ("matmul", "attention", "other ops", "python", "optimizer", "data")
+MATMUL_OPS = re.compile(r"^aten::(mm|addmm|bmm|linear|matmul)$|\b(Mm|Addmm|Bmm)Backward")
+ATTENTION_OPS = re.compile(r"scaled_dot_product|ScaledDotProduct")
+
+
+def category(event) -> str:
+    """Where a profiler event's self time goes (:data:`BREAKDOWN`), from it and its callers: inside the
+    ``data`` or ``optimizer`` range; else inside an SDPA call or its backward; else inside a matmul or
+    its backward; else a ``TrainSteps`` range's own time (Python between ops); else any other op."""
+    names = []
+    while event is not None:
+        names.append(event.name)
+        event = event.cpu_parent
+    for label in ("data", "optimizer"):
+        if label in names:
+            return label
+    if any(ATTENTION_OPS.search(name) for name in names):
+        return "attention"
+    if any(MATMUL_OPS.search(name) for name in names):
+        return "matmul"
+    return "python" if names[0] in PHASES else "other ops"
+
+
+def breakdown(step: Callable[[], object], steps: int) -> dict[str, float]:
+    """Percent of ``steps`` calls' time per :data:`BREAKDOWN` category (self CPU time, one thread: the
+    self times of a step's events add up to the step's time)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    spent = dict.fromkeys(BREAKDOWN, 0.0)
+    for event in prof.events():
+        spent[category(event)] += event.self_cpu_time_total
+    total = sum(spent.values())
+    return {name: 100 * value / total for name, value in spent.items()}
+
+
+def part_train(options: BenchOptions, out: Path) -> PartResult:
+    """P8: training steps of every task, each encoding, alternated with one thread's matmul."""
+    result = PartResult(f"P8 train: steps as posbench.train.fit runs them (tiny, fp32, 1 thread, deterministic), "
+                        f"achieved FLOP/s vs one thread's {TRAIN_MATMUL_SIZE}³ matmul, where the time goes")
+    jobs = {f"{task}/{encoding}": train.resolve(train.TrainConfig(task=task, encoding=encoding))
+            for task in options.train_tasks for encoding in options.train_encodings}
+    with train.deterministic(threads=1):
+        stepper = {name: TrainSteps(job) for name, job in jobs.items()}
+        matmul, matmul_flops = matmul_step(TRAIN_MATMUL_SIZE)
+        result.samples = alternate({"matmul": matmul, **stepper}, options.train_steps, options.train_warmup,
+                                   grad=True)
+        shares = {name: breakdown(steps, options.train_profile_steps) for name, steps in stepper.items()}
+    matmul_rate = matmul_flops / median(result.samples["matmul"]) * 1e3  # FLOP/s
+    for name, steps in stepper.items():
+        samples = result.samples[name]
+        lengths = steps.lengths[options.train_warmup:][:len(samples)]  # the timed steps'
+        flops = [steps.flops(length) for length in lengths]
+        rates = [f / ms * 1e3 for f, ms in zip(flops, samples)]  # per step: lengths may differ
+        rate, share = median(rates), 100 * median(rates) / matmul_rate
+        paired = 100 * median([r * ms / matmul_flops / 1e3 for r, ms in zip(rates, result.samples["matmul"])])
+        target, meets = verdict(share, TRAIN_TARGET, at_most=False)
+        shape = f"{jobs[name].batch_size}×{min(lengths)}" + (f"–{max(lengths)}" if max(lengths) > min(lengths) else "")
+        result.rows += [Row("train", name, "B×L", shape),
+                        Row("train", name, "GFLOP/step", sum(flops) / len(flops) / 1e9, "GFLOP"),
+                        Row("train", name, "median", median(samples), "ms"),
+                        Row("train", name, "GFLOP/s", rate / 1e9, "GFLOP/s"),
+                        *(Row("train", name, category_name, value, "%")
+                          for category_name, value in shares[name].items()),
+                        Row("train", name, "paired", paired, "%"),
+                        Row("train", name, "of matmul", share, "%", target, meets)]
+    result.rows.append(Row("train", f"matmul {TRAIN_MATMUL_SIZE}³, 1 thread", "GFLOP/s", matmul_rate / 1e9, "GFLOP/s"))
+    result.notes += [
+        "FLOPs: posbench.flops.analytic_flops(mode='train'): forward + backward matmuls (2·m·n·k; backward 2×), "
+        "all L×L logits even when causal, the encoding's and the residuals' adds; not the optimizer, softmax, "
+        "norms, GELU or the loss. GFLOP/s: the median over timed steps of each step's FLOPs / its time; "
+        "of matmul: that / the matmul's median rate; paired: the median over rounds of the step's rate / the "
+        "same round's matmul rate",
+        f"{options.train_steps} timed rounds after {options.train_warmup} warm-up; each round one step of every "
+        f"task and one matmul, the order rotating",
+        f"breakdown (% of a step, torch.profiler self CPU time over {options.train_profile_steps} steps): matmul = "
+        "mm/addmm/bmm/linear and their backward; attention = SDPA and its backward; other ops = elementwise, "
+        "norms, GELU, loss, embedding, copies; python = between ops in fit's loop and modules; optimizer = "
+        "zero_grad, clipping, AdamW, schedule; data = the task's train_batch",
+    ]
+    return result
+
+
 PART_FUNCTIONS = {"paths": part_paths, "overhead": part_overhead, "peer": part_peer,
-                  "limit": part_limit, "scale": part_scale, "decode": part_decode}
+                  "limit": part_limit, "scale": part_scale, "decode": part_decode, "train": part_train}
 
 
 # ----- output --------------------------------------------------------------------------------------

@@ -107,7 +107,8 @@ class SelfAttention(nn.Module):
     def forward(self, x, encoding, positions, mask, causal, cache: tuple[KVCache, int] | None = None):
         B, L, width = x.shape
         qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
+        # split on the (B, L, 3, h, d_head) layout: backward stacks the gradients straight into it (no copy)
+        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # 3 × (B, h, L, d_head)
         q, k = encoding.rotate(q, k, positions)
         if cache is not None:
             k, v = cache[0].extend(cache[1], k, v)  # (B, h, T + L, d_head)

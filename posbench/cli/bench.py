@@ -1,5 +1,6 @@
 """``python -m posbench bench``: attention paths, encoding overhead (P1), x-transformers (P2), the
-machine's limit (P3) and the longest length (P6), written to ``--out`` as CSV and a text table."""
+machine's limit (P3), the longest length (P6), decoding (P7) and training throughput (P8), written to
+``--out`` as CSV and a text table."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 from posbench import bench
 from posbench.cli import arguments
 
-HELP = "benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale"
+HELP = "benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale, P7 decode, P8 train"
 
 QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,), decode_contexts=(256,),
-             scale_point_seconds=0.5)  # a smoke run: few repeats, short lengths
+             scale_point_seconds=0.5, train_steps=3, train_warmup=1, train_profile_steps=1)  # a smoke run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                            f"(default {bench.BenchOptions.rounds})")
     parser.add_argument("--scale-max-len", type=arguments.power_of_two(1024),
                         help=f"longest P6 length tried (default {max(bench.BenchOptions.scale_lengths)})")
+    parser.add_argument("--train-steps", type=arguments.positive_int,
+                        help=f"timed training steps per task in P8 (default {bench.BenchOptions.train_steps})")
+    parser.add_argument("--train-encodings", type=arguments.comma_list(tuple(bench.TRAIN_ENCODINGS)),
+                        help="comma-separated encodings P8 trains (default: "
+                             f"{','.join(bench.BenchOptions.train_encodings)})")
     parser.add_argument("--threads", type=arguments.positive_int, default=bench.BenchOptions.threads,
                         help="torch threads (default: %(default)s)")
     parser.add_argument("--flex", action="store_true",
@@ -37,6 +43,10 @@ def options_from(args: argparse.Namespace) -> bench.BenchOptions:
     chosen = dict(QUICK) if args.quick else {}
     if args.rounds:
         chosen["rounds"] = args.rounds
+    if args.train_steps:
+        chosen["train_steps"] = args.train_steps
+    if args.train_encodings:
+        chosen["train_encodings"] = tuple(args.train_encodings)
     if args.scale_max_len:
         chosen["scale_lengths"] = tuple(n for n in bench.BenchOptions.scale_lengths if n <= args.scale_max_len)
     return bench.BenchOptions(parts=args.parts, threads=args.threads, flex=args.flex, **chosen)
