@@ -1,0 +1,174 @@
+"""The declared comparisons (``comparisons.yaml``): which arms decide each guidance row, and how.
+
+A comparison is written down before the runs that decide it: one added arm, one comparator, the
+task, metric, evaluation length and margin δ. :func:`load` reads and checks the file (a mistake is a
+one-line ``ValueError`` naming the comparison, the key and the allowed values) and keeps its SHA-256,
+which the report prints, so a reader can tell which declaration a verdict was judged against.
+
+>>> declared = load()
+>>> [c.id for c in declared.of_row("standard_nlp") if "default" in c.presets]
+['prose-rope']
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+
+from posbench import encodings, metrics, tasks
+
+PATH = Path(__file__).with_name("comparisons.yaml")
+ADDING_SUFFICES, OTHER_SCHEME_WINS = "adding suffices", "another scheme wins"
+ROW_CLAIMS = {  # the article's six rows (section 九), in its order, and what each row claims
+    "standard_nlp": ADDING_SUFFICES,
+    "fixed_length": ADDING_SUFFICES,
+    "parameter_budget": ADDING_SUFFICES,
+    "long_sequences": OTHER_SCHEME_WINS,
+    "precise_position": OTHER_SCHEME_WINS,
+    "multimodal": OTHER_SCHEME_WINS,
+}
+PRESETS = ("default", "full")
+FIELDS = {"id": str, "task": str, "metric": str, "length_ratio": (int, float), "added": str, "comparator": str,
+          "margin": (int, float), "reference_spread": (int, float), "presets": list}
+POWER_Z = 1.9600 + 0.8416  # z_0.975 + z_0.80: a one-sided 2.5 % test (one side of a 95 % interval), 80 % power
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One declared comparison. The effect is positive when ``comparator`` is better than ``added``."""
+
+    id: str
+    row: str
+    task: str
+    metric: str
+    length_ratio: float
+    added: str
+    comparator: str
+    margin: float
+    reference_spread: float  # the larger seed spread of the two arms in the reference the margin was sized on
+    presets: tuple[str, ...]
+
+    @property
+    def claim(self) -> str:
+        return ROW_CLAIMS[self.row]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return metrics.get(self.metric).higher_is_better
+
+    @property
+    def arms(self) -> tuple[str, str]:
+        return self.added, self.comparator
+
+    def detectable(self, seeds: int, spread: float | None = None) -> float:
+        """The smallest difference a one-sided 2.5 % test finds with 80 % power at ``seeds`` per
+        arm, for a seed spread ``spread`` (default: the reference spread the margin was sized on)."""
+        spread = self.reference_spread if spread is None else spread
+        return POWER_Z * (2 / seeds) ** 0.5 * spread
+
+    def describe(self) -> str:
+        at = "" if self.length_ratio == 1 else f" at {self.length_ratio:g}× the training length"
+        return f"{self.task} {self.metric}{at}: {self.added} (added) vs {self.comparator}, δ = {self.margin:g}"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """Every declared comparison, in file order, and the file's SHA-256."""
+
+    comparisons: tuple[Comparison, ...]
+    sha256: str
+    path: Path
+
+    def of_row(self, row: str) -> list[Comparison]:
+        return [c for c in self.comparisons if c.row == row]
+
+    def in_preset(self, preset: str) -> list[Comparison]:
+        """The comparisons a preset runs; ``all`` for every one."""
+        if preset != "all" and preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}, all")
+        return [c for c in self.comparisons if preset == "all" or preset in c.presets]
+
+    def arms(self, preset: str) -> dict[str, list[str]]:
+        """task -> the encodings a preset must train for its comparisons (first appearance order)."""
+        needed: dict[str, list[str]] = {}
+        for comparison in self.in_preset(preset):
+            for encoding in comparison.arms:
+                needed.setdefault(comparison.task, [])
+                if encoding not in needed[comparison.task]:
+                    needed[comparison.task].append(encoding)
+        return needed
+
+    @cached_property
+    def by_id(self) -> dict[str, Comparison]:
+        return {c.id: c for c in self.comparisons}
+
+
+def load(path: str | Path | None = None) -> Declaration:
+    """The declaration in ``path`` (default: the package's ``comparisons.yaml``), checked."""
+    path = Path(path) if path is not None else PATH
+    if not path.is_file():
+        raise ValueError(f"comparisons file {path} does not exist")
+    text = path.read_bytes()
+    data = yaml.safe_load(text) or {}
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, dict):
+        raise ValueError(f"{path}: needs a mapping 'rows' with keys among {', '.join(ROW_CLAIMS)}")
+    comparisons = [parse(row, entry, path) for row, entries in rows.items() for entry in _entries(row, entries, path)]
+    ids = [c.id for c in comparisons]
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"{path}: comparison ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return Declaration(tuple(comparisons), hashlib.sha256(text).hexdigest(), path)
+
+
+def _entries(row: str, entries, path: Path) -> list:
+    if row not in ROW_CLAIMS:
+        raise ValueError(f"{path}: unknown row {row!r}; allowed: {', '.join(ROW_CLAIMS)}")
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: row {row!r} must be a list of comparisons")
+    return entries
+
+
+def parse(row: str, entry, path: Path) -> Comparison:
+    """One entry of ``row``, every key checked (type, known task/metric/encodings, sensible numbers)."""
+    where = f"{path}: row {row!r}, comparison {entry.get('id', '?') if isinstance(entry, dict) else entry!r}"
+    if not isinstance(entry, dict) or set(entry) != set(FIELDS):
+        keys = sorted(entry) if isinstance(entry, dict) else []
+        raise ValueError(f"{where}: keys {keys}; required exactly: {', '.join(FIELDS)}")
+    for key, kind in FIELDS.items():
+        if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
+            raise ValueError(f"{where}: {key} = {entry[key]!r} has the wrong type; expected {_kind_name(kind)}")
+    if entry["task"] not in tasks.names():
+        raise ValueError(f"{where}: unknown task {entry['task']!r}; allowed: {', '.join(tasks.names())}")
+    task = tasks.get(entry["task"])
+    if entry["metric"] not in task.metrics:
+        raise ValueError(f"{where}: task {task.name} has no metric {entry['metric']!r}; allowed: "
+                         f"{', '.join(task.metrics)}")
+    for key in ("added", "comparator"):
+        if entry[key] not in encodings.names():
+            allowed = ", ".join(encodings.names())
+            raise ValueError(f"{where}: {key} {entry[key]!r} is not an encoding; allowed: {allowed}")
+    if encodings.traits(entry["added"]).combine != "add":
+        added = [n for n in encodings.names() if encodings.traits(n).combine == "add"]
+        raise ValueError(f"{where}: added {entry['added']!r} does not add P to E; allowed: {', '.join(added)}")
+    if entry["added"] == entry["comparator"]:
+        raise ValueError(f"{where}: added and comparator are both {entry['added']!r}")
+    if entry["length_ratio"] not in task.eval_factors:
+        raise ValueError(f"{where}: length_ratio {entry['length_ratio']} is not one of {task.name}'s evaluation "
+                         f"factors; allowed: {', '.join(f'{f:g}' for f in task.eval_factors)}")
+    for key in ("margin", "reference_spread"):
+        if entry[key] <= 0:
+            raise ValueError(f"{where}: {key} must be positive, got {entry[key]}")
+    unknown = [p for p in entry["presets"] if p not in PRESETS]
+    if unknown or not entry["presets"]:
+        raise ValueError(f"{where}: presets {entry['presets']}; allowed: a non-empty list of {', '.join(PRESETS)}")
+    return Comparison(entry["id"], row, entry["task"], entry["metric"], float(entry["length_ratio"]), entry["added"],
+                      entry["comparator"], float(entry["margin"]), float(entry["reference_spread"]),
+                      tuple(entry["presets"]))
+
+
+def _kind_name(kind) -> str:
+    return " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__

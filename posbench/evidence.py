@@ -1,0 +1,435 @@
+"""Judging the declared comparisons (:mod:`posbench.comparisons`) on a run's per-seed results.
+
+For one comparison at one model size:
+
+* **Effect**: mean of the comparator minus mean of the added arm over seeds, signed so that a
+  positive effect means the comparator is better (bits/char: lower; accuracy: higher).
+* **Interval**: the 95 % Welch interval of that difference (scipy's ``ttest_ind(...,
+  equal_var=False).confidence_interval()``), from the per-seed means: the seeds are the replicates.
+  Beside it, ``eval_se``: the effect's standard error from the evaluation set's own sampling
+  (items bootstrapped with the seeds held fixed, the same items for both arms).
+* **Tests against the margin δ**, one-sided Welch tests at 2.5 % each, so that a decision can be
+  read off the 95 % interval: "comparator better by more than δ" (the interval lies above δ) and
+  "comparator not better by δ" (the interval lies below δ, a non-inferiority result for the added
+  arm). Their p-values are Holm-adjusted across the comparisons of a row (statsmodels).
+* **Gates**: an arm that does not beat its task's chance level (one-sided 95 % bound over seeds; for
+  exact match the token accuracy against the token chance), that diverged, or whose positions at the
+  evaluated length were never trained (a learned table beyond its training length), "did not learn"
+  and is not compared; arms with different training budgets are not compared. An undertrained arm
+  is flagged, never gated.
+* **Decisions**: with fewer than :data:`MIN_SEEDS` seeds per arm a comparison is descriptive only.
+  "Adding suffices" rows: a task *supports* the row when every comparator there is shown not better
+  by δ, *contradicts* it when some comparator is shown better by more than δ. "Another scheme wins"
+  rows: the reverse. The row: *supported* when every task supports it, *not supported* when any task
+  contradicts it, else *inconclusive*.
+* **Stability**: the share of seed-bootstrap resamples (seeds drawn with replacement per arm, the
+  whole row judged again) that give the row's verdict; below 90 % it is printed "unstable".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from posbench import metrics
+from posbench.comparisons import ADDING_SUFFICES, POWER_Z, Comparison, Declaration
+
+ALPHA = 0.025  # each one-sided test: both together are the 95 % interval
+MIN_SEEDS = 10  # a comparison with fewer ok seeds per arm decides nothing
+BOOTSTRAP = 1000
+STABLE = 0.9
+MAX_NEEDED = 1000
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+BETTER, NOT_BETTER, UNCLEAR, GATED, FEW_SEEDS = (
+    "comparator better by more than δ", "comparator not better by δ", "unclear", "gated", "too few seeds")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One encoding's results for one comparison at one size: the seeds that finished, and why others did not."""
+
+    encoding: str
+    values: np.ndarray  # (n,) the comparison's metric per ok seed
+    seeds: np.ndarray  # (n,) those seeds
+    gate_values: np.ndarray  # (n,) the metric the chance gate reads (token accuracy for exact match)
+    chance: float  # that metric's chance level (NaN: the tables do not have it)
+    diverged: int = 0
+    undertrained: int = 0
+    untrained_positions: bool = False
+    lr: float | None = None
+    lr_note: str = ""
+    budget: tuple | None = None  # (steps, batch size) when the tables have them
+    eval_len: int | None = None  # the evaluated length, in the task's units
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    def resampled(self, rng: np.random.Generator, times: int) -> np.ndarray:
+        """``(times, n)`` seed-bootstrap resamples of the values."""
+        return self.values[rng.integers(0, self.n, size=(times, self.n))]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One comparison at one size: the numbers, the gates, the outcome after Holm."""
+
+    comparison: Comparison
+    size: str
+    added: Arm
+    comparator: Arm
+    numbers: Contrast | None = None  # None when the arms were not compared (gated, or under 2 seeds)
+    p_holm: float = math.nan  # the Holm-adjusted p of the outcome's test (or the smaller one when unclear)
+    outcome: str = UNCLEAR
+    gates: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    needs_n: int | None = None
+    eval_se: float = math.nan
+    stability: float = math.nan
+
+    @property
+    def compared(self) -> bool:
+        return not self.gates and self.added.n >= MIN_SEEDS and self.comparator.n >= MIN_SEEDS
+
+    def line(self) -> str:
+        """The comparison in one line: effect, interval, margin, Holm p, seeds, stability, gates."""
+        c = self.comparison
+        head = f"{c.task} {c.metric} at {c.length_ratio:g}× ({self.size}): {c.comparator} vs {c.added}"
+        if self.gates:
+            return f"{head}: not compared — {'; '.join(self.gates)}"
+        if self.numbers is None:
+            return f"{head}: n = {self.added.n}/{self.comparator.n} seeds, too few to compare"
+        x = self.numbers
+        text = (f"{head}: effect {x.effect:+.3g} [{x.ci_low:+.3g}, {x.ci_high:+.3g}] vs δ {c.margin:g}, "
+                + (f"Holm p {self.p_holm:.2g}, " if self.compared else "descriptive only, ")
+                + f"n = {self.added.n}/{self.comparator.n} seeds")
+        if not math.isnan(self.stability):
+            text += f", stability {self.stability:.0%}"
+        text += f" → {self.outcome}"
+        if self.needs_n:
+            text += f" (needs n ≈ {self.needs_n}{'+' if self.needs_n >= MAX_NEEDED else ''} seeds per arm)"
+        return text
+
+
+@dataclass(frozen=True)
+class RowJudgement:
+    """A guidance row at one size: its verdict, each task's verdict, the comparisons behind them."""
+
+    row: str
+    size: str
+    verdict: str
+    stability: float
+    by_task: dict[str, str]
+    judged: list[Judged] = field(default_factory=list)
+
+    @property
+    def shown(self) -> str:
+        """The verdict as printed: "unstable" when fewer than 90 % of seed resamples reproduce it."""
+        if self.verdict != INCONCLUSIVE and not math.isnan(self.stability) and self.stability < STABLE:
+            return f"unstable ({self.verdict} in {self.stability:.0%} of seed resamples)"
+        return self.verdict
+
+
+# ----- the numbers of one comparison ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Contrast:
+    """A comparator against an added arm: effect (positive = comparator better), 95 % Welch interval,
+    and the raw one-sided p-values of "better by more than δ" and "not better by δ"."""
+
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_better: float
+    p_not_better: float
+
+
+def welch(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float):
+    """:class:`Contrast`'s numbers as arrays: ``comparator`` and ``added`` may carry leading batch axes
+    (seed resamples), the seeds on the last. Two arms without any seed spread are exact."""
+    sign = 1.0 if higher_is_better else -1.0
+    better, base = sign * comparator, sign * added  # larger is better on both
+    effect = better.mean(-1) - base.mean(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result = stats.ttest_ind(better, base, axis=-1, equal_var=False)
+        interval = result.confidence_interval(1 - 2 * ALPHA)
+        shifted = better - margin
+        p_better = stats.ttest_ind(shifted, base, axis=-1, equal_var=False, alternative="greater").pvalue
+        p_not_better = stats.ttest_ind(shifted, base, axis=-1, equal_var=False, alternative="less").pvalue
+    exact = (better.var(-1) == 0) & (base.var(-1) == 0)
+    low = np.where(exact, effect, interval.low)
+    high = np.where(exact, effect, interval.high)
+    p_better = np.where(exact, (effect <= margin).astype(float), p_better)
+    p_not_better = np.where(exact, (effect >= margin).astype(float), p_not_better)
+    return effect, low, high, p_better, p_not_better
+
+
+def contrast(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float) -> Contrast:
+    """One comparison's numbers from the per-seed values of its two arms."""
+    return Contrast(*(float(x) for x in welch(np.asarray(comparator, float), np.asarray(added, float),
+                                              higher_is_better, margin)))
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-adjusted p-values along the last axis, for many families at once (statsmodels'
+    ``multipletests(method="holm")`` per family, which the tests check; that function runs
+    ``gc.collect()`` on every call, far too slow for a thousand bootstrap resamples)."""
+    p_values = np.asarray(p_values, float)
+    m = p_values.shape[-1]
+    order = np.argsort(p_values, axis=-1)
+    stepped = np.take_along_axis(p_values, order, -1) * (m - np.arange(m))
+    adjusted = np.empty_like(p_values)
+    np.put_along_axis(adjusted, order, np.minimum(1.0, np.maximum.accumulate(stepped, axis=-1)), -1)
+    return adjusted
+
+
+def holm_outcomes(p_better, p_not_better) -> list[tuple[str, float]]:
+    """(outcome, Holm p) for a family of compared comparisons: each test family Holm-adjusted."""
+    if len(p_better) == 0:
+        return []
+    better, not_better = holm(p_better), holm(p_not_better)
+    return [(BETTER, b) if b < ALPHA else (NOT_BETTER, nb) if nb < ALPHA else (UNCLEAR, min(b, nb))
+            for b, nb in zip(better, not_better)]
+
+
+def family_verdict(outcomes_by_group: dict[str, list[str]], claim: str) -> tuple[str, dict[str, str]]:
+    """A claim's verdict and each group's (a row's tasks), from the comparisons' outcomes.
+
+    "Adding suffices": a group supports it when every comparator there is not better by δ, contradicts
+    it when some comparator is better by more than δ; "another scheme wins": the reverse. Overall:
+    supported when every group supports it, not supported when any contradicts it, else inconclusive."""
+    by_group = {}
+    for group, found in outcomes_by_group.items():
+        found = [r for r in found if r in (BETTER, NOT_BETTER, UNCLEAR)]
+        if not found:
+            by_group[group] = INCONCLUSIVE
+        elif BETTER in found:
+            by_group[group] = NOT_SUPPORTED if claim == ADDING_SUFFICES else SUPPORTED
+        elif all(r == NOT_BETTER for r in found):
+            by_group[group] = SUPPORTED if claim == ADDING_SUFFICES else NOT_SUPPORTED
+        else:
+            by_group[group] = INCONCLUSIVE
+    verdicts = list(by_group.values())
+    if NOT_SUPPORTED in verdicts:
+        return NOT_SUPPORTED, by_group
+    if verdicts and all(v == SUPPORTED for v in verdicts):
+        return SUPPORTED, by_group
+    return INCONCLUSIVE, by_group
+
+
+def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margin: float) -> int:
+    """Seeds per arm for 80 % power to place the interval on one side of δ, at the observed spread
+    and the observed distance of the effect from δ (capped at :data:`MAX_NEEDED`)."""
+    spread = math.sqrt((np.var(comparator, ddof=1) + np.var(added, ddof=1)) / 2)
+    distance = abs(effect - margin)
+    if distance == 0 or not math.isfinite(spread):
+        return MAX_NEEDED
+    return min(MAX_NEEDED, max(MIN_SEEDS, math.ceil(2 * (POWER_Z * spread / distance) ** 2)))
+
+
+def beats_chance(arm: Arm, higher_is_better: bool) -> bool | None:
+    """Whether the arm's one-sided 95 % bound over seeds beats chance; ``None`` when chance is unknown."""
+    if math.isnan(arm.chance):
+        return None
+    if arm.n == 0:
+        return False
+    values = arm.gate_values
+    margin = stats.t.ppf(0.95, arm.n - 1) * values.std(ddof=1) / math.sqrt(arm.n) if arm.n > 1 else 0.0
+    return values.mean() - margin > arm.chance if higher_is_better else values.mean() + margin < arm.chance
+
+
+def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str], list[str]]:
+    """(gates, notes): why the arms are not compared, and what a reader should know anyway."""
+    blocked, notes = [], []
+    gate_metric = "token_accuracy" if comparison.metric == "exact_match" else comparison.metric
+    higher = metrics.get(gate_metric).higher_is_better
+    for arm in (added, comparator):
+        if arm.n == 0 and not arm.diverged:
+            blocked.append(f"{arm.encoding}: no results")
+        elif arm.diverged:
+            blocked.append(f"{arm.encoding} did not learn: {arm.diverged} seed(s) diverged")
+        elif (learned := beats_chance(arm, higher)) is False:
+            blocked.append(f"{arm.encoding} did not learn: {gate_metric} {arm.gate_values.mean():.4g} does not beat "
+                           f"chance {arm.chance:.4g}")
+        elif learned is None:
+            notes.append(f"{arm.encoding}: no chance level in the tables, not gated")
+        if arm.undertrained:
+            notes.append(f"{arm.encoding} undertrained in {arm.undertrained} of {arm.n} seeds (still falling)")
+        if arm.lr_note:
+            notes.append(f"{arm.encoding}: {arm.lr_note}")
+    if added.untrained_positions:
+        blocked.append(f"{added.encoding}: positions at this length were never trained")
+    if added.budget and comparator.budget and added.budget != comparator.budget:
+        blocked.append(f"unequal budgets (steps, batch): {added.budget} vs {comparator.budget}")
+    return blocked, notes
+
+
+def judge_one(comparison: Comparison, size: str, added: Arm, comparator: Arm, items: pd.DataFrame | None) -> Judged:
+    """The comparison's numbers before Holm (its outcome is set by :func:`judge_row`)."""
+    blocked, notes = gates(comparison, added, comparator)
+    judged = Judged(comparison, size, added, comparator, gates=tuple(blocked), notes=tuple(notes))
+    if blocked or min(added.n, comparator.n) < 2:
+        return judged
+    numbers = contrast(comparator.values, added.values, comparison.higher_is_better, comparison.margin)
+    eval_se = item_error(items, comparison, size, added, comparator) if items is not None else math.nan
+    return replace(judged, numbers=numbers, eval_se=eval_se)
+
+
+# ----- a row: Holm, outcomes, verdict, stability ------------------------------------------------------
+def outcomes(judged: list[Judged], p_better, p_not_better) -> list[tuple[str, float]]:
+    """(outcome, Holm p) per comparison of a row; ``p_*`` hold the compared comparisons' raw p-values."""
+    compared = iter(holm_outcomes(p_better, p_not_better))
+    return [(GATED, math.nan) if j.gates else next(compared) if j.compared else (FEW_SEEDS, math.nan)
+            for j in judged]
+
+
+def row_verdict(judged: list[Judged], results: list[str], claim: str) -> tuple[str, dict[str, str]]:
+    by_task: dict[str, list[str]] = {}
+    for j, result in zip(judged, results):
+        by_task.setdefault(j.comparison.task, []).append(result)
+    return family_verdict(by_task, claim)
+
+
+def judge_row(row: str, claim: str, size: str, judged: list[Judged], seed: int = 0) -> RowJudgement:
+    """Holm across the row's compared comparisons, each outcome, the verdict, and its stability."""
+    compared = [j for j in judged if j.compared]
+    observed = outcomes(judged, [j.numbers.p_better for j in compared], [j.numbers.p_not_better for j in compared])
+    results = [o for o, _ in observed]
+    verdict, by_task = row_verdict(judged, results, claim)
+    judged = [replace(j, outcome=o, p_holm=p, needs_n=_needs(j, o)) for j, (o, p) in zip(judged, observed)]
+    if not compared:
+        return RowJudgement(row, size, verdict, math.nan, by_task, judged)
+    row_share, shares = stability(judged, compared, claim, verdict, results, np.random.default_rng(seed))
+    judged = [replace(j, stability=shares.get(id(j.comparison), math.nan)) for j in judged]
+    return RowJudgement(row, size, verdict, row_share, by_task, judged)
+
+
+def _needs(judged: Judged, outcome: str) -> int | None:
+    if outcome not in (UNCLEAR, FEW_SEEDS) or judged.numbers is None:
+        return None
+    return seeds_needed(judged.comparator.values, judged.added.values, judged.numbers.effect, judged.comparison.margin)
+
+
+def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict: str, results: list[str],
+              rng: np.random.Generator, times: int = BOOTSTRAP) -> tuple[float, dict[int, float]]:
+    """Share of seed-bootstrap resamples reproducing the row's verdict, and each comparison's outcome."""
+    p_better, p_not_better = [], []
+    for j in compared:
+        _, _, _, better, not_better = welch(j.comparator.resampled(rng, times), j.added.resampled(rng, times),
+                                            j.comparison.higher_is_better, j.comparison.margin)
+        p_better.append(better)
+        p_not_better.append(not_better)
+    p_better, p_not_better = np.array(p_better).T, np.array(p_not_better).T  # (times, compared)
+    same_row, same = 0, np.zeros(len(judged))
+    for b in range(times):
+        resampled = [o for o, _ in outcomes(judged, p_better[b], p_not_better[b])]
+        same_row += row_verdict(judged, resampled, claim)[0] == verdict
+        same += np.array(resampled) == np.array(results)
+    shares = {id(j.comparison): same[i] / times for i, j in enumerate(judged) if j.compared}
+    return same_row / times, shares
+
+
+# ----- from tables ----------------------------------------------------------------------------------
+def arm(results: pd.DataFrame, comparison: Comparison, encoding: str, size: str) -> Arm:
+    """An encoding's rows of ``results`` (the extrapolation table: one row per seed and length) for a
+    comparison at ``size``; each arm's learning rate chosen on validation where several were run."""
+    rows = results[(results["task"] == comparison.task) & (results["encoding"] == encoding)
+                   & (results["size"] == size) & np.isclose(results["length_ratio"].astype(float),
+                                                            comparison.length_ratio)]
+    rows, lr, lr_note = best_rate(rows)
+    ok = rows[rows["status"] == "ok"].dropna(subset=["value"]).sort_values("seed")
+    gate_column, chance_column = (("token_accuracy", "token_chance") if comparison.metric == "exact_match"
+                                  else ("value", "chance"))
+    chance = ok[chance_column].mean() if chance_column in ok.columns and len(ok) else math.nan
+    budget = None
+    if {"steps", "batch_size"} <= set(rows.columns) and len(ok):
+        budget = (int(ok["steps"].max()), int(ok["batch_size"].max()))
+    untrained = bool("positions_trained" in ok.columns and (ok["positions_trained"] == False).any())  # noqa: E712
+    return Arm(encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(), ok[gate_column].to_numpy(float),
+               float(chance), diverged=int((rows["status"] == "diverged").sum()),
+               undertrained=int(ok["undertrained"].fillna(False).astype(bool).sum()) if "undertrained" in ok else 0,
+               untrained_positions=untrained, lr=lr, lr_note=lr_note, budget=budget,
+               eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None)
+
+
+def best_rate(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None, str]:
+    """The rows at the learning rate with the lowest mean validation loss, where several were run."""
+    if "lr" not in rows.columns or rows["lr"].dropna().empty:
+        return rows, None, ""
+    rates = sorted(rows["lr"].dropna().unique())
+    if len(rates) == 1 or "validation_loss" not in rows.columns:
+        return rows[rows["lr"] == rates[0]] if len(rates) == 1 else rows, (rates[0] if len(rates) == 1 else None), ""
+    best = rows.groupby("lr")["validation_loss"].mean().idxmin()
+    return rows[rows["lr"] == best], float(best), f"lr {best:g} chosen on validation loss among {rates}"
+
+
+def item_error(items: pd.DataFrame, comparison: Comparison, size: str, added: Arm, comparator: Arm,
+               times: int = BOOTSTRAP, seed: int = 0) -> float:
+    """Standard error of the effect from the evaluation set alone: the items resampled (the same draw
+    for every seed and both arms), the seeds fixed. NaN when the items are not in the tables."""
+    metric = metrics.get(comparison.metric)
+    draws = None
+    means = []
+    for one in (added, comparator):
+        rows = items[(items["task"] == comparison.task) & (items["encoding"] == one.encoding)
+                     & (items["size"] == size) & items["seed"].isin(one.seeds)]
+        if rows.empty:
+            return math.nan
+        rows = rows[rows["eval_len"] == one.eval_len]
+        per_seed = {name: rows.pivot_table(index="seed", columns="item", values=name, aggfunc="sum")
+                    for name in metrics.ITEM_SUMS}  # name -> (seeds, items)
+        n_items = per_seed["scored"].shape[1]
+        if draws is None:
+            draws = np.random.default_rng(seed).multinomial(n_items, np.full(n_items, 1 / n_items), size=times)
+        if draws.shape[1] != n_items:
+            return math.nan
+        sums = {name: draws @ table.to_numpy(float).T for name, table in per_seed.items()}  # (times, seeds)
+        sums["sequences"] = n_items
+        means.append(metric.value(sums).mean(axis=1))  # (times,)
+    sign = 1.0 if metric.higher_is_better else -1.0
+    return float(np.std(sign * (means[1] - means[0]), ddof=1))
+
+
+def judge(declaration: Declaration, results: pd.DataFrame, items: pd.DataFrame | None = None,
+          comparisons: list[Comparison] | None = None) -> list[RowJudgement]:
+    """Every row at every model size the results hold for its comparisons; rows without any results
+    at a size are left out. ``comparisons`` defaults to all declared ones that have results."""
+    chosen = comparisons if comparisons is not None else list(declaration.comparisons)
+    judgements = []
+    for row in dict.fromkeys(c.row for c in declaration.comparisons):
+        mine = [c for c in chosen if c.row == row]
+        sizes = sorted(set(results.loc[results["task"].isin({c.task for c in mine}), "size"].dropna()))
+        for size in sizes:
+            judged = [judge_one(c, size, arm(results, c, c.added, size), arm(results, c, c.comparator, size), items)
+                      for c in mine]
+            judged = [j for j in judged if j.added.n or j.comparator.n or j.added.diverged or j.comparator.diverged]
+            if judged:
+                judgements.append(judge_row(row, judged[0].comparison.claim, size, judged))
+    return judgements
+
+
+def table(judgements: list[RowJudgement]) -> pd.DataFrame:
+    """``verdicts.csv``: one row per comparison and size."""
+    rows = []
+    for judgement in judgements:
+        for j in judgement.judged:
+            c = j.comparison
+            rows.append({
+                "row": judgement.row, "row_verdict": judgement.verdict, "row_stability": judgement.stability,
+                "comparison": c.id, "task": c.task, "metric": c.metric, "length_ratio": c.length_ratio,
+                "size": j.size, "add_arm": c.added, "comparator_arm": c.comparator,
+                "n_added": j.added.n, "n_comparator": j.comparator.n,
+                "mean_added": j.added.values.mean() if j.added.n else math.nan,
+                "mean_comparator": j.comparator.values.mean() if j.comparator.n else math.nan,
+                "lr_added": j.added.lr, "lr_comparator": j.comparator.lr,
+                **{name: getattr(j.numbers, name, math.nan)
+                   for name in ("effect", "ci_low", "ci_high", "p_better", "p_not_better")},
+                "eval_se": j.eval_se, "p_holm": j.p_holm,
+                "margin": c.margin, "detectable": c.detectable(max(2, min(j.added.n, j.comparator.n))),
+                "outcome": j.outcome, "task_verdict": judgement.by_task.get(c.task, INCONCLUSIVE),
+                "stability": j.stability, "needs_n": j.needs_n,
+                "gate_notes": "; ".join([*j.gates, *j.notes])})
+    return pd.DataFrame(rows)
