@@ -18,7 +18,8 @@ Tables (CSV and Parquet) under the output folder:
 * ``items``          Parquet only: one row per (train record, evaluation length, evaluation sequence)
                      with the sequence's sums (:data:`posbench.metrics.ITEM_SUMS`), for intervals
                      over evaluation items; a record whose items file is missing is reported;
-* ``meta.json``      machines, code versions (and whether they are mixed), environments.
+* ``meta.json``      machines, code versions (measuring-code hashes, and whether they are mixed; the git
+                     commits too, which may differ among records that still stand), environments.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     cell = {**_common(record), "task": cfg.get("task"), "encoding": cfg.get("encoding"), "size": cfg.get("size"),
             "seed": cfg.get("seed"), "metric": metric,
             "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
-            "train_len": cfg.get("train_length")}
+            "train_len": cfg.get("train_length"), "steps": cfg.get("steps"), "batch_size": cfg.get("batch_size")}
     at_train = next((e for e in evals if math.isclose(e["factor"], 1.0) and not e.get("eval_scaling")), None)
     curve = record.get("loss_curve") or []
     wall_time = record.get("wall_time_s") or {}
@@ -111,7 +112,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     accuracy = {**cell, **_measured(record, metric, at_train),
                 "params_total": record.get("params", {}).get("total"),
                 "params_position": record.get("params", {}).get("position"),
-                "wall_time_s": wall_time.get("total"), "steps": cfg.get("steps"),
+                "wall_time_s": wall_time.get("total"),
                 "final_loss": curve[-1]["loss"] if curve else None, **run}
     extrapolation = [{**cell, **_arm(cell, e), "eval_len": e["length"], "length_ratio": e["factor"],
                       **_measured(record, metric, e), **run} for e in evals]
@@ -213,12 +214,13 @@ def aggregate(root: Path, out: Path) -> dict:
         columns=[*ITEM_KEYS, "eval_len", "item", *metrics.ITEM_SUMS])
     records.write_atomically(out / "items.parquet", functools.partial(item_table.to_parquet, index=False))
     commits = sorted({r["environment"]["git_commit"] for r in found})
+    code = sorted({r["environment"].get("code_hash") or f"commit {r['environment']['git_commit']}" for r in found})
     meta = {
         "n_records": len(found), "unreadable": problems, "items_unreadable": items_unreadable,
         "counts": {**{name: len(rows) for name, rows in tables.items()}, "items": len(item_table)},
         "status": dict(pd.Series([r["status"] for r in found], dtype=object).value_counts()),
         "machines": sorted({r["environment"]["machine"] for r in found}),
-        "git_commits": commits, "mixed_code_versions": len(commits) > 1,
+        "git_commits": commits, "code_hashes": code, "mixed_code_versions": len(code) > 1,
         "environment": {r["environment"]["machine"]: r["environment"] for r in reversed(found)},
     }
     text = json.dumps(meta, indent=1, default=int) + "\n"  # default: numpy counts
@@ -243,8 +245,8 @@ def summary(meta: dict, out: Path) -> str:
              + ", ".join(f"{name}: {n} rows" for name, n in meta["counts"].items())]
     lines.append("status: " + ", ".join(f"{k} {v}" for k, v in sorted(meta["status"].items())))
     if meta["mixed_code_versions"]:
-        lines.append(f"WARNING: records come from {len(meta['git_commits'])} code versions: "
-                     + ", ".join(meta["git_commits"]))
+        lines.append(f"WARNING: records come from {len(meta['code_hashes'])} versions of the measuring code: "
+                     + ", ".join(code[:12] for code in meta["code_hashes"]))
     lines += [f"WARNING: skipped unreadable record {p}" for p in meta["unreadable"]]
     lines += [f"WARNING: no item rows for {p}" for p in meta["items_unreadable"]]
     return "\n".join(lines)

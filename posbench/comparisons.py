@@ -106,6 +106,12 @@ class Declaration:
     def by_id(self) -> dict[str, Comparison]:
         return {c.id: c for c in self.comparisons}
 
+    def margin(self, task: str, metric: str) -> float | None:
+        """The margin declared for ``task`` and ``metric`` at the training length (the smallest, if
+        several), which the claims page uses for its own comparisons; ``None`` when none is declared."""
+        margins = [c.margin for c in self.comparisons if (c.task, c.metric, c.length_ratio) == (task, metric, 1.0)]
+        return min(margins) if margins else None
+
 
 def load(path: str | Path | None = None) -> Declaration:
     """The declaration in ``path`` (default: the package's ``comparisons.yaml``), checked."""

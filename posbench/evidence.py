@@ -29,6 +29,7 @@ For one comparison at one model size:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -153,7 +154,8 @@ def welch(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, mar
     sign = 1.0 if higher_is_better else -1.0
     better, base = sign * comparator, sign * added  # larger is better on both
     effect = better.mean(-1) - base.mean(-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy's "precision loss" for arms without spread: exact below
         result = stats.ttest_ind(better, base, axis=-1, equal_var=False)
         interval = result.confidence_interval(1 - 2 * ALPHA)
         shifted = better - margin
@@ -220,6 +222,34 @@ def family_verdict(outcomes_by_group: dict[str, list[str]], claim: str) -> tuple
     return INCONCLUSIVE, by_group
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One comparison of a family that has no gates of its own (the claims page's): a label, the group
+    it counts for, the two arms' per-seed values, the metric's direction and the margin."""
+
+    group: str
+    label: str
+    comparator: np.ndarray
+    added: np.ndarray
+    higher_is_better: bool
+    margin: float
+
+
+def judge_family(entries: list[Entry], claim: str) -> tuple[str, list[tuple[Entry, Contrast | None, str]]]:
+    """A family's verdict (:func:`family_verdict`) and each entry's numbers and outcome: Holm across the
+    entries with at least :data:`MIN_SEEDS` seeds per arm; the others are descriptive only."""
+    enough = [min(len(e.comparator), len(e.added)) >= MIN_SEEDS for e in entries]
+    numbers = [contrast(e.comparator, e.added, e.higher_is_better, e.margin)
+               if min(len(e.comparator), len(e.added)) >= 2 else None for e in entries]
+    decided = iter(holm_outcomes([n.p_better for n, ok in zip(numbers, enough) if ok],
+                                 [n.p_not_better for n, ok in zip(numbers, enough) if ok]))
+    results = [next(decided)[0] if ok else FEW_SEEDS for ok in enough]
+    by_group: dict[str, list[str]] = {}
+    for entry, result in zip(entries, results):
+        by_group.setdefault(entry.group, []).append(result)
+    return family_verdict(by_group, claim)[0], list(zip(entries, numbers, results))
+
+
 def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margin: float) -> int:
     """Seeds per arm for 80 % power to place the interval on one side of δ, at the observed spread
     and the observed distance of the effect from δ (capped at :data:`MAX_NEEDED`)."""
@@ -232,13 +262,13 @@ def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margi
 
 def beats_chance(arm: Arm, higher_is_better: bool) -> bool | None:
     """Whether the arm's one-sided 95 % bound over seeds beats chance; ``None`` when chance is unknown."""
-    if math.isnan(arm.chance):
+    if math.isnan(arm.chance) or np.isnan(arm.gate_values).any():
         return None
     if arm.n == 0:
         return False
     values = arm.gate_values
     margin = stats.t.ppf(0.95, arm.n - 1) * values.std(ddof=1) / math.sqrt(arm.n) if arm.n > 1 else 0.0
-    return values.mean() - margin > arm.chance if higher_is_better else values.mean() + margin < arm.chance
+    return bool(values.mean() - margin > arm.chance if higher_is_better else values.mean() + margin < arm.chance)
 
 
 def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str], list[str]]:
@@ -395,8 +425,9 @@ def item_error(items: pd.DataFrame, comparison: Comparison, size: str, added: Ar
 
 def judge(declaration: Declaration, results: pd.DataFrame, items: pd.DataFrame | None = None,
           comparisons: list[Comparison] | None = None) -> list[RowJudgement]:
-    """Every row at every model size the results hold for its comparisons; rows without any results
-    at a size are left out. ``comparisons`` defaults to all declared ones that have results."""
+    """Every row at every model size the results hold for its comparisons: a comparison counts where
+    both its arms have results (ok or diverged), a row where one of its comparisons does.
+    ``comparisons`` defaults to every declared one."""
     chosen = comparisons if comparisons is not None else list(declaration.comparisons)
     judgements = []
     for row in dict.fromkeys(c.row for c in declaration.comparisons):
@@ -405,7 +436,7 @@ def judge(declaration: Declaration, results: pd.DataFrame, items: pd.DataFrame |
         for size in sizes:
             judged = [judge_one(c, size, arm(results, c, c.added, size), arm(results, c, c.comparator, size), items)
                       for c in mine]
-            judged = [j for j in judged if j.added.n or j.comparator.n or j.added.diverged or j.comparator.diverged]
+            judged = [j for j in judged if all(arm.n or arm.diverged for arm in (j.added, j.comparator))]
             if judged:
                 judgements.append(judge_row(row, judged[0].comparison.claim, size, judged))
     return judgements

@@ -37,7 +37,9 @@ import numpy as np
 SCHEMA_VERSION = 2  # 2: the environment carries ``code_hash`` (records of version 1 lack it)
 PACKAGE_DIR = Path(__file__).parent
 SCHEMA_DIR = PACKAGE_DIR / "schemas"
-NOT_MEASURING = ("report/", "cli/report.py")  # the report reads records, never measures
+# Sources that read records or tables and never measure: editing them keeps every record standing.
+NOT_MEASURING = ("report/", "cli/report.py", "aggregate.py", "cli/aggregate.py", "evidence.py", "comparisons.py",
+                 "workflow.py")
 STATUSES = ("ok", "oom", "diverged", "skipped", "error")  # the first three are results; the others retried
 
 

@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     config.add_argument("--config", type=Path, help="workflow config file (YAML) to print in the appendix")
     config.add_argument("--config-json", help="the workflow's effective config as JSON (what the report rule passes)")
     parser.add_argument("--plots", type=Path, help="also write one PNG per figure into this folder")
+    parser.add_argument("--verdicts", type=Path, help="also write the verdicts table (one row per declared "
+                        "comparison and size) here, e.g. results/tables/verdicts.csv")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"posbench report: error: argument --tables: no rows in {', '.join(n + '.csv' for n in TABLE_NAMES)} "
               f"under {args.tables}; run `python -m posbench aggregate` on some records first", file=sys.stderr)
         return 1
-    pages = build_report(args.tables, args.out, config, args.plots)
-    print(f"wrote {args.out} ({pages} pages)" + (f" and figures under {args.plots}" if args.plots else ""))
+    pages = build_report(args.tables, args.out, config, args.plots, args.verdicts)
+    print(f"wrote {args.out} ({pages} pages)" + (f", figures under {args.plots}" if args.plots else "")
+          + (f", verdicts in {args.verdicts}" if args.verdicts else ""))
     return 0
 

@@ -14,17 +14,19 @@ import pandas as pd
 from posbench import metrics
 
 TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")
-MIN_SEEDS = 3  # fewer seeds than this: no verdict
 
 
 @dataclass
 class Tables:
-    """The CSV tables by name (absent ones are empty frames) and ``meta.json`` (or ``{}``)."""
+    """The CSV tables by name (absent ones are empty frames), the per-item results (``items.parquet``,
+    ``None`` when absent) and ``meta.json`` (or ``{}``)."""
 
     frames: dict[str, pd.DataFrame]
     meta: dict
     folder: Path
     problems: list[str] = field(default_factory=list)  # files that exist but could not be read
+    items: pd.DataFrame | None = None
+    derived: dict = field(default_factory=dict)  # what the report computes once from the tables (the verdicts)
 
     def get(self, name: str) -> pd.DataFrame:
         return self.frames.get(name, pd.DataFrame())
@@ -72,17 +74,18 @@ def load(folder: str | Path) -> Tables:
             meta = json.loads((folder / "meta.json").read_text())
         except json.JSONDecodeError as error:
             problems.append(f"meta.json: {error}")
-    return Tables(frames, meta, folder, problems)
+    return Tables(frames, meta, folder, problems, load_items(folder / "items.parquet", problems))
 
 
-def seed_summary(frame: pd.DataFrame, by: list[str], value: str = "value") -> pd.DataFrame:
-    """Mean, sample standard deviation (the seed spread; 0 for one seed) and seed count per group."""
-    if frame.empty:
-        return pd.DataFrame(columns=[*by, "mean", "spread", "n"])
-    grouped = frame.groupby(by, dropna=False)[value]
-    summary = grouped.agg(mean="mean", spread="std", n="count").reset_index()
-    summary["spread"] = summary["spread"].fillna(0.0)
-    return summary
+def load_items(path: Path, problems: list[str]) -> pd.DataFrame | None:
+    """Per-item results, for the evaluation set's own sampling error; ``None`` when absent or unreadable."""
+    if not path.exists():
+        return None
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as error:
+        problems.append(f"{path.name}: {str(error).splitlines()[0]}")
+        return None
 
 
 def higher_is_better(frame: pd.DataFrame) -> bool:

@@ -8,6 +8,7 @@ import pandas as pd
 import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
+from posbench import comparisons
 from posbench.report import claims, figures, verdicts
 from posbench.report.data import Tables
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
@@ -24,8 +25,11 @@ METHOD = (
     "FLOPs: an analytic count (2 per multiply-add of every matmul, 1 per element of the encoding's own adds and "
     "the residual adds) is the headline; fvcore and torch.utils.flop_counter are given handles so all three "
     "follow one convention, and are reported beside it in cost.csv.",
-    "Accuracy: every (task, encoding) trained with fixed, paired seeds; verdicts need >= 3 seeds; the spread is "
-    "the sample standard deviation over seeds.",
+    "Accuracy: every (task, encoding) trained with fixed seeds (a seed fixes the initial weights and the training "
+    "data order). A verdict rests on declared comparisons (posbench/comparisons.yaml): a 95 % Welch interval on "
+    "the per-seed means, one-sided tests against the margin delta, Holm within a row, >= 10 seeds per arm; an arm "
+    "that does not beat its task's chance level, or diverged, is 'did not learn' and is not compared; "
+    "eval_se in verdicts.csv is the evaluation set's own sampling error (items bootstrapped).",
 )
 ENVIRONMENT_KEYS = ("machine", "platform", "cpu", "cpu_count", "gpu", "cuda", "torch_threads", "python", "git_commit")
 
@@ -37,24 +41,33 @@ def verdict_cell(verdict: str, rule: str, size: float = 9) -> list:
     return [*labels, (rule, RULE)]
 
 
-def verdict_page(doc: Document, tables: Tables, chinese: bool) -> None:
+def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bool) -> None:
     doc.new_page()
     doc.paragraph("posbench: is adding position to the embedding enough?", H1)
     doc.paragraph(run_summary(tables), SMALL)
     section = "section 九" if chinese else "section 9"
-    doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged on this run's tables. "
-                  "The rule that decides each verdict is printed beside it.", BODY)
-    judged = verdicts.judge_all(tables)
+    declared = comparisons.load()
+    preset = (config or tables.meta.get("config") or {}).get("preset", "not named in the config")
+    doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged by the comparisons declared "
+                  f"in posbench/comparisons.yaml (SHA-256 {declared.sha256[:12]}) on this run's tables (preset: "
+                  f"{preset}). Effects are positive when the comparator beats the added encoding; [low, high] is "
+                  "the 95 % Welch interval over seeds; stability is the share of seed-bootstrap resamples giving the "
+                  "same outcome.", BODY)
+    judged = verdicts.judged(tables)
     for heading in verdicts.HEADINGS:
         title = f"{heading}  {verdicts.HEADINGS[heading]}" if chinese else verdicts.HEADINGS[heading]
         doc.heading(title, H2)
         rows = []
-        for row, result in ((r, v) for r, v in judged if r.heading == heading):
+        for row in (r for r in verdicts.ROWS if r.heading == heading):
             english = Style(size=9, weight="bold" if not chinese else "normal")
             claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, english)]
-            evidence = [(line, SMALL) for line in result.evidence]
-            rows.append([claim + evidence, verdict_cell(result.verdict, row.rule)])
+            lines = [(line, SMALL) for line in verdicts.evidence_lines(judged[row.key])]
+            rows.append([claim + lines, verdict_cell(verdicts.row_verdict(judged[row.key]), verdicts.rule(row))])
         doc.table(rows, [0.67, 0.33])
+    spec = figures.FOREST
+    if spec.missing(tables) is None:
+        doc.heading(spec.title, H2, keep=spec.height + 0.4)
+        doc.figure_block(lambda fig, rect: spec.draw(fig, rect, tables), spec.height, spec.caption)
 
 
 def claims_page(doc: Document, tables: Tables) -> None:
@@ -131,7 +144,7 @@ def failed_cells(tables: Tables) -> pd.DataFrame:
 def run_summary(tables: Tables) -> str:
     meta = tables.meta
     machines = ", ".join(meta.get("machines", [])) or "unknown machine"
-    commits = ", ".join(c[:10] for c in meta.get("git_commits", [])) or "unknown"
+    commits = ", ".join(c[:10] for c in meta.get("code_hashes", meta.get("git_commits", []))) or "unknown"
     mixed = " (MIXED code versions)" if meta.get("mixed_code_versions") else ""
     return (f"Machines: {machines} · records: {meta.get('n_records', 'unknown')} · code: {commits}{mixed} · "
             f"tables: {tables.folder}")
@@ -143,7 +156,7 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
     footer = f"posbench report · {', '.join(tables.meta.get('machines', [])) or 'unknown machine'}"
     with PdfPages(out, metadata={"Title": "posbench report", "Creator": "posbench"}) as pdf:
         doc = Document(pdf, footer)
-        verdict_page(doc, tables, chinese)
+        verdict_page(doc, tables, config, chinese)
         claims_page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)

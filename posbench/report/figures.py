@@ -267,6 +267,51 @@ def draw_cost_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
                title=f"{task} ({direction(rows[rows['task'] == task])})")
 
 
+# ----- the verdicts' forest plot ----------------------------------------------------------------
+OUTCOME_COLOURS = {"comparator better by more than δ": "#c0392b", "comparator not better by δ": "#1e8449",
+                   "unclear": "#7f8c8d", "too few seeds": "#bdc3c7"}
+
+
+def compared_rows(tables: Tables) -> pd.DataFrame:
+    from posbench.report import verdicts
+
+    frame = verdicts.verdict_table(tables)
+    return frame.dropna(subset=["effect"]) if not frame.empty else frame
+
+
+def forest_missing(tables: Tables) -> str | None:
+    return None if not compared_rows(tables).empty else "no declared comparison has two arms with results"
+
+
+def draw_forest(figure: Figure, rect: Rect, tables: Tables) -> None:
+    """Each comparison's effect and 95 % interval in units of its margin δ: the band is ±δ; right of +δ
+    the comparator is better by more than δ, left of it not better by δ."""
+    data = compared_rows(tables).iloc[::-1].reset_index(drop=True)  # first comparison on top
+    (ax,) = panels(figure, rect, 1, 1, left=3.3, bottom=0.45, top=0.15)
+    scaled = data[["effect", "ci_low", "ci_high"]].div(data["margin"], axis=0)
+    ax.axvspan(-1, 1, color="#eeeeee", zorder=0)
+    for x in (0, 1):
+        ax.axvline(x, color="#555555" if x else "#999999", lw=0.8, ls="-" if x else ":")
+    for y, row in scaled.iterrows():
+        outcome = data.loc[y, "outcome"]
+        ax.errorbar(row["effect"], y, xerr=[[row["effect"] - row["ci_low"]], [row["ci_high"] - row["effect"]]],
+                    fmt="o", ms=4, capsize=2, lw=1.2, color=OUTCOME_COLOURS.get(outcome, "#333333"))
+    sizes = data["size"].nunique() > 1
+    labels = [f"{r.row} · {r.comparator_arm} vs {r.add_arm} · {r.task} {r.length_ratio:g}×"
+              + (f" ({r.size})" if sizes else "") for r in data.itertuples()]
+    ax.set_yticks(range(len(data)), labels, fontsize=6.5)
+    ax.set_ylim(-0.7, len(data) - 0.3)
+    ax.set_xlabel("effect / δ (positive: comparator better; band: ±δ; 95 % Welch interval)", fontsize=7)
+    handles = [Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items() if o in set(data["outcome"])]
+    ax.legend(handles=handles, fontsize=6, loc="lower right", frameon=False)
+
+
+FOREST = FigureSpec("verdicts_forest", "Declared comparisons",
+                    "From verdicts.csv: each declared comparison's effect (comparator minus added encoding, signed so "
+                    "that positive means the comparator is better) and 95 % Welch interval over seeds, divided by its "
+                    "margin δ; colour = the outcome after Holm within the guidance row.",
+                    2.8, forest_missing, draw_forest)
+
 FIGURES = (
     FigureSpec("params_flops", "Parameters and FLOPs: add vs naive concat vs fixed-width concat",
                "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops for "

@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 REPORT_FIGURES = {
+    "verdicts_forest": "Verdicts",
     "params_flops": "Cost",
     "latency_memory": "Cost",
     "accuracy": "Accuracy",
@@ -29,6 +30,7 @@ rule report:
             )
             for name, category in REPORT_FIGURES.items()
         ],
+        verdicts=f"{RESULTS}/tables/verdicts.csv",
     log:
         f"{RESULTS}/logs/report.log",
     conda:
@@ -42,4 +44,4 @@ rule report:
         "report {RESULTS}/tables -> {output.pdf}"
     shell:
         "{params.py} -m posbench report --tables {params.tables} --out {output.pdf}"
-        " --plots {params.plots} --config-json {params.config_json:q} > {log} 2>&1"
+        " --plots {params.plots} --verdicts {output.verdicts} --config-json {params.config_json:q} > {log} 2>&1"
