@@ -4,7 +4,9 @@ cell is kept with its reason (its measurements empty), never dropped and never f
 Tables (CSV and Parquet) under the output folder:
 
 * ``cost``           one row per profile record: parameters, FLOPs, latency (ms), memory (MiB);
-* ``accuracy``       one row per train record: the primary metric at the training length;
+* ``accuracy``       one row per train record: the primary metric at the training length, parameters
+                     (``params_position_trained``: a learned table's rows that training reached, the
+                     part that counts toward a parameter budget);
 * ``extrapolation``  one row per (train record, evaluation length);
 
   both with the learning rate (``lr``), the headline metric's and token accuracy's chance levels on
@@ -112,6 +114,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
     accuracy = {**cell, **_measured(record, metric, at_train),
                 "params_total": record.get("params", {}).get("total"),
                 "params_position": record.get("params", {}).get("position"),
+                "params_position_trained": _trained_position_params(record),
                 "wall_time_s": wall_time.get("total"),
                 "final_loss": curve[-1]["loss"] if curve else None, **run}
     extrapolation = [{**cell, **_arm(cell, e), "eval_len": e["length"], "length_ratio": e["factor"],
@@ -120,6 +123,17 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
         extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None,
                           **_measured(record, metric, None), **run}]
     return accuracy, extrapolation
+
+
+def _trained_position_params(record: dict) -> float | None:
+    """Position parameters that training reached: a bounded table's rows that kept their initial
+    values (positions no training sequence had) do not count toward a parameter budget."""
+    position = (record.get("params") or {}).get("position")
+    tables = ((record.get("positions_beyond_training") or {}).get("tables") or {}).values()
+    rows = sum(t["rows"] for t in tables)
+    if position is None or not rows:
+        return position
+    return position * (1 - sum(t["rows_beyond_training_unchanged"] for t in tables) / rows)
 
 
 def _measured(record: dict, metric: str | None, evaluation: dict | None) -> dict:

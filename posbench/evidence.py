@@ -294,6 +294,8 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
         blocked.append(f"{added.encoding}: positions at this length were never trained")
     if added.budget and comparator.budget and added.budget != comparator.budget:
         blocked.append(f"unequal budgets (steps, batch): {added.budget} vs {comparator.budget}")
+    elif added.budget:
+        notes.append(f"{comparison.task}: every arm trained {added.budget[0]} steps × batch {added.budget[1]}")
     return blocked, notes
 
 

@@ -124,6 +124,12 @@ def test_the_tables_carry_chance_trend_validation_and_whether_positions_were_tra
     accuracy = pd.read_csv(tmp_path / "tables" / "accuracy.csv").set_index("encoding")
     assert accuracy.loc["rope", "token_chance"] == rope["eval"][0]["chance"]["token_accuracy"]
     assert accuracy.loc["learned", "positions_trained"] and accuracy["undertrained"].dtype == bool
+    # a parameter budget counts the learned table's trained rows only: 12 of its 96 (its last 84 never moved)
+    learned_params = learned["params"]["position"]
+    assert unchanged["rows"] == 96 and learned["positions_beyond_training"]["tables"]["weight"][
+        "rows_beyond_training_unchanged"] == 84
+    assert accuracy.loc["learned", "params_position_trained"] == pytest.approx(learned_params * 12 / 96)
+    assert accuracy.loc["rope", "params_position_trained"] == rope["params"]["position"]
 
 
 def test_the_items_are_written_before_the_record(runs, tmp_path, monkeypatch):

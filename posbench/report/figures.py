@@ -211,6 +211,17 @@ def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
         ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
         ax.minorticks_off()
         ax.axvline(1.0, color="#888888", lw=0.6, ls=":")
+        mark_untrained_positions(ax, cell)
+
+
+def mark_untrained_positions(ax, cell: pd.DataFrame) -> None:
+    """A cross over each mean read through rows of a position table that training never reached (a
+    learned table past its training length): those points are "no position", not the encoding."""
+    if "positions_trained" not in cell.columns:
+        return
+    untrained = cell[cell["positions_trained"].astype(str).str.lower() == "false"]
+    means = untrained.groupby(["encoding", "length_ratio"])["value"].mean().reset_index()
+    ax.scatter(means["length_ratio"], means["value"], marker="x", s=30, color="#222222", zorder=5, lw=1)
 
 
 # ----- the 2-D task ------------------------------------------------------------------------------
@@ -328,7 +339,8 @@ FIGURES = (
                8.2, accuracy_missing, draw_accuracy),
     FigureSpec("extrapolation", "Length extrapolation",
                "From extrapolation.csv: metric against evaluation length / training length (log axis), "
-               "mean over seeds with a ±1 sd band; the dotted line marks the training length.",
+               "mean over seeds with a ±1 sd band; the dotted line marks the training length; a cross marks a "
+               "learned table read past the rows training reached (untrained positions).",
                6.5, extrapolation_missing, draw_extrapolation),
     FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
                "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
