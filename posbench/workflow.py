@@ -159,8 +159,8 @@ def _check_names(config: dict) -> None:
 
     _check_members("probe.encodings", config["probe"]["encodings"], probe_encodings())
     if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
-        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks × seeds and "
-                          "probe.encodings × widths select no cell; list at least one")
+        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
+                          "train.comparisons and probe.encodings × widths select no cell; list at least one")
 
 
 def _check_members(key: str, values, allowed, single: bool = False) -> None:
@@ -272,7 +272,7 @@ def lr_dir(task: str, lr: float) -> str:
     the paths they had before rates were configurable), ``lr0.001/`` at any other."""
     from posbench import tasks
 
-    return "" if lr == tasks.get(task).lr else f"lr{lr:g}/"
+    return "" if lr == tasks.get(task).lr else f"lr{lr!r}/"  # repr: --lr reads back the same float
 
 
 def lr_argument(lr_dir: str) -> str:
