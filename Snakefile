@@ -1,6 +1,7 @@
 # posbench: every positional encoding through one harness.
 #   snakemake --cores 8                                   the default sweep (config.yaml)
 #   snakemake --cores 2 --configfile workflow/smoke.yaml  the whole DAG in a few minutes
+#   snakemake --cores 8 --configfile workflow/full.yaml   every declared comparison, learning-rate check, long grids
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -3,6 +3,11 @@
 The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
 with one line naming the key and what is allowed, before any job runs) and takes the record paths
 from :func:`profile_records`, :func:`train_records` and :func:`probe_records`.
+
+What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
+arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at
+``train.comparison_seeds`` and at each of ``train.lr_factors`` × the arm's learning rate; an arm in both
+trains the union of its seeds in one job, so every (task, encoding, size, lr, seed) is one record.
 """
 
 from __future__ import annotations
@@ -25,11 +30,23 @@ class ConfigError(ValueError):
 def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
     """Fill defaults, check types against the schema and names against posbench's registries."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    config = dict(config)
+    config = _size_alias(dict(config))
     error = jsonschema.exceptions.best_match(_DefaultFillingValidator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(_one_line(error))
     _check_names(config)
+    return config
+
+
+def _size_alias(config: dict) -> dict:
+    """``train.size: X`` (deprecated) is read as ``train.sizes: [X]``."""
+    train = config.get("train")
+    if isinstance(train, dict) and "size" in train:
+        if "sizes" in train:
+            raise ConfigError("config key 'train.size': replaced by train.sizes; give train.sizes only")
+        train = dict(train)
+        train["sizes"] = [train.pop("size")]
+        config["train"] = train
     return config
 
 
@@ -69,9 +86,10 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         return f"config key '{key}': {error.instance!r} is not allowed; allowed: {allowed}"
     if error.validator == "oneOf" and key == "devices":
         return f"config key 'devices': expected auto or a list of {', '.join(KNOWN_DEVICES)}, got {error.instance!r}"
-    if error.validator == "pattern" and key == "machine":
-        return (f"config key 'machine': {error.instance!r} is not allowed; allowed: letters, digits, '.', '_' "
-                f"and '-' (it names a folder), or auto")
+    if error.validator == "pattern" and key in ("machine", "preset"):
+        what = "(it names a folder), or auto" if key == "machine" else "(a name, e.g. default, full, cluster, smoke)"
+        return (f"config key '{key}': {error.instance!r} is not allowed; allowed: letters, digits, '.', '_' "
+                f"and '-' {what}")
     if error.validator == "pattern" and key.startswith("train.eval_scaling"):
         return (f"config key '{key}': {error.instance!r} is not allowed; allowed: TYPE:FACTOR with TYPE one of "
                 f"linear, dynamic, yarn, llama3 (e.g. yarn:4)")
@@ -80,6 +98,13 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         return f"config key '{key}': {', '.join(repeated)} listed more than once; list each value once"
     if error.validator == "minItems" and key.startswith("train.tasks."):
         return f"config key '{key}': no encodings listed; list at least one, or remove the task"
+    if error.validator == "oneOf" and key.startswith("train.lr."):
+        return (f"config key '{key}': expected a learning rate > 0 or a mapping encoding -> learning rate > 0, "
+                f"got {error.instance!r}")
+    if error.validator == "exclusiveMinimum" and key.startswith("train.lr"):
+        return f"config key '{key}': expected a number > 0, got {error.instance!r}"
+    if error.validator == "minProperties" and key.startswith("train.lr."):
+        return f"config key '{key}': no encodings listed; give a rate, or remove the task"
     if error.validator == "pattern" and key == "train.device":
         return f"config key 'train.device': {error.instance!r} is not allowed; allowed: cpu, cuda, cuda:N"
     if error.validator == "pattern" and key.startswith("devices"):
@@ -100,17 +125,26 @@ def _check_names(config: dict) -> None:
     profile, train = config["profile"], config["train"]
     _check_members("profile.encodings", profile["encodings"], encodings.names())
     _check_members("profile.sizes", profile["sizes"], SIZES)
-    _check_members("train.size", [train["size"]], SIZES, single=True)
+    _check_members("train.sizes", train["sizes"], SIZES)
     _check_members("train.tasks", list(train["tasks"]), tasks.names())
     for task, names in train["tasks"].items():
         _check_members(f"train.tasks.{task}", names, encodings.names())
+    _check_members("train.lr", list(train["lr"]), tasks.names())
+    for task, rates in train["lr"].items():
+        if isinstance(rates, dict):
+            _check_members(f"train.lr.{task}", list(rates), encodings.names())
+    if train["comparisons"] == "none" and train["lr_factors"] != [1]:
+        raise ConfigError(f"config key 'train.lr_factors': {train['lr_factors']} multiplies the rates of the "
+                          "comparisons' arms, and train.comparisons is none; set it to default, full or all, or "
+                          "lr_factors to [1]")
     _check_members("train.data", list(train["data"]), tasks.names())
     for i, length in enumerate(profile["seq_lens"]):
         if length <= 0:
             raise ConfigError(f"config key 'profile.seq_lens[{i}]': {length} is not a positive length")
-    for i, seed in enumerate(train["seeds"]):
-        if seed < 0:
-            raise ConfigError(f"config key 'train.seeds[{i}]': {seed} is negative; seeds are integers >= 0")
+    for key in ("seeds", "comparison_seeds"):
+        for i, seed in enumerate(train[key]):
+            if seed < 0:
+                raise ConfigError(f"config key 'train.{key}[{i}]': {seed} is negative; seeds are integers >= 0")
     if train["steps"] is not None and train["steps"] <= 0:
         raise ConfigError(f"config key 'train.steps': {train['steps']} is not a positive step count")
     for task, path in train["data"].items():
@@ -125,14 +159,15 @@ def _check_names(config: dict) -> None:
 
     _check_members("probe.encodings", config["probe"]["encodings"], probe_encodings())
     if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
-        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks × seeds and "
-                          "probe.encodings × widths select no cell; list at least one")
+        raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
+                          "train.comparisons and probe.encodings × widths select no cell; list at least one")
 
 
 def _check_members(key: str, values, allowed, single: bool = False) -> None:
     for i, value in enumerate(values):
         if value not in allowed:
-            where = key if single else f"{key}[{i}]" if not key.endswith(("tasks", "data")) else f"{key}.{value}"
+            keyed = key.endswith(("tasks", "data")) or key.startswith("train.lr")  # a mapping's keys
+            where = key if single else f"{key}.{value}" if keyed else f"{key}[{i}]"
             raise ConfigError(f"config key '{where}': unknown {value!r}; allowed: {', '.join(sorted(allowed))}")
 
 
@@ -189,10 +224,61 @@ def profile_cells(config: dict, devices: list[str] | None = None) -> list[dict]:
             for d, m, s, e, L in product(devices, p["modes"], p["sizes"], p["encodings"], p["seq_lens"])]
 
 
-def train_cells(config: dict) -> list[dict]:
+def train_jobs(config: dict) -> list[dict]:
+    """One entry per train job: ``task, encoding, size, lr, lr_dir, seeds`` (seeds sorted).
+
+    The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`) and ``train.seeds``;
+    the comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``. An
+    arm asked for twice at one rate is one job with the union of the seeds."""
     t = config["train"]
-    return [dict(task=task, encoding=e, size=t["size"], seed=seed)
-            for task, names in t["tasks"].items() for e in names for seed in t["seeds"]]
+    arms = [(task, e, 1, t["seeds"]) for task, names in t["tasks"].items() for e in names]
+    arms += [(task, e, f, t["comparison_seeds"]) for task, names in comparison_arms(config).items()
+             for e in names for f in t["lr_factors"]]
+    jobs: dict[tuple, set] = {}
+    for (task, encoding, factor, seeds), size in product(arms, t["sizes"]):
+        base = learning_rate(config, task, encoding)
+        lr = base if factor == 1 else float(f"{base * factor:.4g}")
+        jobs.setdefault((task, encoding, size, lr), set()).update(seeds)
+    return [dict(task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), seeds=sorted(seeds))
+            for (task, e, size, lr), seeds in jobs.items()]
+
+
+def train_cells(config: dict) -> list[dict]:
+    """One cell (a record) per seed of each of :func:`train_jobs`."""
+    return [{**{k: v for k, v in job.items() if k != "seeds"}, "seed": seed}
+            for job in train_jobs(config) for seed in job["seeds"]]
+
+
+def comparison_arms(config: dict) -> dict[str, list[str]]:
+    """task -> the encodings the declared comparisons of ``train.comparisons`` need (none: nothing)."""
+    from posbench import comparisons
+
+    chosen = config["train"]["comparisons"]
+    return {} if chosen == "none" else comparisons.load().arms(chosen)
+
+
+def learning_rate(config: dict, task: str, encoding: str) -> float:
+    """``train.lr``'s rate for ``task`` (or for ``encoding`` on it), else the task's default."""
+    from posbench import tasks
+
+    rate = config["train"]["lr"].get(task)
+    if isinstance(rate, dict):
+        rate = rate.get(encoding)
+    return float(rate) if rate is not None else tasks.get(task).lr
+
+
+def lr_dir(task: str, lr: float) -> str:
+    """The record path's learning-rate folder: none at the task's default rate (so those records keep
+    the paths they had before rates were configurable), ``lr0.001/`` at any other."""
+    from posbench import tasks
+
+    return "" if lr == tasks.get(task).lr else f"lr{lr!r}/"  # repr: --lr reads back the same float
+
+
+def lr_argument(lr_dir: str) -> str:
+    """``--lr …`` for a train job in a rate's folder; nothing at the task's default (the record's config
+    holds the rate either way, so its hash is the same)."""
+    return f"--lr {lr_dir.removeprefix('lr').removesuffix('/')}" if lr_dir else ""
 
 
 def probe_cells(config: dict) -> list[dict]:
@@ -209,16 +295,17 @@ def probe_cells(config: dict) -> list[dict]:
 # A manifest's name lists the batch's values (L256-1024, seeds0-1-2, …): a sweep that gains a seed,
 # length or width names a new manifest, so its job runs whatever Snakemake's rerun triggers are.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
-TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/seed{seed}.json"
+TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/{lr_dir}seed{seed}.json"
 PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
                 "seed{seed}.json")
 PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
 PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_lens}.json"
-TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/seeds{seeds}.json"
+TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/{lr_dir}seeds{seeds}.json"
 PROBE_BATCH = ("{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/"
                "d{d_models}.seeds{seeds}.json")
 LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
+LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:
@@ -235,9 +322,9 @@ def probe_records(config: dict) -> list[str]:
 
 def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
-    p, t, q = config["profile"], config["train"], config["probe"]
+    p, q = config["profile"], config["probe"]
     profile = [{**cell, "seq_lens": joined(p["seq_lens"])} for cell in profile_cells(config, devices)]
-    train = [{**cell, "seeds": joined(t["seeds"])} for cell in train_cells(config)]
+    train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config)]
     probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
              for cell in probe_cells(config)]
     return (_paths(PROFILE_BATCH, config, profile) + _paths(TRAIN_BATCH, config, train)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from posbench.workflow import probe_cells, validate_config
+from posbench.workflow import probe_cells, train_cells, validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -42,7 +42,9 @@ def test_smoke_sweep_writes_every_record_and_table(smoke):
     cost = pd.read_csv(results / "tables" / "cost.csv")
     accuracy = pd.read_csv(results / "tables" / "accuracy.csv")
     n_profile = len(preset["profile"]["encodings"]) * len(preset["profile"]["seq_lens"])
-    n_train = sum(len(e) for e in preset["train"]["tasks"].values()) * len(preset["train"]["seeds"])
+    n_train = len(train_cells(validate_config(preset)))
+    (own_rate,) = (results / "records").glob("*/train/reverse/tiny/rope/lr0.002/seed0.json")  # smoke's train.lr
+    assert n_train == 3 and json.loads(own_rate.read_text())["config"]["lr"] == 0.002
     assert len(cost) == n_profile and len(accuracy) == n_train
     assert set(cost["status"]) == {"ok"} and set(accuracy["status"]) == {"ok"}
     assert (cost["flops_analytic"] > 0).all() and (cost["latency_median_ms"] > 0).all()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from posbench import comparisons, tasks
 from posbench.workflow import (
     TRAIN_RECORD,
     ConfigError,
@@ -16,6 +17,8 @@ from posbench.workflow import (
     profile_records,
     record_template,
     resolve_devices,
+    train_cells,
+    train_jobs,
     train_records,
     validate_config,
 )
@@ -54,7 +57,7 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                      "'train.tasks.translate': unknown 'translate'; allowed:"),
     "negative seed": (config(train={"seeds": [0, -1]}), "'train.seeds[1]': -1 is negative"),
     "seed of the wrong type": (config(train={"seeds": ["one"]}), "'train.seeds[0]': expected integer"),
-    "misspelled top-level key": ({**config(), "profle": {}}, "unknown config key 'profle'; allowed: machine"),
+    "misspelled top-level key": ({**config(), "profle": {}}, "unknown config key 'profle'; allowed: preset, machine"),
     "misspelled nested key": (config(profile={"seq_len": [64]}),
                               "unknown config key 'seq_len' in 'profile'; allowed: encodings"),
     "unknown mode": (config(profile={"modes": ["inference"]}),
@@ -76,6 +79,31 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "unknown training device": (config(train={"device": "mps"}),
                                 "'train.device': 'mps' is not allowed; allowed: cpu, cuda, cuda:N"),
     "fp16 training": (config(train={"dtype": "fp16"}), "'train.dtype': 'fp16' is not allowed; allowed: fp32, bf16"),
+    "misspelled comparisons preset": (
+        config(train={"comparisons": "defualt"}),
+        "'train.comparisons': 'defualt' is not allowed; allowed: default, full, all, none"),
+    "preset name with a space": (config(preset="my run"), "'preset': 'my run' is not allowed; allowed: letters"),
+    "learning rate as a word": (config(train={"lr": {"reverse": "fast"}}),
+                                "'train.lr.reverse': expected a learning rate > 0 or a mapping encoding -> learning "
+                                "rate > 0, got 'fast'"),
+    "negative learning rate": (config(train={"lr": {"reverse": -0.001}}),
+                               "'train.lr.reverse': expected a number > 0, got -0.001"),
+    "learning rate of an encoding as a word": (config(train={"lr": {"reverse": {"rope": "x"}}}),
+                                               "'train.lr.reverse.rope': expected number, got 'x'"),
+    "learning rate of an unknown task": (config(train={"lr": {"revers": 0.001}}),
+                                         "'train.lr.revers': unknown 'revers'; allowed: copy"),
+    "learning rate of an unknown encoding": (config(train={"lr": {"reverse": {"rop": 0.001}}}),
+                                             "'train.lr.reverse.rop': unknown 'rop'; allowed: alibi"),
+    "zero learning-rate factor": (config(train={"lr_factors": [0, 1]}),
+                                  "'train.lr_factors[0]': expected a number > 0, got 0"),
+    "learning-rate factors without comparisons": (
+        config(train={"lr_factors": [1, 3]}), "'train.lr_factors': [1, 3] multiplies the rates of the comparisons'"),
+    "size and sizes": (config(train={"size": "tiny", "sizes": ["small"]}),
+                       "'train.size': replaced by train.sizes; give train.sizes only"),
+    "unknown training size": (config(train={"sizes": ["tiny", "huge"]}),
+                              "'train.sizes[1]': unknown 'huge'; allowed: base"),
+    "negative comparison seed": (config(train={"comparisons": "default", "comparison_seeds": [0, -2]}),
+                                 "'train.comparison_seeds[1]': -2 is negative"),
 }
 
 
@@ -90,7 +118,9 @@ def test_bad_config_is_refused_in_one_line(case):
 
 def test_defaults_are_filled_and_cells_derived():
     cfg = validate_config(config())
-    assert cfg["profile"]["modes"] == ["infer"] and cfg["train"]["size"] == "tiny"
+    assert cfg["profile"]["modes"] == ["infer"] and cfg["train"]["sizes"] == ["tiny"]
+    assert (cfg["preset"], cfg["train"]["comparisons"], cfg["train"]["lr"], cfg["train"]["lr_factors"]) == (
+        "custom", "none", {}, [1])
     assert (cfg["train"]["device"], cfg["train"]["dtype"]) == ("cpu", "fp32")
     cfg["machine"] = "laptop"
     assert profile_records(cfg, ["cpu", "cuda"]) == [
@@ -110,7 +140,7 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
         "results/batches/laptop/probe/random/sinusoidal/V64/L64/d16-32.seeds0-1.json"]
     cfg["train"]["seeds"].append(3)  # a new seed is a new job, whatever Snakemake's rerun triggers
     assert "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2-3.json" in batch_manifests(cfg, ["cpu"])
-    assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5")
+    assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5", lr_dir="")
             == "r/records/m/train/copy/tiny/t5/seed{seed}.json")
 
 
@@ -120,9 +150,71 @@ def test_explicit_devices_are_kept_auto_drops_what_is_missing():
     assert kept[0] == "cpu" and all("(" in reason for reason in dropped)
 
 
-@pytest.mark.parametrize("preset", ["config.yaml", "workflow/smoke.yaml", "workflow/cluster.yaml"])
-def test_shipped_configs_are_valid(preset):
-    validate_config(yaml.safe_load((ROOT / preset).read_text()))
+PRESETS = {"config.yaml": "default", "workflow/full.yaml": "full", "workflow/cluster.yaml": "cluster",
+           "workflow/smoke.yaml": "smoke"}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_shipped_configs_are_valid_and_named(preset):
+    assert validate_config(yaml.safe_load((ROOT / preset).read_text()))["preset"] == PRESETS[preset]
+
+
+def shipped(preset: str) -> dict:
+    return validate_config(yaml.safe_load((ROOT / preset).read_text()))
+
+
+def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_the_grid_at_3():
+    cfg = shipped("config.yaml")
+    arms = {(task, e) for task, names in comparisons.load().arms("default").items() for e in names}
+    grid = {(task, e) for task, names in cfg["train"]["tasks"].items() for e in names}
+    assert len(arms) == 10 and arms <= grid and len(grid) == 38
+    jobs = train_jobs(cfg)
+    assert len(jobs) == 38 and {(j["task"], j["encoding"]) for j in jobs} == grid
+    for job in jobs:
+        assert job["seeds"] == (list(range(10)) if (job["task"], job["encoding"]) in arms else [0, 1, 2])
+        assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", tasks.get(job["task"]).lr, "")
+    cells = [(c["task"], c["encoding"], c["size"], c["lr"], c["seed"]) for c in train_cells(cfg)]
+    assert len(cells) == len(set(cells)) == 10 * 10 + 28 * 3 == 184
+    assert len(set(train_records(cfg))) == 184
+
+
+def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
+    cfg = validate_config(config(train={"comparisons": "default", "comparison_seeds": [0, 5], "seeds": [0, 1],
+                                        "tasks": {"reverse": ["rope", "alibi"]}}))
+    by_arm = {(j["task"], j["encoding"]): j["seeds"] for j in train_jobs(cfg)}
+    assert by_arm[("reverse", "rope")] == [0, 1, 5] and by_arm[("reverse", "alibi")] == [0, 1]
+    assert by_arm[("lm_prose", "sinusoidal")] == [0, 5] and len(by_arm) == 11  # 10 arms + alibi
+
+
+def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder():
+    cfg = validate_config({**config(train={"comparisons": "default", "comparison_seeds": [0], "tasks": {},
+                                           "lr_factors": [0.333, 1, 3], "lr": {"lm_prose": {"rope": 0.001}}}),
+                           "machine": "m"})
+    jobs = train_jobs(cfg)
+    assert len(jobs) == 10 * 3 and len(train_cells(cfg)) == 30
+    rates = {(j["task"], j["encoding"]): [] for j in jobs}
+    for job in jobs:
+        rates[job["task"], job["encoding"]].append((job["lr"], job["lr_dir"]))
+    assert rates["lm_prose", "sinusoidal"] == [(0.000999, "lr0.000999/"), (0.003, ""), (0.009, "lr0.009/")]
+    # a rate of its own for rope: ×3 lands on the task's default, whose records have no folder
+    assert rates["lm_prose", "rope"] == [(0.000333, "lr0.000333/"), (0.001, "lr0.001/"), (0.003, "")]
+    records = train_records(cfg)
+    assert "results/records/m/train/lm_prose/tiny/sinusoidal/lr0.000999/seed0.json" in records
+    assert "results/records/m/train/lm_prose/tiny/sinusoidal/seed0.json" in records and len(set(records)) == 30
+    assert "results/batches/m/train/lm_prose/tiny/rope/lr0.001/seeds0.json" in batch_manifests(cfg, ["cpu"])
+
+
+def test_a_learning_rate_per_task_or_per_encoding_and_sizes():
+    cfg = validate_config(config(train={"lr": {"reverse": {"rope": 0.01}, "copy": 0.002}, "sizes": ["tiny", "small"],
+                                        "tasks": {"reverse": ["rope", "alibi"], "copy": ["t5"]}}))
+    assert [(j["task"], j["encoding"], j["size"], j["lr"]) for j in train_jobs(cfg)] == [
+        ("reverse", "rope", "tiny", 0.01), ("reverse", "rope", "small", 0.01),
+        ("reverse", "alibi", "tiny", 0.003), ("reverse", "alibi", "small", 0.003),
+        ("copy", "t5", "tiny", 0.002), ("copy", "t5", "small", 0.002)]
+
+
+def test_the_deprecated_size_is_read_as_sizes():
+    assert validate_config(config(train={"size": "small"}))["train"]["sizes"] == ["small"]
 
 
 def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
@@ -190,15 +282,55 @@ with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
 """
 
 
-def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
-    """The train and probe jobs Snakemake would run for ``preset``, by (rule, embedding)."""
-    configfile = tmp_path / "config.yaml"
-    configfile.write_text(yaml.safe_dump(preset))
+def dry_run(tmp_path: Path, preset: dict | Path) -> list[dict]:
+    """Every job Snakemake would run for ``preset`` (a config, or a preset's file)."""
+    configfile = preset if isinstance(preset, Path) else tmp_path / "config.yaml"
+    if not isinstance(preset, Path):
+        configfile.write_text(yaml.safe_dump(preset))
     run = subprocess.run([sys.executable, "-c", DRY_RUN, str(ROOT / "Snakefile"), str(configfile), str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    jobs = json.loads(run.stdout.strip().splitlines()[-1])
-    return {(job["rule"], job["embedding"]): job for job in jobs if job["rule"] in ("train", "probe")}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
+    """The train and probe jobs Snakemake would run for ``preset``, by (rule, embedding)."""
+    return {(job["rule"], job["embedding"]): job for job in dry_run(tmp_path, preset)
+            if job["rule"] in ("train", "probe")}
+
+
+# Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
+PRESET_JOBS = {
+    "config.yaml": dict(train=38, probe=6, profile=8),
+    "workflow/full.yaml": dict(train=121, probe=36, profile=36),
+    "workflow/cluster.yaml": dict(train=162, probe=36, profile=144),
+    "workflow/smoke.yaml": dict(train=3, probe=4, profile=2),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESET_JOBS))
+def test_dry_run_job_counts_of_every_preset(tmp_path, preset):
+    cfg = shipped(preset)
+    devices, _ = resolve_devices(cfg["devices"])
+    jobs = dry_run(tmp_path, ROOT / preset)
+    counts = {rule: sum(job["rule"] == rule for job in jobs) for rule in ("train", "probe", "profile")}
+    expected = PRESET_JOBS[preset]
+    assert counts == {**expected, "profile": expected["profile"] * len(devices)}
+    assert counts["train"] == len(train_jobs(cfg))
+    assert len(jobs) == sum(counts.values()) + len(devices) + 3  # a preflight per device, aggregate, report, all
+
+
+def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_path):
+    preset = {"machine": "m", "profile": {"encodings": []},
+              "train": {"comparisons": "default", "lr_factors": [0.333, 1, 3], "tasks": {"reverse": ["alibi"]}}}
+    jobs = [job for job in dry_run(tmp_path, preset) if job["rule"] == "train"]
+    assert len(jobs) == 10 * 3 + 1
+    shells = {job["shell"].split(" --out ")[1].split()[0].strip("'"): job["shell"] for job in jobs}
+    at_default = shells["results/records/m/train/lm_prose/tiny/sinusoidal/seed{seed}.json"]
+    lower = shells["results/records/m/train/lm_prose/tiny/sinusoidal/lr0.000999/seed{seed}.json"]
+    assert " --seed 0 1 2 3 4 5 6 7 8 9 " in at_default and " --lr " not in at_default
+    assert " --seed 0 1 2 3 4 5 6 7 8 9 " in lower and " --lr 0.000999 " in lower
+    assert " --seed 0 1 2 --device " in shells["results/records/m/train/reverse/tiny/alibi/seed{seed}.json"]
 
 
 @pytest.mark.parametrize("device, dtype, gpu", [("cuda", "bf16", 1), ("cpu", "fp32", 0)])

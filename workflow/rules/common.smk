@@ -44,3 +44,4 @@ wildcard_constraints:
     seq_lens=pw.NUMBER_LIST,
     seeds=pw.NUMBER_LIST,
     d_models=pw.NUMBER_LIST,
+    lr_dir=pw.LR_DIR,
