@@ -243,7 +243,12 @@ def advise(situation: Situation, inputs: Inputs) -> Advice:
         runnable = [n for n in tasks.names() if tasks.get(n).kind == situation.task]
         keys = [f"train.tasks.{n}: [{BASELINE}, rope, alibi, ...]" for n in runnable] or [
             f"nothing yet: no task of kind {situation.task} is registered in posbench/tasks"]
-        no_evidence.append((f"task kind {situation.task}", "no ok rows in accuracy.csv for a task of this kind", keys))
+        no_evidence.append((f"task kind {situation.task}", "no ok rows in the tables for a task of this kind", keys))
+    if not math.isclose(situation.ratio, 1.0) and "length_ratio" not in inputs.extrapolation.columns:
+        no_evidence.append((f"deployment at {situation.ratio:g}× the training length",
+                            "extrapolation.csv is missing: only the training length has evidence",
+                            ["train.tasks (the train step evaluates every task's eval_factors; aggregate writes "
+                             "extrapolation.csv)"]))
     by_encoding: dict[str, list[Row]] = {}
     gated = []
     for task in chosen:
