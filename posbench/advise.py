@@ -400,7 +400,8 @@ def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
     seq_len = _nearest(target, measured)
     sureness = _sureness(target, measured)
     at = rows[rows["seq_len"] == seq_len].groupby("encoding")["latency_median_ms"].median()
-    where = f"{situation.device} {situation.mode}, seq_len {seq_len}, size {size}"
+    where = f"{situation.device} {situation.mode}, seq_len {seq_len}, size {size}" + (
+        "" if situation.deploy_len or situation.train_len else " (no length given: the longest measured)")
     for c in candidates:
         base = c.encoding.split("+")[0]
         if base not in at.index:
