@@ -18,6 +18,7 @@ COMMANDS = {  # name -> module under posbench.cli
     "probe": "posbench.cli.probe",
     "aggregate": "posbench.cli.aggregate",
     "report": "posbench.cli.report",
+    "advise": "posbench.cli.advise",
     "preflight": "posbench.cli.preflight",
 }
 

@@ -39,7 +39,7 @@ PACKAGE_DIR = Path(__file__).parent
 SCHEMA_DIR = PACKAGE_DIR / "schemas"
 # Sources that read records or tables and never measure: editing them keeps every record standing.
 NOT_MEASURING = ("report/", "cli/report.py", "aggregate.py", "cli/aggregate.py", "evidence.py", "comparisons.py",
-                 "workflow.py")
+                 "workflow.py", "advise.py", "cli/advise.py", "schemas/advice.schema.json")
 STATUSES = ("ok", "oom", "diverged", "skipped", "error")  # the first three are results; the others retried
 
 

@@ -9,7 +9,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import comparisons
-from posbench.report import claims, figures, verdicts
+from posbench.report import advice, claims, figures, verdicts
 from posbench.report.data import Tables
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
 
@@ -158,6 +158,7 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
         doc = Document(pdf, footer)
         verdict_page(doc, tables, config, chinese)
         claims_page(doc, tables)
+        advice.page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()

@@ -16,6 +16,7 @@ class Copy(SequenceTask):
     """Token ids: symbols ``0 … n_symbols-1``, ``SEP = n_symbols``, padding."""
 
     name = "copy"
+    kind = "structured"
 
     @property
     def vocab_size(self) -> int:

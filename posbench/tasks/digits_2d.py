@@ -69,6 +69,7 @@ def splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 @dataclass(frozen=True)
 class Digits2D(Task):
     name = "digits_2d"
+    kind = "multimodal"
     metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     causal: ClassVar[bool] = False
 

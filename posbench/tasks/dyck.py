@@ -26,6 +26,7 @@ class Dyck(SequenceTask):
     """Token ids: ``( [ ) ]``, ``EMPTY`` (a target only), padding."""
 
     name = "dyck"
+    kind = "structured"
 
     train_length: int = 32
     min_length: int = 2

@@ -26,6 +26,7 @@ class IndexLookup(SequenceTask):
     """Token ids: symbols, ``SEP``, one index token per trained position, padding."""
 
     name = "index_lookup"
+    kind = "structured"
 
     train_length: int = 24
     min_length: int = 4

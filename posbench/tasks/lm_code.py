@@ -34,6 +34,7 @@ def split_files(files: list[Path], test_percent: int) -> tuple[list[Path], list[
 @dataclass(frozen=True)
 class CodeLM(LanguageModelTask):
     name = "lm_code"
+    kind = "code"
 
     test_percent: int = 10
 

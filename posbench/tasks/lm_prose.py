@@ -24,6 +24,7 @@ def builtin_prose() -> str:
 @dataclass(frozen=True)
 class ProseLM(LanguageModelTask):
     name = "lm_prose"
+    kind = "nlp"
 
     test_fraction: float = 0.1
 

@@ -43,6 +43,7 @@ def count_occurrences(sequence: np.ndarray, motif: np.ndarray) -> int:
 @dataclass(frozen=True)
 class LongRange(Task):
     name = "long_range"
+    kind = "long"
     metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     causal: ClassVar[bool] = False
 

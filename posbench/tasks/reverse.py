@@ -17,6 +17,7 @@ from posbench.tasks.registry import register
 @dataclass(frozen=True)
 class Reverse(Copy):
     name = "reverse"
+    kind = "structured"
 
     def transform(self, symbols: np.ndarray) -> np.ndarray:
         return symbols[::-1]

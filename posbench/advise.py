@@ -1,0 +1,488 @@
+"""Which encoding should I use? Advice from the aggregated tables alone: data in, ranking out.
+
+Inputs (:class:`Inputs`): ``accuracy.csv``, ``cost.csv`` and ``verdicts.csv`` (core), ``extrapolation.csv``
+(optional: without it only the training length has evidence); a :class:`Situation` (task kind, training
+and deployment lengths, parameter and latency budgets, token-by-token serving). Nothing is measured.
+
+The rule, in order:
+
+1. **Evidence.** For each task of the chosen kind (every task in the tables without one), the rows at the
+   measured length ratio nearest (in log scale) to ``deploy_len / train_len`` (1 unless both are given),
+   at the model size with the most ok rows; per encoding (training-free RoPE scalings such as
+   ``rope+yarn:4`` are encodings of their own) the mean over seeds with a 95 % t interval (scipy), the
+   learning rate chosen on validation loss where several were run (:func:`posbench.evidence.arm`).
+2. **Gates.** An encoding that does not beat its task's chance level, diverged, or reads positions that
+   training never reached there is left out, with the reason.
+3. **Hard constraints.** Extra parameters (``params_total`` minus sinusoidal's, same task and size;
+   sinusoidal adds none) above ``param_budget``; median latency (``cost.csv``, mode ``decode`` when
+   serving token by token, else ``infer``) on ``device`` at the measured ``seq_len`` nearest to the
+   deployment length above ``latency_budget_ms``: left out. An encoding without a row for a constraint
+   stays, marked "no evidence"; a constraint that no row measures says so, with the config keys to run.
+4. **Rank** per task, in tiers: the best mean leads tier 1, every encoding whose 95 % Welch interval of
+   the difference to the leader (:func:`posbench.evidence.contrast`) holds 0 is tied with it; the best
+   of the rest leads tier 2, and so on. Within a tier, lower overhead (latency vs sinusoidal) first.
+   Over a kind's several tasks: by mean tier over the tasks an encoding was measured on, those measured
+   on fewer tasks after; equal mean tiers are ties.
+5. **Why and how sure.** Each encoding shows its metric rows, the comparisons of the matching guidance
+   rows that involve it (``verdicts.csv`` as written, never recomputed here), its overhead ratio and
+   extra parameters; its confidence is the weakest of its evidence: measured at this length /
+   interpolated / extrapolated beyond the tables / no evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from posbench import evidence, metrics, tasks
+from posbench.comparisons import Comparison
+from posbench.tasks.base import KINDS
+
+CORE = ("verdicts", "accuracy", "cost")
+OPTIONAL = ("extrapolation",)
+DEVICES = ("cpu", "cuda")
+MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE = (
+    "measured at this length", "interpolated", "extrapolated beyond the tables", "no evidence")
+SURENESS = (MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE)  # best first
+BASELINE = "sinusoidal"  # the added encoding every overhead and extra parameter is counted against
+RULE = ("Left out: encodings that do not beat chance or break a budget. Ranked by the task's metric at the "
+        "nearest measured length ratio (mean over seeds, 95 % t interval); encodings whose 95 % Welch interval "
+        "of the difference to the leader holds 0 are tied with it; within a tie, lower overhead first.")
+
+
+class MissingTable(ValueError):
+    """A core table is not in the folder."""
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the user is choosing for; ``None`` means "not constrained"."""
+
+    task: str | None = None  # a task kind (KINDS)
+    train_len: int | None = None
+    deploy_len: int | None = None
+    param_budget: int | None = None  # most parameters the encoding may add over sinusoidal
+    latency_budget_ms: float | None = None
+    device: str = "cpu"
+    decode: bool = False
+
+    def __post_init__(self):
+        if self.task is not None and self.task not in KINDS:
+            raise ValueError(f"task {self.task!r} is not allowed; allowed: {', '.join(KINDS)}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device {self.device!r} is not allowed; allowed: {', '.join(DEVICES)}")
+        for name in ("train_len", "deploy_len", "param_budget", "latency_budget_ms"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= (0 if name == "param_budget" else 1e-12)):
+                raise ValueError(f"{name} {value!r} is not allowed; allowed: a positive number")
+
+    @property
+    def ratio(self) -> float:
+        return self.deploy_len / self.train_len if self.train_len and self.deploy_len else 1.0
+
+    @property
+    def mode(self) -> str:
+        return "decode" if self.decode else "infer"
+
+    def describe(self) -> str:
+        parts = [f"task kind {self.task}" if self.task else "every task in the tables"]
+        if self.train_len and self.deploy_len:
+            parts.append(f"deploy at {self.ratio:g}× the training length ({self.train_len} -> {self.deploy_len})")
+        elif self.train_len or self.deploy_len:
+            parts.append(f"length {self.deploy_len or self.train_len} (give both lengths for a length ratio)")
+        if self.param_budget is not None:
+            parts.append(f"at most {self.param_budget:,} extra parameters")
+        if self.latency_budget_ms is not None:
+            parts.append(f"at most {self.latency_budget_ms:g} ms per {'token' if self.decode else 'forward'} "
+                         f"on {self.device}")
+        elif self.decode:
+            parts.append(f"served token by token on {self.device}")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The tables advice reads; ``extrapolation`` may be empty."""
+
+    accuracy: pd.DataFrame
+    cost: pd.DataFrame
+    verdicts: pd.DataFrame
+    extrapolation: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def load(folder: str | Path) -> Inputs:
+    """The tables under ``folder``; :class:`MissingTable` names the first core table that is absent."""
+    folder = Path(folder)
+    frames = {}
+    for name in (*CORE, *OPTIONAL):
+        path = folder / f"{name}.csv"
+        if not path.is_file():
+            if name in CORE:
+                raise MissingTable(name)
+            frames[name] = pd.DataFrame()
+            continue
+        try:
+            frames[name] = pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            frames[name] = pd.DataFrame()
+    return Inputs(**frames)
+
+
+@dataclass
+class Row:
+    """One task's evidence for one encoding."""
+
+    task: str
+    metric: str
+    higher_is_better: bool
+    size: str
+    length_ratio: float
+    eval_len: int | None
+    mean: float
+    ci_low: float
+    ci_high: float
+    n: int
+    sureness: str
+    tier: int = 0
+    values: np.ndarray | None = field(default=None, repr=False)
+
+    def line(self) -> str:
+        interval = f"[{self.ci_low:.4g}, {self.ci_high:.4g}]" if self.n > 1 else "(one seed, no interval)"
+        arrow = "higher" if self.higher_is_better else "lower"
+        return (f"{self.task} {self.metric} ({arrow} is better) at {self.length_ratio:g}× ({self.size}, "
+                f"eval length {self.eval_len}): {self.mean:.4g} {interval}, n = {self.n} seeds — {self.sureness}")
+
+
+@dataclass
+class Candidate:
+    """One encoding: its evidence, where it ranks, and why."""
+
+    encoding: str
+    rows: list[Row]
+    rank: int = 0
+    tied_with: list[str] = field(default_factory=list)
+    sureness: str = NO_EVIDENCE
+    cost_sureness: str | None = None  # the latency's, where the situation needs one
+    overhead_ratio: float | None = None
+    latency_ms: float | None = None
+    cost_where: str = ""  # device, mode, length and size of the cost row
+    extra_params: float | None = None
+    verdicts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def why(self) -> list[str]:
+        lines = [f"accuracy/extrapolation.csv: {r.line()}" for r in self.rows]
+        lines += [f"verdicts.csv: {v}" for v in self.verdicts]
+        cost = []
+        if self.overhead_ratio is not None:
+            cost.append(f"latency ×{self.overhead_ratio:.3g} vs {BASELINE}")
+        if self.latency_ms is not None:
+            cost.append(f"{self.latency_ms:.3g} ms")
+        lines += [f"cost.csv: {', '.join(cost)} ({self.cost_where})"] if cost else []
+        if self.extra_params is not None:
+            lines.append(f"accuracy.csv: {self.extra_params:+,.0f} parameters vs {BASELINE}")
+        return lines + self.notes
+
+
+@dataclass
+class Advice:
+    situation: Situation
+    ranked: list[Candidate]
+    excluded: list[tuple[str, str]]  # (encoding, reason)
+    guidance: list[str]  # the matching rows' verdicts, from verdicts.csv
+    no_evidence: list[tuple[str, str, list[str]]]  # (constraint, what is missing, config keys to run)
+    rule: str = RULE
+
+    def leaders(self) -> list[Candidate]:
+        return [c for c in self.ranked if c.rank == 1]
+
+    def runner_up(self) -> Candidate | None:
+        return next((c for c in self.ranked if c.rank > 1), None)
+
+    def as_dict(self) -> dict:
+        def clean(value):
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            return value
+
+        ranked = [{"rank": c.rank, "encoding": c.encoding, "tied_with": c.tied_with, "sureness": c.sureness,
+                   "overhead_ratio": c.overhead_ratio, "latency_ms": c.latency_ms, "extra_params": c.extra_params,
+                   "verdicts": c.verdicts, "why": c.why(),
+                   "evidence": [{k: clean(v) for k, v in asdict(r).items() if k != "values"} for r in c.rows]}
+                  for c in self.ranked]
+        return {"situation": asdict(self.situation), "rule": self.rule, "guidance": self.guidance,
+                "ranked": ranked, "excluded": [{"encoding": e, "reason": r} for e, r in self.excluded],
+                "no_evidence": [{"constraint": c, "missing": m, "config_keys": k} for c, m, k in self.no_evidence]}
+
+    def text(self) -> str:
+        lines = [f"Situation: {self.situation.describe()}", f"Rule: {self.rule}"]
+        lines += [f"Guidance (verdicts.csv): {g}" for g in self.guidance]
+        if not self.ranked:
+            lines.append("No encoding can be recommended from these tables.")
+        for c in self.ranked:
+            tie = f" (tied with {', '.join(c.tied_with)})" if c.tied_with else ""
+            lines.append(f"{c.rank}. {c.encoding}{tie} — {c.sureness}")
+            lines += [f"     {line}" for line in c.why()]
+        lines += [f"Left out: {e}: {r}" for e, r in self.excluded]
+        lines += [f"No evidence: {c}: {m}; run: {'; '.join(k)}" for c, m, k in self.no_evidence]
+        return "\n".join(lines)
+
+
+# ----- the rule --------------------------------------------------------------------------------------
+def advise(situation: Situation, inputs: Inputs) -> Advice:
+    """The ranked advice for ``situation`` from ``inputs`` (the rule in the module docstring)."""
+    results = _results(inputs)
+    chosen = _tasks(situation, results)
+    excluded, no_evidence = [], []
+    if situation.task is not None and not chosen:
+        runnable = [n for n in tasks.names() if tasks.get(n).kind == situation.task]
+        keys = [f"train.tasks.{n}: [{BASELINE}, rope, alibi, ...]" for n in runnable] or [
+            f"nothing yet: no task of kind {situation.task} is registered in posbench/tasks"]
+        no_evidence.append((f"task kind {situation.task}", "no ok rows in the tables for a task of this kind", keys))
+    if not math.isclose(situation.ratio, 1.0) and "length_ratio" not in inputs.extrapolation.columns:
+        no_evidence.append((f"deployment at {situation.ratio:g}× the training length",
+                            "extrapolation.csv is missing: only the training length has evidence",
+                            ["train.tasks (the train step evaluates every task's eval_factors; aggregate writes "
+                             "extrapolation.csv)"]))
+    by_encoding: dict[str, list[Row]] = {}
+    gated = []
+    for task in chosen:
+        rows, gates = _task_rows(situation, results[results["task"] == task], task)
+        gated += gates
+        for encoding, row in rows.items():
+            by_encoding.setdefault(encoding, []).append(row)
+    candidates = [Candidate(e, rows) for e, rows in by_encoding.items()]
+    for encoding, reason in gated:  # gated on every task: left out; on some: a note
+        if encoding in by_encoding:
+            next(c for c in candidates if c.encoding == encoding).notes.append(f"left out on {reason}")
+        else:
+            excluded.append((encoding, reason))
+    _parameters(situation, inputs.accuracy, candidates, excluded, no_evidence)
+    _latency(situation, inputs.cost, candidates, excluded, no_evidence)
+    kept = [c for c in candidates if c.encoding not in {e for e, _ in excluded}]
+    _rank(kept)
+    rows = guidance_rows(situation)
+    for c in kept:
+        c.verdicts = _comparisons(inputs.verdicts, rows, c.encoding.split("+")[0])
+    return Advice(situation, kept, excluded, _row_verdicts(inputs.verdicts, rows), no_evidence)
+
+
+def guidance_rows(situation: Situation) -> list[str]:
+    """The article's guidance rows (``comparisons.ROW_CLAIMS``) that speak to ``situation``."""
+    rows = {"nlp": ["standard_nlp"], "classification": ["standard_nlp"], "code": ["fixed_length", "precise_position"],
+            "structured": ["precise_position"], "long": ["long_sequences"], "multimodal": ["multimodal"]}.get(
+        situation.task, [])
+    if situation.ratio > 1:
+        rows.append("long_sequences")
+    elif situation.deploy_len is not None and situation.deploy_len < 512:
+        rows.append("fixed_length")
+    if situation.param_budget is not None:
+        rows.append("parameter_budget")
+    return list(dict.fromkeys(rows))
+
+
+def _results(inputs: Inputs) -> pd.DataFrame:
+    """Per-seed results: the extrapolation table, or accuracy's rows at the training length without it."""
+    frame = inputs.extrapolation
+    if frame.empty or "length_ratio" not in frame.columns:
+        frame = inputs.accuracy.assign(length_ratio=1.0, eval_len=inputs.accuracy.get("train_len"))
+    if frame.empty or "task" not in frame.columns:
+        return pd.DataFrame(columns=["task", "encoding", "size", "seed", "status", "value", "length_ratio"])
+    return frame
+
+
+def _tasks(situation: Situation, results: pd.DataFrame) -> list[str]:
+    present = [t for t in dict.fromkeys(results.loc[results["status"] == "ok", "task"]) if t in tasks.names()]
+    return [t for t in present if situation.task is None or tasks.get(t).kind == situation.task]
+
+
+def _sureness(ratio: float, measured: list[float]) -> str:
+    if not measured:
+        return NO_EVIDENCE
+    if any(math.isclose(ratio, m, rel_tol=1e-6) for m in measured):
+        return MEASURED
+    return INTERPOLATED if min(measured) < ratio < max(measured) else EXTRAPOLATED
+
+
+def _nearest(target: float, measured: list[float]) -> float:
+    return min(measured, key=lambda m: (abs(math.log(m / target)), m))
+
+
+def _task_rows(situation: Situation, rows: pd.DataFrame, task: str) -> tuple[dict[str, Row], list[tuple[str, str]]]:
+    """Each encoding's :class:`Row` for ``task`` at the nearest measured ratio, and the gated encodings."""
+    ok = rows[rows["status"] == "ok"].dropna(subset=["value"])
+    size = ok.groupby("size").size().sort_values(ascending=False).index[0]
+    rows = rows[rows["size"] == size]
+    measured = sorted(float(r) for r in rows.loc[rows["status"] == "ok", "length_ratio"].dropna().unique())
+    ratio = _nearest(situation.ratio, measured)
+    sureness = _sureness(situation.ratio, measured)
+    metric = str(ok["metric"].dropna().iloc[0]) if "metric" in ok.columns else "value"
+    higher = metrics.get(metric).higher_is_better if metric in metrics.METRICS else True
+    probe = Comparison("advise", "standard_nlp", task, metric, ratio, BASELINE, BASELINE, 1.0, 1.0, ())
+    found, gated = {}, []
+    for encoding in dict.fromkeys(rows["encoding"]):
+        arm = evidence.arm(rows, probe, encoding, size)
+        if arm.n == 0:
+            if arm.diverged:
+                gated.append((encoding, f"{task}: did not learn ({arm.diverged} seed(s) diverged)"))
+            continue
+        if arm.untrained_positions:
+            gated.append((encoding, f"{task}: positions at {ratio:g}× were never trained"))
+            continue
+        if evidence.beats_chance(arm, True if metric == "exact_match" else higher) is False:  # exact: token acc.
+            gated.append((encoding, f"{task}: did not learn ({metric} does not beat chance {arm.chance:.4g})"))
+            continue
+        low, high = _interval(arm.values)
+        found[encoding] = Row(task, metric, higher, str(size), ratio, arm.eval_len, float(arm.values.mean()), low,
+                              high, arm.n, sureness, values=arm.values)
+    return found, gated
+
+
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    """95 % t interval of the mean over seeds (exact for seeds without spread; NaN for one seed)."""
+    if len(values) < 2:
+        return math.nan, math.nan
+    if np.ptp(values) == 0:
+        return float(values[0]), float(values[0])
+    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(0.95)
+    return float(low), float(high)
+
+
+def _parameters(situation, accuracy, candidates, excluded, no_evidence) -> None:
+    """Extra parameters over sinusoidal per candidate (same task and size); the budget filters."""
+    if accuracy.empty or "params_total" not in accuracy.columns or accuracy["params_total"].dropna().empty:
+        if situation.param_budget is not None:
+            no_evidence.append(("parameter budget", "accuracy.csv has no params_total",
+                                ["re-run `python -m posbench aggregate` on train records (train.tasks)"]))
+        return
+    for c in candidates:
+        extras = []
+        for row in c.rows:
+            cell = accuracy[(accuracy["task"] == row.task) & (accuracy["size"] == row.size)]
+            own = cell.loc[cell["encoding"] == c.encoding.split("+")[0], "params_total"].dropna()
+            base = cell.loc[cell["encoding"] == BASELINE, "params_total"].dropna()
+            if len(own) and len(base):
+                extras.append(float(own.mean() - base.mean()))
+        c.extra_params = max(extras) if extras else None
+        if situation.param_budget is None:
+            continue
+        if c.extra_params is None:
+            c.notes.append(f"parameter budget: no evidence ({BASELINE} or {c.encoding} has no params_total row)")
+        elif c.extra_params > situation.param_budget:
+            excluded.append((c.encoding, f"adds {c.extra_params:,.0f} parameters over {BASELINE}, budget "
+                                         f"{situation.param_budget:,}"))
+
+
+def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
+    """Latency and overhead vs sinusoidal on the device, in the mode, at the nearest measured length."""
+    keys = [f"devices: [{situation.device}]", f"profile.modes: [{situation.mode}]",
+            f"profile.seq_lens: [{situation.deploy_len or situation.train_len or 1024}]",
+            f"profile.encodings: [{', '.join(dict.fromkeys(c.encoding.split('+')[0] for c in candidates))}]"]
+    needed = situation.latency_budget_ms is not None or situation.decode
+    columns = {"device", "mode", "seq_len", "latency_median_ms", "encoding", "status"}
+    rows = cost[cost["status"] == "ok"] if columns <= set(cost.columns) else pd.DataFrame(columns=list(columns))
+    rows = rows[rows["device"].astype(str).str.split(":").str[0].eq(situation.device)
+                & rows["mode"].eq(situation.mode)].dropna(subset=["latency_median_ms"])
+    if rows.empty:
+        if needed:
+            no_evidence.append((f"latency on {situation.device} ({situation.mode})",
+                                f"cost.csv has no ok {situation.mode} rows on {situation.device}", keys))
+        return
+    size = rows.groupby("size").size().sort_values(ascending=False).index[0] if "size" in rows else None
+    rows = rows[rows["size"] == size] if size is not None else rows
+    measured = sorted(int(x) for x in rows["seq_len"].unique())
+    target = situation.deploy_len or situation.train_len or measured[-1]
+    seq_len = _nearest(target, measured)
+    sureness = _sureness(target, measured)
+    at = rows[rows["seq_len"] == seq_len].groupby("encoding")["latency_median_ms"].median()
+    where = f"{situation.device} {situation.mode}, seq_len {seq_len}, size {size}" + (
+        "" if situation.deploy_len or situation.train_len else " (no length given: the longest measured)")
+    for c in candidates:
+        base = c.encoding.split("+")[0]
+        if base not in at.index:
+            if needed:
+                c.notes.append(f"latency: no evidence (cost.csv has no {base} row on {where}); run {', '.join(keys)}")
+                c.cost_sureness = NO_EVIDENCE
+            continue
+        c.latency_ms = float(at[base])
+        c.overhead_ratio = float(at[base] / at[BASELINE]) if BASELINE in at.index else None
+        c.cost_where = where + ("" if sureness == MEASURED or not needed else f"; deploy length {target}: {sureness}")
+        if needed:
+            c.cost_sureness = sureness
+        if situation.latency_budget_ms is not None and c.latency_ms > situation.latency_budget_ms:
+            extra = "" if sureness == MEASURED else f" at the nearest measured length {seq_len} ({sureness})"
+            excluded.append((c.encoding, f"{c.latency_ms:.3g} ms on {where} exceeds {situation.latency_budget_ms:g} ms"
+                                         + extra))
+
+
+def _rank(candidates: list[Candidate]) -> None:
+    """Tiers per task, then the rank over tasks (rule 4); sets rank, tied_with and sureness."""
+    for task in dict.fromkeys(r.task for c in candidates for r in c.rows):
+        rows = {c.encoding: next(r for r in c.rows if r.task == task) for c in candidates
+                if any(r.task == task for r in c.rows)}
+        sign = 1 if next(iter(rows.values())).higher_is_better else -1
+        left, tier = sorted(rows, key=lambda e: -sign * rows[e].mean), 1
+        while left:
+            leader = rows[left[0]]
+            tied = [e for e in left if e == left[0] or _tied(rows[e], leader)]
+            for e in tied:
+                rows[e].tier = tier
+            left, tier = [e for e in left if e not in tied], tier + 1
+    most = max((len(c.rows) for c in candidates), default=0)
+
+    def key(c: Candidate):
+        return (most - len(c.rows), float(np.mean([r.tier for r in c.rows])))
+
+    candidates.sort(key=lambda c: (*key(c), c.overhead_ratio if c.overhead_ratio is not None else math.inf,
+                                   -np.mean([(1 if r.higher_is_better else -1) * r.mean for r in c.rows])))
+    rank = 0
+    for i, c in enumerate(candidates):
+        if i == 0 or key(c) != key(candidates[i - 1]):
+            rank += 1
+        c.rank = rank
+        found = [r.sureness for r in c.rows] + ([c.cost_sureness] if c.cost_sureness else [])
+        c.sureness = max(found, key=SURENESS.index)  # the weakest
+    for c in candidates:
+        c.tied_with = [o.encoding for o in candidates if o.rank == c.rank and o is not c]
+
+
+def _tied(row: Row, leader: Row) -> bool:
+    """Whether the 95 % Welch interval of ``row`` minus ``leader`` holds 0 (no interval: not tied)."""
+    if row.n < 2 or leader.n < 2:
+        return bool(row.mean == leader.mean)
+    x = evidence.contrast(row.values, leader.values, row.higher_is_better, 0.0)
+    return x.ci_low <= 0 <= x.ci_high
+
+
+def _row_verdicts(verdicts: pd.DataFrame, rows: list[str]) -> list[str]:
+    """Each matching guidance row's verdict per size, as verdicts.csv has it."""
+    found = []
+    for row in rows:
+        mine = verdicts[verdicts["row"] == row] if "row" in verdicts.columns else verdicts.iloc[0:0]
+        if mine.empty:
+            found.append(f"{row}: no declared comparison of this row has results in verdicts.csv")
+        for size, group in mine.groupby("size", sort=False):
+            stability = group["row_stability"].iloc[0] if "row_stability" in group else math.nan
+            shown = f"{row} ({size}): {group['row_verdict'].iloc[0]}"
+            found.append(shown + (f", stability {stability:.0%}" if pd.notna(stability) else ""))
+    return found
+
+
+def _comparisons(verdicts: pd.DataFrame, rows: list[str], encoding: str) -> list[str]:
+    """The matching rows' declared comparisons that have ``encoding`` as an arm, in one line each."""
+    if verdicts.empty or "row" not in verdicts.columns:
+        return []
+    mine = verdicts[verdicts["row"].isin(rows)
+                    & ((verdicts["add_arm"] == encoding) | (verdicts["comparator_arm"] == encoding))]
+    lines = []
+    for r in mine.itertuples(index=False):
+        effect = (f"effect {r.effect:+.3g} [{r.ci_low:+.3g}, {r.ci_high:+.3g}] vs δ {r.margin:g}"
+                  if pd.notna(r.effect) else "not compared")
+        lines.append(f"{r.comparison} ({r.size}): {r.comparator_arm} vs {r.add_arm} at {r.length_ratio:g}×, {effect} "
+                     f"→ {r.outcome} (row {r.row}: {r.row_verdict})")
+    return lines

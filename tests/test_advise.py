@@ -1,0 +1,218 @@
+"""``posbench advise``: on small synthetic tables with a known best encoding per situation, the advice
+names it and its evidence; constraints no row measures say "no evidence" and the config keys to run;
+the JSON validates against its schema; the report page is built from the same calls; every bad input
+is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pandas as pd
+import pypdf
+import pytest
+
+from posbench import advise, encodings, tasks
+from posbench.__main__ import main
+from posbench.cli import advise as cli
+from posbench.report import build_report, data, verdicts
+
+SEEDS = tuple(range(10))
+Z = np.linspace(-1, 1, len(SEEDS)) / np.linspace(-1, 1, len(SEEDS)).std(ddof=1)  # sample sd 1
+# task -> (metric, higher_is_better, train_len, ratios, chance, {encoding: (mean at 1×, change per doubling)})
+TASKS = {
+    "lm_prose": ("bits_per_char", False, 64, (1.0, 2.0, 4.0, 8.0), 4.5,
+                 {"sinusoidal": (2.30, 0.5), "learned": (2.31, 0.5), "rope": (2.20, 0.2), "alibi": (2.32, 0.0),
+                  "none": (2.60, 0.05)}),
+    "reverse": ("exact_match", True, 16, (1.0,), None,
+                {"sinusoidal": (0.40, 0), "rope": (0.90, 0), "none": (0.01, 0)}),
+    "digits_2d": ("accuracy", True, 16, (1.0,), 0.1,
+                  {"sinusoidal": (0.90, 0), "sinusoidal_2d": (0.95, 0), "rope_2d": (0.95, 0)}),
+}
+PARAMS = {"learned": 100_000 + 64 * 64}  # the rest: 100,000
+LATENCY = {"alibi": 1.3, "learned": 1.0, "rope": 1.05}  # × sinusoidal's; others 1.0
+
+
+def make_tables(folder: Path, with_verdicts: bool = True) -> Path:
+    """accuracy, extrapolation and cost CSVs as aggregate writes them, and verdicts.csv as report writes it."""
+    common = {"machine": "testbox", "git_commit": "abc", "status": "ok", "reason": "", "size": "tiny", "steps": 300,
+              "batch_size": 32, "lr": 3e-3, "validation_loss": 1.0, "undertrained": False, "positions_trained": True}
+    accuracy, extrapolation = [], []
+    for task, (metric, higher, train_len, ratios, chance, means) in TASKS.items():
+        for encoding, (mean, change) in means.items():
+            for seed in SEEDS:
+                value = mean + 0.004 * Z[seed]
+                token = value if metric != "exact_match" else (0.1 if encoding == "none" else 0.5 + value / 2)
+                cell = {**common, **encodings.traits(encoding).as_columns(), "task": task, "encoding": encoding,
+                        "seed": seed, "metric": metric, "higher_is_better": higher, "train_len": train_len,
+                        "token_accuracy": token, "chance": chance if chance is not None else np.nan,
+                        "token_chance": 0.1}
+                accuracy.append({**cell, "value": value, "params_total": PARAMS.get(encoding, 100_000),
+                                 "params_position": PARAMS.get(encoding, 100_000) - 100_000})
+                for ratio in ratios:
+                    worse = change * np.log2(ratio) * (-1 if higher else 1)
+                    extrapolation.append({**cell, "eval_len": int(train_len * ratio), "length_ratio": ratio,
+                                          "eval_scaling": "", "value": value + worse})
+    cost = [{"machine": "testbox", "status": "ok", "reason": "", **encodings.traits(e).as_columns(), "encoding": e,
+             "size": "base", "device": "cpu", "mode": "infer", "seq_len": n, "batch": 1, "dtype": "float32",
+             "threads": 2, "d_model": 256, "width": 256, "params_total": 3_000_000, "flops_analytic": 1e6 * n,
+             "latency_median_ms": n / 100 * LATENCY.get(e, 1), "memory_peak_mib": 300 + n / 10,
+             "memory_above_baseline_mib": 1 + n / 100}
+            for e in ("none", "sinusoidal", "learned", "rope", "alibi") for n in (256, 1024)]
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("accuracy", accuracy), ("extrapolation", extrapolation), ("cost", cost)):
+        pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    (folder / "meta.json").write_text(json.dumps({"machines": ["testbox"], "n_records": len(accuracy)}))
+    if with_verdicts:
+        verdicts.verdict_table(data.load(folder)).to_csv(folder / "verdicts.csv", index=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> Path:
+    return make_tables(tmp_path_factory.mktemp("advise") / "tables")
+
+
+@pytest.fixture(scope="module")
+def inputs(tables) -> advise.Inputs:
+    return advise.load(tables)
+
+
+def ask(inputs, **situation) -> advise.Advice:
+    return advise.advise(advise.Situation(**situation), inputs)
+
+
+def names(advice: advise.Advice, rank: int) -> set[str]:
+    return {c.encoding for c in advice.ranked if c.rank == rank}
+
+
+@pytest.mark.parametrize("situation, best, runner_up", [
+    ({"task": "nlp"}, {"rope"}, {"sinusoidal"}),  # 2.20 vs 2.30 at 1×
+    ({"task": "nlp", "train_len": 256, "deploy_len": 1024}, {"alibi"}, {"rope"}),  # at 4×: 2.32 vs 2.60
+    # alibi takes 13.3 ms at 1024: over the budget
+    ({"task": "nlp", "train_len": 256, "deploy_len": 1024, "latency_budget_ms": 12}, {"rope"}, {"none"}),
+    ({"task": "structured"}, {"rope"}, {"sinusoidal"}),
+    ({"task": "multimodal"}, {"rope_2d", "sinusoidal_2d"}, {"sinusoidal"}),  # equal means: a tie
+])
+def test_the_known_best_encoding_leads(inputs, situation, best, runner_up):
+    advice = ask(inputs, **situation)
+    assert names(advice, 1) == best
+    assert names(advice, 2) == runner_up
+    assert all(c.sureness == advise.MEASURED for c in advice.leaders())
+
+
+def test_the_advice_shows_its_evidence(inputs):
+    advice = ask(inputs, task="nlp", train_len=256, deploy_len=1024)
+    alibi = advice.leaders()[0]
+    row = alibi.rows[0]
+    assert (row.task, row.length_ratio, row.eval_len, row.n) == ("lm_prose", 4.0, 256, 10)
+    assert row.ci_low < row.mean < row.ci_high and row.mean == pytest.approx(2.32)
+    assert alibi.overhead_ratio == pytest.approx(1.3) and alibi.extra_params == 0
+    assert any(v.startswith("prose-4x-alibi (tiny): alibi vs sinusoidal at 4×") for v in alibi.verdicts)
+    assert any(g.startswith("long_sequences (tiny): ") for g in advice.guidance)  # as verdicts.csv has it
+    text = advice.text()
+    assert "1. alibi — measured at this length" in text and "latency ×1.3 vs sinusoidal" in text
+
+
+def test_budgets_leave_encodings_out_with_the_reason(inputs):
+    advice = ask(inputs, task="nlp", param_budget=0, latency_budget_ms=12, train_len=1024, deploy_len=1024)
+    reasons = dict(advice.excluded)
+    assert "4,096 parameters" in reasons["learned"] and "13.3 ms" in reasons["alibi"]
+    assert "learned" not in {c.encoding for c in advice.ranked} and names(advice, 1) == {"rope"}
+
+
+def test_an_encoding_that_does_not_beat_chance_is_left_out(inputs):
+    advice = ask(inputs, task="structured")
+    assert "did not learn" in dict(advice.excluded)["none"]
+
+
+@pytest.mark.parametrize("ratio, sureness", [(2, advise.MEASURED), (3, advise.INTERPOLATED),
+                                             (16, advise.EXTRAPOLATED)])
+def test_how_sure_follows_the_measured_lengths(inputs, ratio, sureness):
+    advice = ask(inputs, task="nlp", train_len=100, deploy_len=100 * ratio)
+    assert {r.sureness for c in advice.ranked for r in c.rows} == {sureness}
+
+
+@pytest.mark.parametrize("situation, key", [
+    ({"task": "nlp", "decode": True}, "profile.modes: [decode]"),
+    ({"task": "nlp", "latency_budget_ms": 5, "device": "cuda"}, "devices: [cuda]"),
+    ({"task": "code"}, "train.tasks.lm_code"),
+    ({"task": "classification"}, "no task of kind classification is registered"),
+])
+def test_a_constraint_no_row_measures_is_no_evidence_with_the_keys_to_run(inputs, situation, key):
+    advice = ask(inputs, **situation)
+    assert advice.no_evidence and any(key in k for _, _, keys in advice.no_evidence for k in keys)
+    assert "No evidence: " in advice.text()
+    assert not advice.excluded or all("ms" not in r for _, r in advice.excluded)  # nothing left out on a guess
+
+
+def test_a_missing_extrapolation_table_is_no_evidence_beyond_the_training_length(tmp_path, tables):
+    for name in ("accuracy", "cost", "verdicts"):
+        (tmp_path / f"{name}.csv").write_bytes((tables / f"{name}.csv").read_bytes())
+    advice = ask(advise.load(tmp_path), task="nlp", train_len=64, deploy_len=256)
+    assert [c for c, _, _ in advice.no_evidence] == ["deployment at 4× the training length"]
+    assert {c.sureness for c in advice.ranked} == {advise.EXTRAPOLATED}
+
+
+def test_json_output_validates_against_the_schema(tables, capsys):
+    schema = json.loads((Path(advise.__file__).parent / "schemas" / "advice.schema.json").read_text())
+    for argv in (["--task", "nlp", "--train-len", "64", "--deploy-len", "200", "--param-budget", "0"],
+                 ["--task", "classification", "--decode", "--device", "cuda", "--latency-budget-ms", "2"],
+                 ["--task", "multimodal"]):
+        assert main(["advise", "--tables", str(tables), "--format", "json", *argv]) == 0
+        jsonschema.validate(json.loads(capsys.readouterr().out), schema)
+
+
+def test_task_kinds_come_from_the_tasks():
+    assert cli.KINDS == tasks.base.KINDS
+    assert {tasks.get(n).kind for n in tasks.names()} <= set(tasks.base.KINDS)
+    assert tasks.get("lm_prose").kind == "nlp" and tasks.get("digits_2d").kind == "multimodal"
+
+
+def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
+    build_report(tables, tmp_path / "report.pdf")
+    text = "".join("".join(page.extract_text().split()) for page in pypdf.PdfReader(tmp_path / "report.pdf").pages)
+    assert "WhichencodingshouldIuse?" in text
+    from posbench.report import advice as page
+
+    found = page.rows(data.load(tables))
+    assert found[2][:3] == ["Length beyond training (4×)", "alibi", "rope"]
+    for label, recommendation, runner_up, _, sureness in found:
+        for cell in (label, recommendation, runner_up, sureness):
+            assert "".join(cell.split()) in text
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--task", "poetry"], "argument --task: 'poetry' is not allowed; allowed: one of nlp, classification"),
+    (["--train-len", "-5"], "argument --train-len: '-5' is not allowed; allowed: a positive integer"),
+    (["--deploy-len", "abc"], "argument --deploy-len: 'abc' is not allowed; allowed: a positive integer"),
+    (["--param-budget", "-1"], "argument --param-budget: '-1' is not allowed; allowed: an integer >= 0"),
+    (["--latency-budget-ms", "fast"], "argument --latency-budget-ms: 'fast' is not allowed; allowed: a number > 0"),
+    (["--device", "tpu"], "argument --device: 'tpu' is not allowed; allowed: one of cpu, cuda"),
+    (["--format", "xml"], "argument --format: 'xml' is not allowed; allowed: one of text, json"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(tables, capsys, argv, flag):
+    with pytest.raises(SystemExit) as exit:
+        main(["advise", "--tables", str(tables), *argv])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and len(err.strip().splitlines()) == 1 and flag in err
+
+
+def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["advise", "--tables", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and len(err.strip().splitlines()) == 1 and "argument --tables" in err
+
+
+@pytest.mark.parametrize("missing", ["verdicts", "accuracy", "cost"])
+def test_a_missing_core_table_is_one_line_and_exit_2(tables, tmp_path, capsys, missing):
+    for name in ("accuracy", "cost", "verdicts", "extrapolation"):
+        if name != missing:
+            (tmp_path / f"{name}.csv").write_bytes((tables / f"{name}.csv").read_bytes())
+    assert main(["advise", "--tables", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"argument --tables: {tmp_path} has no {missing}.csv; allowed: a folder with verdicts.csv" in err
