@@ -241,7 +241,7 @@ def grid_labels(rows: pd.DataFrame) -> dict[str, str]:
 
 
 def digits_missing(tables: Tables) -> str | None:
-    why = accuracy_missing(tables)
+    why = accuracy_missing(tables) or tables.missing("accuracy", "pe_hook", "pe_combine", "pe_axes")
     if why is None and "digits_2d" not in set(tables.ok("accuracy", "task", "encoding", "value")["task"]):
         return "accuracy.csv has no ok digits_2d rows"
     return why
