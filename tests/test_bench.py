@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 import yaml
 
 from posbench import bench, model
@@ -145,3 +146,78 @@ def test_split_qkv_trains_bit_for_bit_as_the_permuted_split(task, encoding, opti
     before, before_params = fitted(config)
     assert now.losses == before.losses and now.curve == before.curve
     assert all(a.equal(b) for a, b in zip(now_params, before_params))
+
+
+# ----- P7: decode overhead and its transformers peer -------------------------------------------------
+def test_self_timed_steps_keep_their_own_milliseconds_in_rotating_order():
+    order = []
+    steps = {name: (lambda name=name, ms=ms: order.append(name) or ms) for name, ms in (("a", 1.5), ("b", 7.0))}
+    samples = bench.alternate(steps, rounds=3, warmup=1, self_timed=True)
+    assert samples == {"a": [1.5] * 3, "b": [7.0] * 3}
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then the order rotating each round
+
+
+def test_decode_part_rows_for_every_encoding_against_none(tmp_path):
+    options = bench.BenchOptions(parts=("decode",), rounds=2, warmup=1, decode_contexts=(16,))
+    result = bench.part_decode(options, tmp_path)
+    rows = {(row.item, row.metric): row for row in result.rows}
+    for name, target in bench.DECODE_TARGETS.items():
+        ratio = rows[f"{name} C=16", "ratio"]
+        samples, none = result.samples[f"{name}@16"], result.samples["none@16"]
+        assert len(samples) == 2 and ratio.value == bench.median(samples) / bench.median(none)
+        assert ratio.target == ("" if target is None else f"<= {target:g}")
+    assert rows["none C=16", "ratio"].value == 1.0
+    assert f"{torch.get_num_threads()} threads" in result.title
+
+
+def test_a_generation_step_times_the_tokens_after_the_prefill_and_refuses_early_stops():
+    ours = bench.posbench_model("rope", 24)
+    prompt = torch.randint(0, 256, (1, 16))
+    step = bench.generation_step(ours, lambda p: model.generate(ours, p, 4), prompt, 4)
+    assert step() > 0
+    short = bench.generation_step(ours, lambda p: model.generate(ours, p, 3), prompt, 4)
+    with pytest.raises(RuntimeError, match="generate ran 3 forwards for 3 tokens; expected 4 of each"):
+        short()
+
+
+def test_decode_peer_skips_in_one_line_without_transformers(tmp_path, monkeypatch):
+    def absent(name):
+        raise bench.PackageNotFoundError(name)
+
+    monkeypatch.setattr(bench, "version", absent)
+    result = bench.part_decode_peer(bench.BenchOptions(parts=("decode_peer",)), tmp_path)
+    assert result.rows == [] and result.notes == [
+        "skipped: transformers is not installed (pip install 'posbench[bench]')"]
+
+
+def test_decode_peers_have_posbench_parameters_but_for_the_stated_differences():
+    pytest.importorskip("transformers")
+    d, layers = bench.BASE["d_model"], bench.BASE["n_layers"]
+    for encoding, extra in (("learned", layers * 9 * d),  # GPT-2's biases: qkv 3d, out d, MLP 4d and d
+                            ("rope", layers * (3 * d * 683 - 8 * d * d) - (2 * layers + 1) * d)):  # SwiGLU; RMSNorm
+        ours = model.count_params(bench.posbench_model(encoding, 40))["total"]
+        theirs = sum(p.numel() for p in bench.transformers_model(encoding, 40).parameters())
+        assert theirs - ours == extra and abs(extra) / ours < 0.01
+
+
+def test_decode_peer_part_rows(tmp_path):
+    pytest.importorskip("transformers")
+    options = bench.BenchOptions(parts=("decode_peer",), rounds=2, warmup=1, decode_contexts=(16,),
+                                 decode_new_tokens=3)
+    result = bench.part_decode_peer(options, tmp_path)
+    rows = {(row.item, row.metric): row for row in result.rows}
+    for item, name in (("learned vs GPT-2 C=16", "learned"), ("rope vs Llama C=16", "rope")):
+        ours, theirs = result.samples[f"{name}/posbench@16"], result.samples[f"{name}/transformers@16"]
+        assert len(ours) == len(theirs) == 2
+        assert rows[item, "ratio"].value == bench.median(ours) / bench.median(theirs)
+        assert rows[item, "paired ratio"].value == bench.paired_ratio(ours, theirs)
+        assert rows[item, "ratio"].target == "<= 1" and abs(rows[item, "params diff"].value) < 1
+    assert "DynamicCache" in " ".join(result.notes)
+
+
+def test_cli_decode_options():
+    options = parse(["--parts", "decode,decode_peer", "--decode-contexts", "256,1024", "--decode-new-tokens", "5"])
+    assert (options.parts, options.decode_contexts, options.decode_new_tokens) == (
+        ("decode", "decode_peer"), (256, 1024), 5)
+    with pytest.raises(SystemExit):
+        parse(["--decode-contexts", "256,x"])

@@ -1,6 +1,6 @@
 """``python -m posbench bench``: attention paths, encoding overhead (P1), x-transformers (P2), the
-machine's limit (P3), the longest length (P6), decoding (P7) and training throughput (P8), written to
-``--out`` as CSV and a text table."""
+machine's limit (P3), the longest length (P6), decoding (P7) and its transformers peer, and training
+throughput (P8), written to ``--out`` as CSV and a text table."""
 
 from __future__ import annotations
 
@@ -10,10 +10,24 @@ from pathlib import Path
 from posbench import bench
 from posbench.cli import arguments
 
-HELP = "benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale, P7 decode, P8 train"
+HELP = ("benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale, P7 decode "
+        "and its transformers peer, P8 train")
 
 QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,), decode_contexts=(256,),
-             scale_point_seconds=0.5, train_steps=3, train_warmup=1, train_profile_steps=1)  # a smoke run
+             decode_new_tokens=8, scale_point_seconds=0.5, train_steps=3, train_warmup=1,
+             train_profile_steps=1)  # a smoke run
+CONTEXTS = "positive integers, comma-separated"
+
+
+def contexts(text: str) -> tuple[int, ...]:
+    """P7's context lengths: ``1024,4096``."""
+    try:
+        chosen = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise arguments.not_allowed(text, CONTEXTS) from None
+    if not chosen or min(chosen) < 1:
+        raise arguments.not_allowed(text, CONTEXTS)
+    return chosen
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated subset of {','.join(bench.PARTS)} (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run")
-    parser.add_argument("--rounds", type=arguments.positive_int, help="timed rounds of alternation for paths, P1, P2 "
-                                                           f"(default {bench.BenchOptions.rounds})")
+    parser.add_argument("--rounds", type=arguments.positive_int,
+                        help=f"timed rounds of alternation for paths, P1, P2, P7 (default {bench.BenchOptions.rounds})")
     parser.add_argument("--scale-max-len", type=arguments.power_of_two(1024),
                         help=f"longest P6 length tried (default {max(bench.BenchOptions.scale_lengths)})")
     parser.add_argument("--train-steps", type=arguments.positive_int,
@@ -32,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-encodings", type=arguments.comma_list(tuple(bench.TRAIN_ENCODINGS)),
                         help="comma-separated encodings P8 trains (default: "
                              f"{','.join(bench.BenchOptions.train_encodings)})")
+    parser.add_argument("--decode-contexts", type=contexts,
+                        help="P7 context lengths (default: "
+                             f"{','.join(map(str, bench.BenchOptions.decode_contexts))})")
+    parser.add_argument("--decode-new-tokens", type=arguments.integer(2),
+                        help="tokens each generate call makes in the P7 peer (default "
+                             f"{bench.BenchOptions.decode_new_tokens})")
     parser.add_argument("--threads", type=arguments.positive_int, default=bench.BenchOptions.threads,
                         help="torch threads (default: %(default)s)")
     parser.add_argument("--flex", action="store_true",
@@ -47,6 +67,10 @@ def options_from(args: argparse.Namespace) -> bench.BenchOptions:
         chosen["train_steps"] = args.train_steps
     if args.train_encodings:
         chosen["train_encodings"] = tuple(args.train_encodings)
+    if args.decode_contexts:
+        chosen["decode_contexts"] = args.decode_contexts
+    if args.decode_new_tokens:
+        chosen["decode_new_tokens"] = args.decode_new_tokens
     if args.scale_max_len:
         chosen["scale_lengths"] = tuple(n for n in bench.BenchOptions.scale_lengths if n <= args.scale_max_len)
     return bench.BenchOptions(parts=args.parts, threads=args.threads, flex=args.flex, **chosen)

@@ -151,6 +151,44 @@ def draw_latency_memory(figure: Figure, rect: Rect, tables: Tables) -> None:
             ax.minorticks_off()
 
 
+# ----- decoding ----------------------------------------------------------------------------------
+DECODE_COLUMNS = ("encoding", "device", "mode", "seq_len", "latency_median_ms")
+
+
+def decode_rows(tables: Tables) -> pd.DataFrame:
+    """Ok cost rows of ``profile --mode decode``: ``seq_len`` is the context in the KV cache and the
+    latency that of one generated token."""
+    cost = tables.ok("cost", *DECODE_COLUMNS)
+    return cost[cost["mode"] == "decode"]
+
+
+def decode_missing(tables: Tables) -> str | None:
+    why = tables.missing("cost", *DECODE_COLUMNS)
+    if why is None and decode_rows(tables).empty:
+        return "cost.csv has no ok rows with mode decode (python -m posbench profile --mode decode)"
+    return why
+
+
+def draw_decode(figure: Figure, rect: Rect, tables: Tables) -> None:
+    cost = decode_rows(tables)
+    cost = cost.assign(machine_column=_machine_columns(cost))  # one panel per device model
+    devices = sorted(cost["machine_column"].unique())
+    encoding_legend(figure, rect, list(cost["encoding"].unique()))
+    for ax, device in zip(panels(figure, rect, len(devices), min(2, len(devices)), top=legend_top(cost["encoding"])),
+                          devices):
+        on_device = cost[cost["machine_column"] == device]
+        size = on_device["size"].value_counts().index[0] if "size" in on_device else None  # the most profiled
+        shown = on_device[on_device["size"] == size] if size is not None else on_device
+        sns.lineplot(shown, x="seq_len", y="latency_median_ms", hue="encoding", palette=palette(), marker="o",
+                     ax=ax, errorbar=None)
+        _no_legend(ax)
+        ax.set(xscale="log", yscale="log", xlabel="context (tokens in the KV cache)",
+               ylabel="per-token latency (ms, median)", title=f"{device}, size {size}")
+        lengths = sorted(shown["seq_len"].unique())
+        ax.set_xticks(lengths, [str(int(n)) for n in lengths])
+        ax.minorticks_off()
+
+
 # ----- accuracy ----------------------------------------------------------------------------------
 def accuracy_missing(tables: Tables) -> str | None:
     return tables.missing("accuracy", "task", "encoding", "value")
@@ -349,6 +387,11 @@ FIGURES = (
                "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "
                "axes. Wall time depends on the machine's load; parameter counts are in the accuracy table.",
                5.6, cost_accuracy_missing, draw_cost_accuracy),
+    FigureSpec("decode_latency", "Generation: per-token latency against context length",
+               "From cost.csv (mode decode): the median latency (ms) of one generated token against a KV cache "
+               "of that many tokens, per encoding, one panel per device (and its model name), for the size "
+               "profiled most on it (other sizes: see cost.csv). Log-log axes.",
+               3.2, decode_missing, draw_decode),
 )
 
 

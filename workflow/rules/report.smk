@@ -10,6 +10,7 @@ REPORT_FIGURES = {
     "extrapolation": "Accuracy",
     "digits_2d": "Accuracy",
     "cost_accuracy": "Cost",
+    "decode_latency": "Cost",
 }
 
 
