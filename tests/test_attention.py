@@ -259,7 +259,8 @@ def test_scale_point_reports_path_memory_and_latency():
 
 @pytest.mark.parametrize("argv,message", [
     (["--parts", "overhead,speed"],
-     "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, decode, decode_peer, train, comma-separated"),
+     "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, decode, decode_peer, "
+     "train, comma-separated"),
     (["--scale-max-len", "3000"], "'3000' is not allowed; allowed: a power of two >= 1024"),
     (["--rounds", "0"], "'0' is not allowed; allowed: a positive integer")])
 def test_bench_arguments_fail_in_one_line(argv, message, capsys):

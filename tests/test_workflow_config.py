@@ -172,7 +172,9 @@ def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_th
     assert len(jobs) == 38 and {(j["task"], j["encoding"]) for j in jobs} == grid
     for job in jobs:
         assert job["seeds"] == (list(range(10)) if (job["task"], job["encoding"]) in arms else [0, 1, 2])
-        assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", tasks.get(job["task"]).lr, "")
+        default = tasks.get(job["task"]).lr
+        lr = cfg["train"]["lr"].get(job["task"], {}).get(job["encoding"], default)  # compared arms: checked rates
+        assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")
     cells = [(c["task"], c["encoding"], c["size"], c["lr"], c["seed"]) for c in train_cells(cfg)]
     assert len(cells) == len(set(cells)) == 10 * 10 + 28 * 3 == 184
     assert len(set(train_records(cfg))) == 184
