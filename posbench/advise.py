@@ -464,6 +464,7 @@ def _row_verdicts(verdicts: pd.DataFrame, rows: list[str]) -> list[str]:
     found = []
     for row in rows:
         mine = verdicts[verdicts["row"] == row] if "row" in verdicts.columns else verdicts.iloc[0:0]
+        mine = mine[mine["decides"].astype(bool)] if "decides" in mine.columns else mine  # the run's preset decides
         if mine.empty:
             found.append(f"{row}: no declared comparison of this row has results in verdicts.csv")
         for size, group in mine.groupby("size", sort=False):
@@ -483,6 +484,8 @@ def _comparisons(verdicts: pd.DataFrame, rows: list[str], encoding: str) -> list
     for r in mine.itertuples(index=False):
         effect = (f"effect {r.effect:+.3g} [{r.ci_low:+.3g}, {r.ci_high:+.3g}] vs δ {r.margin:g}"
                   if pd.notna(r.effect) else "not compared")
+        decides = str(getattr(r, "decides", True)).lower() != "false"  # a column of older tables may be absent
+        role = f"row {r.row}: {r.row_verdict}" if decides else f"row {r.row}: descriptive, outside the run's preset"
         lines.append(f"{r.comparison} ({r.size}): {r.comparator_arm} vs {r.add_arm} at {r.length_ratio:g}×, {effect} "
-                     f"→ {r.outcome} (row {r.row}: {r.row_verdict})")
+                     f"→ {r.outcome} ({role})")
     return lines

@@ -112,6 +112,25 @@ def test_guidance_rows_on_synthetic_tables(tmp_path):
     assert all(j.stability == 1.0 and j.added.n == j.comparator.n == 10 for j in budget.judged)
 
 
+def test_only_the_presets_comparisons_decide_a_row(tmp_path):
+    """Run by the default preset, long_sequences is decided by prose-4x-alibi alone; long_range's
+    comparison (full preset only) is shown as descriptive and cannot change the verdict."""
+    make_tables(tmp_path)
+    rows = pd.read_csv(tmp_path / "extrapolation.csv")
+    wrecked = (rows["task"] == "long_range") & (rows["encoding"] == "rope")
+    rows.loc[wrecked, "value"] = 0.1  # long_range now contradicts the row (rope far worse than sinusoidal)
+    rows.to_csv(tmp_path / "extrapolation.csv", index=False)
+    assert verdicts.row_verdict(verdicts.judged(data.load(tmp_path))["long_sequences"]) == "not supported"
+    tables = data.load(tmp_path)
+    tables.derived["preset"] = "default"
+    assert verdicts.row_verdict(verdicts.judged(tables)["long_sequences"]) == "supported"
+    lines = verdicts.evidence_lines(verdicts.judged(tables)["long_sequences"],
+                                    verdicts.judged(tables, descriptive=True)["long_sequences"])
+    assert any(line.startswith("not in this preset, descriptive: long_range") for line in lines)
+    frame = verdicts.verdict_table(tables).set_index("comparison")
+    assert frame.loc["prose-4x-alibi", "decides"] and not frame.loc["long-range-2x-rope", "decides"]
+
+
 def test_the_verdict_table_lists_every_comparison_with_results(tmp_path):
     make_tables(tmp_path)
     frame = verdicts.verdict_table(data.load(tmp_path))

@@ -24,6 +24,7 @@ def build_report(tables_dir: str | Path, out: str | Path, config: dict | None = 
     from posbench.report import document, figures, verdicts
 
     tables = load(tables_dir)
+    tables.derived["preset"] = (config or tables.meta.get("config") or {}).get("preset")  # which comparisons decide
     chinese = style.chinese_available()
     style.apply(chinese)
     if verdicts_csv is not None:

@@ -53,7 +53,7 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
                   f"{preset}). Effects are positive when the comparator beats the added encoding; [low, high] is "
                   "the 95 % Welch interval over seeds; stability is the share of seed-bootstrap resamples giving the "
                   "same outcome.", BODY)
-    judged = verdicts.judged(tables)
+    judged, descriptive = verdicts.judged(tables), verdicts.judged(tables, descriptive=True)
     for heading in verdicts.HEADINGS:
         title = f"{heading}  {verdicts.HEADINGS[heading]}" if chinese else verdicts.HEADINGS[heading]
         doc.heading(title, H2)
@@ -61,7 +61,7 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
         for row in (r for r in verdicts.ROWS if r.heading == heading):
             english = Style(size=9, weight="bold" if not chinese else "normal")
             claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, english)]
-            lines = [(line, SMALL) for line in verdicts.evidence_lines(judged[row.key])]
+            lines = [(line, SMALL) for line in verdicts.evidence_lines(judged[row.key], descriptive[row.key])]
             rows.append([claim + lines, verdict_cell(verdicts.row_verdict(judged[row.key]), verdicts.rule(row))])
         doc.table(rows, [0.67, 0.33])
     spec = figures.FOREST

@@ -325,7 +325,7 @@ def compared_rows(tables: Tables) -> pd.DataFrame:
     from posbench.report import verdicts
 
     frame = verdicts.verdict_table(tables)
-    return frame.dropna(subset=["effect"]) if not frame.empty else frame
+    return frame[frame["decides"]].dropna(subset=["effect"]) if not frame.empty else frame
 
 
 def forest_missing(tables: Tables) -> str | None:

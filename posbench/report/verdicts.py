@@ -66,17 +66,33 @@ def results_frame(tables: Tables) -> pd.DataFrame:
     return frame
 
 
-def judged(tables: Tables) -> dict[str, list[evidence.RowJudgement]]:
-    """Row key -> its judgement at each model size the tables hold (computed once per tables)."""
-    if "verdicts" not in tables.derived:
-        found = evidence.judge(comparisons.load(), results_frame(tables), tables.items)
-        tables.derived["verdicts"] = {row.key: [j for j in found if j.row == row.key] for row in ROWS}
-    return tables.derived["verdicts"]
+def deciding(preset: str | None) -> list[comparisons.Comparison]:
+    """The comparisons that decide the rows: those the preset that made the tables declares (every one
+    for a preset the file does not name, e.g. a custom config)."""
+    declared = comparisons.load()
+    return declared.in_preset(preset if preset in comparisons.PRESETS else "all")
+
+
+def judged(tables: Tables, descriptive: bool = False) -> dict[str, list[evidence.RowJudgement]]:
+    """Row key -> its judgement at each model size the tables hold (computed once per tables). With
+    ``descriptive``, the declared comparisons outside the run's preset instead: shown, never deciding."""
+    key = "descriptive" if descriptive else "verdicts"
+    if key not in tables.derived:
+        chosen = deciding(tables.derived.get("preset"))
+        if descriptive:
+            chosen = [c for c in comparisons.load().comparisons if c not in chosen]
+        found = evidence.judge(comparisons.load(), results_frame(tables), tables.items, chosen)
+        tables.derived[key] = {row.key: [j for j in found if j.row == row.key] for row in ROWS}
+    return tables.derived[key]
 
 
 def verdict_table(tables: Tables) -> pd.DataFrame:
-    """``verdicts.csv``: one row per comparison and size, with the declaration's hash."""
-    frame = evidence.table([j for by_size in judged(tables).values() for j in by_size])
+    """``verdicts.csv``: one row per comparison and size, with the declaration's hash; ``decides`` is
+    false for a comparison outside the run's preset (its row verdict is then its own, descriptive)."""
+    frames = [evidence.table([j for by_size in judged(tables, descriptive).values() for j in by_size])
+              .assign(decides=not descriptive) for descriptive in (False, True)]
+    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
+        not f.empty for f in frames) else frames[0]
     frame.insert(0, "declaration_sha256", comparisons.load().sha256)
     return frame
 
@@ -90,8 +106,9 @@ def row_verdict(judgements: list[evidence.RowJudgement]) -> str:
     return "; ".join(f"{j.size}: {j.shown}" for j in judgements)
 
 
-def evidence_lines(judgements: list[evidence.RowJudgement]) -> list[str]:
-    """Each comparison in one line, then each task's verdict where a row has several tasks, then gates."""
+def evidence_lines(judgements: list[evidence.RowJudgement], descriptive: list[evidence.RowJudgement] = ()) -> list[str]:
+    """Each deciding comparison in one line, then each task's verdict where a row has several tasks,
+    the notes, then the declared comparisons outside the run's preset (descriptive only)."""
     lines = []
     for judgement in judgements:
         lines += [j.line() for j in judgement.judged]
@@ -99,4 +116,5 @@ def evidence_lines(judgements: list[evidence.RowJudgement]) -> list[str]:
             lines.append(f"by task ({judgement.size}): "
                          + ", ".join(f"{task} {verdict}" for task, verdict in judgement.by_task.items()))
         lines += [f"note: {note}" for note in dict.fromkeys(n for j in judgement.judged for n in j.notes)]
+    lines += [f"not in this preset, descriptive: {j.line()}" for judgement in descriptive for j in judgement.judged]
     return lines
