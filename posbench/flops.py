@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -89,6 +90,7 @@ class FlopCounts:
     fvcore: int | None  # None for mode="train": fvcore traces the forward pass only
     torch: int
     terms: dict[str, int]  # the analytic breakdown (:func:`analytic_flops`), sums to ``analytic``
+    counted_at: tuple[int, ...]  # the lengths the library counters ran the model at (see count_flops)
 
     def as_dict(self) -> dict:
         """JSON-ready, with the ratios of each counter to the analytic count."""
@@ -98,19 +100,64 @@ class FlopCounts:
 
 
 def count_flops(model: Transformer, batch_size: int = 1, seq_len: int = 1024,
-                mode: str = "infer") -> FlopCounts:
-    """Analytic, fvcore and FlopCounterMode FLOPs of one forward pass (``infer``) or training step (``train``)."""
+                mode: str = "infer", *, max_run_len: int | None = None) -> FlopCounts:
+    """Analytic, fvcore and FlopCounterMode FLOPs of one forward pass (``infer``) or training step (``train``).
+
+    ``max_run_len``: the longest sequence the library counters may run the model at. Running a long
+    cell once more only to count it costs the device an extra full-size pass (an out-of-memory at 32k
+    in train mode); but under the convention every count is a quadratic in L (constant, per-token and
+    per-logit terms), so above ``max_run_len`` the counters run at three short lengths, the quadratic
+    through those counts is read off at ``seq_len`` — exact integer arithmetic — after a fourth short
+    length checked it. A count that is not quadratic raises ``ValueError`` rather than guess.
+    """
     _check_arguments(batch_size, seq_len, mode)
     terms = analytic_flops(model, batch_size, seq_len, mode)
     causal_half = analytic_flops(model, batch_size, seq_len, mode, causal_half=True)
+    if max_run_len is None or seq_len <= max_run_len:
+        counted_at = (seq_len,)
+        fvcore, torch_count = _library_counts(model, batch_size, seq_len, mode)
+    else:
+        counted_at = _short_lengths(max_run_len)
+        counts = {length: _library_counts(model, batch_size, length, mode) for length in counted_at}
+        fvcore = None if mode == "train" else _extended({n: c[0] for n, c in counts.items()}, seq_len, "fvcore")
+        torch_count = _extended({n: c[1] for n, c in counts.items()}, seq_len, "torch")
+    return FlopCounts(mode=mode, batch_size=batch_size, seq_len=seq_len, analytic=sum(terms.values()),
+                      analytic_causal_half=sum(causal_half.values()), fvcore=fvcore, torch=torch_count,
+                      terms=terms, counted_at=counted_at)
+
+
+def _library_counts(model: Transformer, batch_size: int, seq_len: int, mode: str) -> tuple[int | None, int]:
+    """fvcore (``None`` in train mode) and FlopCounterMode counts of the model run at ``seq_len``."""
     inputs = _example_inputs(model, batch_size, seq_len)
     # one SDPA call over all keys (the dense kernel) and never FlexAttention, which no counter sees inside
     with attention.configured(block_size=seq_len, flex_on_cuda=False):
         fvcore = fvcore_flops(model, inputs) if mode == "infer" else None
-        torch_count = torch_flops(model, inputs, mode)
-    return FlopCounts(mode=mode, batch_size=batch_size, seq_len=seq_len, analytic=sum(terms.values()),
-                      analytic_causal_half=sum(causal_half.values()), fvcore=fvcore, torch=torch_count,
-                      terms=terms)
+        return fvcore, torch_flops(model, inputs, mode)
+
+
+def _short_lengths(max_run_len: int) -> tuple[int, ...]:
+    """Three lengths to fit a quadratic through and a fourth, ``max_run_len``, to check it."""
+    if max_run_len < 4:
+        raise ValueError(f"max_run_len must be an integer >= 4, got {max_run_len!r}")
+    return max_run_len // 4, max_run_len // 2, 3 * max_run_len // 4, max_run_len
+
+
+def _extended(counts: dict[int, int], seq_len: int, counter: str) -> int:
+    """The quadratic through the first three ``(length, count)`` pairs, at ``seq_len``; the last pair
+    checks it (Lagrange form in exact fractions, so no count is rounded)."""
+    *fit, (check_len, check_count) = counts.items()
+    if _quadratic_at(fit, check_len) != check_count:
+        raise ValueError(f"{counter} counts are not quadratic in the sequence length "
+                         f"({dict(counts)}); count at full length instead")
+    value = _quadratic_at(fit, seq_len)
+    if value.denominator != 1:
+        raise ValueError(f"{counter} counts {dict(counts)} extend to a fraction at L={seq_len}")
+    return int(value)
+
+
+def _quadratic_at(points: list[tuple[int, int]], x: int) -> Fraction:
+    return sum((Fraction(y) * math.prod(Fraction(x - other, xi - other) for other, _ in points if other != xi)
+                for xi, y in points), Fraction(0))
 
 
 # ----- analytic ----------------------------------------------------------------------------------

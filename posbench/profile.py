@@ -35,6 +35,7 @@ MODES = ("infer", "train", "decode")
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d+)?")
 DEVICE_ALLOWED = "cpu, cuda, cuda:N, mps"
 MEMORY_PASS_STEPS = 2  # the first step allocates caches and optimizer state, the second is steady
+COUNTED_UP_TO = 256  # the FLOP counters never run a cell's model longer than this (flops.count_flops)
 
 
 @dataclass(frozen=True)
@@ -373,17 +374,19 @@ def attention_used(model, step, config: ProfileConfig) -> dict:
 def flop_counts(model, config: ProfileConfig) -> dict:
     """Analytic, fvcore (``None`` in train mode) and torch-counter FLOPs, reconciled in :mod:`posbench.flops`.
 
-    The counters run the model once more (at full length, with a backward in train mode). Latency and
-    memory are measured by then, so a failure here — an out-of-memory at 32k, say — must not turn the
-    cell into one: the analytic count (from a model on the meta device, no memory) stands, the
-    library counts are ``None`` and ``counters_failed`` says why."""
+    The counters run the model again (with a backward in train mode), at most at
+    :data:`COUNTED_UP_TO` tokens: a longer cell's counts are extended exactly from short lengths, so
+    counting never needs the memory of a full-size pass. Latency and memory are measured by then, so
+    a failure here must not turn the cell into one: the analytic count (from a model on the meta
+    device, no memory) stands, the library counts are ``None`` and ``counters_failed`` says why."""
     if config.mode == "decode":
         terms = decode_flops(model, config.batch, config.seq_len)
         return {"mode": "decode", "batch_size": config.batch, "seq_len": config.seq_len,
                 "analytic": sum(terms.values()), "analytic_causal_half": sum(terms.values()), "fvcore": None,
                 "torch": None, "terms": terms, "counters_failed": "the library counters run in infer and train modes"}
     try:
-        return count_flops(model, config.batch, config.seq_len, mode=config.mode).as_dict()
+        counts = count_flops(model, config.batch, config.seq_len, mode=config.mode, max_run_len=COUNTED_UP_TO)
+        return counts.as_dict()
     except Exception as error:  # noqa: BLE001 - any failure of the extra pass costs only its figures
         failed = measure.first_line(error)
     terms = analytic_flops(model_config(config), config.batch, config.seq_len, config.mode)

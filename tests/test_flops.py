@@ -46,6 +46,32 @@ def test_three_counts_agree(encoding, config, mode):
     assert counts.fvcore == (counts.analytic + table if mode == "infer" else None)
 
 
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("encoding", encodings.names())
+def test_counts_extended_from_short_lengths_equal_the_counts_at_full_length(encoding, config, mode):
+    """Above ``max_run_len`` the counters run at 16, 32, 48 (the fit) and 64 (the check) only, and the
+    quadratic through those counts gives exactly what running at the full length counts."""
+    options, batch, seq_len = CONFIGS[config]
+    model = tiny_model(encoding, max_len=256, **options)
+    extended = count_flops(model, batch, 2 * seq_len + 1, mode, max_run_len=64)
+    direct = count_flops(model, batch, 2 * seq_len + 1, mode)
+    assert extended.counted_at == (16, 32, 48, 64) and direct.counted_at == (2 * seq_len + 1,)
+    assert (extended.torch, extended.fvcore) == (direct.torch, direct.fvcore)
+    assert extended.analytic == direct.analytic
+
+
+def test_a_count_that_is_not_quadratic_in_length_is_refused(monkeypatch):
+    from posbench import flops
+
+    monkeypatch.setattr(flops, "torch_flops", lambda model, inputs, mode: inputs.shape[1] ** 3)
+    model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)
+    with pytest.raises(ValueError, match=r"^torch counts are not quadratic in the sequence length \("
+                                         r"\{4: 64, 8: 512, 12: 1728, 16: 4096\}\); count at full length instead$"):
+        count_flops(model, 1, 100, max_run_len=16)
+    assert count_flops(model, 1, 16, max_run_len=16).torch == 16 ** 3  # not above it: counted as run
+
+
 @pytest.mark.parametrize("encoding", ["sinusoidal", "rope", "alibi", "t5"])
 def test_each_encodings_own_work_is_counted_by_every_counter(encoding):
     """Against NoPE, every counter sees exactly the encoding's analytic extra (add, rotation, bias)."""
@@ -177,6 +203,7 @@ def test_counting_a_training_step_leaves_gradients_alone():
     (dict(mode="backward"), "mode 'backward'; allowed: infer, train"),
     (dict(seq_len=0), "seq_len must be a positive integer, got 0"),
     (dict(batch_size=1.5), "batch_size must be a positive integer, got 1.5"),
+    (dict(seq_len=9, max_run_len=3), "max_run_len must be an integer >= 4, got 3"),
 ])
 def test_bad_arguments_name_the_argument(arguments, message):
     model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)

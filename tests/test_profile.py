@@ -263,6 +263,24 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
     assert path.read_bytes() == b"old\n" and list(tmp_path.iterdir()) == [path]
 
 
+def test_the_flop_counters_never_run_a_long_cell_at_full_length(monkeypatch):
+    """A cell longer than COUNTED_UP_TO is counted at short lengths only, with the full-length counts."""
+    from posbench import flops
+
+    lengths = []
+    example_inputs = flops._example_inputs
+    monkeypatch.setattr(flops, "_example_inputs", lambda model, batch, seq_len: (
+        lengths.append(seq_len), example_inputs(model, batch, seq_len))[1])
+    config = ProfileConfig(encoding="t5", size="tiny", seq_len=2 * profile.COUNTED_UP_TO + 3, min_repeats=1,
+                           min_seconds=0.0, warmup=0, mode="train")
+    sections = {}
+    profile.measure_cell(asdict(config), sections)
+    assert lengths == [64, 128, 192, 256] == list(sections["flops"]["counted_at"])
+    monkeypatch.setattr(flops, "_example_inputs", example_inputs)
+    direct = count_flops(build_model(profile.model_config(config)), 1, config.seq_len, "train")
+    assert (sections["flops"]["torch"], sections["flops"]["analytic"]) == (direct.torch, direct.analytic)
+
+
 def test_a_failing_flop_pass_leaves_the_measured_cell_intact(monkeypatch):
     """The counters' extra pass runs last; its failure (an OOM at long lengths) costs only the library
     counts: latency and memory stay, the analytic count stands, the reason is kept."""

@@ -24,7 +24,9 @@ METHOD = (
     "UUID. An out-of-memory (even a kill by the kernel) becomes status oom. Units: MiB (2^20 bytes).",
     "FLOPs: an analytic count (2 per multiply-add of every matmul, 1 per element of the encoding's own adds and "
     "the residual adds) is the headline; fvcore and torch.utils.flop_counter are given handles so all three "
-    "follow one convention, and are reported beside it in cost.csv.",
+    "follow one convention, and are reported beside it in cost.csv. Above 256 tokens the counters run at four "
+    "short lengths only: every count is a quadratic in L, so the quadratic through three of them, checked at "
+    "the fourth, gives the full-length count exactly without a full-size pass.",
     "Accuracy: every (task, encoding) trained with fixed seeds (a seed fixes the initial weights and the training "
     "data order). A verdict rests on declared comparisons (posbench/comparisons.yaml): a 95 % Welch interval on "
     "the per-seed means, one-sided tests against the margin delta, Holm within a row, >= 10 seeds per arm; an arm "
