@@ -337,6 +337,9 @@ def _task_rows(situation: Situation, rows: pd.DataFrame, task: str) -> tuple[dic
         if evidence.beats_chance(arm, True if metric == "exact_match" else higher) is False:  # exact: token acc.
             gated.append((encoding, f"{task}: did not learn ({metric} does not beat chance {arm.chance:.4g})"))
             continue
+        if metric == "exact_match" and not arm.values.any():  # tokens above chance, yet no sequence right
+            gated.append((encoding, f"{task}: no sequence right (exact match 0 in all {arm.n} seeds at {ratio:g}×)"))
+            continue
         low, high = _interval(arm.values)
         found[encoding] = Row(task, metric, higher, str(size), ratio, arm.eval_len, float(arm.values.mean()), low,
                               high, arm.n, sureness, values=arm.values)

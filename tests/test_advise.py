@@ -6,6 +6,7 @@ is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -126,6 +127,21 @@ def test_budgets_leave_encodings_out_with_the_reason(inputs):
 def test_an_encoding_that_does_not_beat_chance_is_left_out(inputs):
     advice = ask(inputs, task="structured")
     assert "did not learn" in dict(advice.excluded)["none"]
+
+
+def test_an_encoding_with_no_sequence_right_is_left_out_and_none_is_recommended(tables, tmp_path):
+    """Token accuracy above chance is not enough for exact match: with every reverse sequence wrong for
+    every encoding, nothing is ranked (not the least bad one)."""
+    folder = tmp_path / "tables"
+    shutil.copytree(tables, folder)
+    for name in ("accuracy", "extrapolation"):
+        frame = pd.read_csv(folder / f"{name}.csv")
+        frame.loc[frame["task"] == "reverse", "value"] = 0.0
+        frame.to_csv(folder / f"{name}.csv", index=False)
+    advice = ask(advise.load(folder), task="structured")
+    assert advice.ranked == []
+    assert dict(advice.excluded)["rope"] == "reverse: no sequence right (exact match 0 in all 10 seeds at 1×)"
+    assert "No encoding can be recommended from these tables." in advice.text()
 
 
 @pytest.mark.parametrize("ratio, sureness", [(2, advise.MEASURED), (3, advise.INTERPOLATED),
