@@ -13,7 +13,7 @@ from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
 from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
 
-ALL = ["copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range", "reverse"]
+ALL = ["copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range", "passkey", "reverse"]
 
 
 def examples(task, length, count=50, seed=0):
@@ -100,6 +100,31 @@ def test_long_range_motifs_appear_once_and_labels_follow_order_and_distance():
         assert label == 2 * (a < b) + (abs(a - b) >= 48)
         labels.append(label)
     assert sorted(np.bincount(labels))[0] >= 30  # all four classes drawn, roughly balanced
+
+
+def test_passkey_answer_is_the_key_hidden_once_in_filler():
+    task = tasks.get("passkey")
+    key_id, query_id = task.key_id, task.query_id
+    for inputs, targets in examples(task, 40):
+        sequence = np.append(inputs, targets[-1])  # the whole sequence: prompt and answer
+        answer = targets[targets != IGNORE]
+        assert len(answer) == 4 and answer.max() < 10 and np.array_equal(answer, sequence[-4:])
+        (key,) = np.flatnonzero(sequence == key_id)
+        assert np.array_equal(sequence[key + 1 : key + 5], answer) and sequence[40] == query_id
+        where = np.delete(np.arange(40), np.arange(key, key + 5))  # the filler's positions
+        phase = (sequence[where] - 10 - where) % 5  # the fixed 5-word sentence from one phase
+        assert len(set(phase.tolist())) == 1
+
+
+def test_passkey_evaluation_cycles_through_depths_and_reaches_16x():
+    task = tasks.get("passkey")
+    assert task.eval_lengths() == [128, 256, 512, 1024, 2048]
+    batch = next(task.eval_batches(256))  # items 0 … 63
+    starts = (batch.inputs == task.key_id).int().argmax(dim=1)  # (B,)
+    span = 256 - 5  # where KEY d1…d4 can start
+    assert starts[:12].tolist() == [round(d * span) for d in np.linspace(0, 1, 11)] + [0]
+    assert [task.eval_depth(i) for i in (0, 5, 10, 11)] == [0.0, 0.5, 1.0, 0.0]
+    assert task.chance(128) == {"token_accuracy": pytest.approx(0.125)}  # the commonest digit of that set
 
 
 def test_digits_file_is_sklearns_dataset():

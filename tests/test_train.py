@@ -464,3 +464,16 @@ def test_resolve_refuses_a_device_or_dtype_no_job_takes(change, message):
     with pytest.raises(ValueError) as error:
         resolve(small_config("rope", **change))
     assert str(error.value) == message
+
+
+def test_passkey_trains_and_is_scored_at_every_depth_to_16x():
+    """End to end on a small passkey: each length's 22 items (two rounds of the 11 depths) scored on the
+    key's four digits."""
+    config = TrainConfig(task="passkey", encoding="alibi", steps=20, batch_size=8, log_every=10,
+                         task_options={"train_length": 12, "min_length": 8, "eval_examples": 22})
+    record = train(config, log=open("/dev/null", "w"))
+    assert record["status"] == "ok"
+    lengths = [(e["length"], e["positions"]) for e in record["eval"]]  # haystack, and + the 4 answer digits
+    assert lengths == [(12, 16), (24, 28), (48, 52), (96, 100), (192, 196)]
+    for evaluation in record["eval"]:
+        assert evaluation["sequences"] == 22 and evaluation["scored_targets"] == 22 * 4

@@ -11,6 +11,16 @@ from posbench.tasks.registry import get, names, register
 
 # isort: split
 # Importing a task module registers it.
-from posbench.tasks import copy, digits_2d, dyck, index_lookup, lm_code, lm_prose, long_range, reverse  # noqa: F401
+from posbench.tasks import (  # noqa: F401
+    copy,
+    digits_2d,
+    dyck,
+    index_lookup,
+    lm_code,
+    lm_prose,
+    long_range,
+    passkey,
+    reverse,
+)
 
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]

@@ -52,11 +52,15 @@ class SequenceTask(Task):
         lengths = rng.integers(self.min_length, self.train_length + 1, size=batch_size)
         return self.collate([self.example(rng, self.valid_length(int(n))) for n in lengths])
 
+    def eval_example(self, rng: np.random.Generator, length: int, item: int) -> tuple[np.ndarray, np.ndarray]:
+        """Item ``item`` of an evaluation set: a draw like training's, unless a task lays its set out."""
+        return self.example(rng, length)
+
     def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
         rng = eval_rng(length, split)
         for start in range(0, self.eval_examples, self.eval_batch_size):
             count = min(self.eval_batch_size, self.eval_examples - start)
-            yield self.collate([self.example(rng, length) for _ in range(count)])
+            yield self.collate([self.eval_example(rng, length, item) for item in range(start, start + count)])
 
     def collate(self, examples: list[tuple[np.ndarray, np.ndarray]]) -> Batch:
         width = max(len(inputs) for inputs, _ in examples)
