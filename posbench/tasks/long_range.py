@@ -1,10 +1,14 @@
 """``long_range``: a genome-like classification over the alphabet ``A C G T``.
 
 Each sequence hides two fixed motifs exactly once in random background. The label (4 classes)
-is which motif comes first *and* whether they are at least half the sequence apart:
-``label = 2·[A before B] + [distance ≥ n/2]``. Spotting a motif needs the order of its own
-letters; the label needs the order and distance of two far-apart spots. Without position
+is which motif comes first *and* whether they are at least ``far_distance`` letters apart:
+``label = 2·[A before B] + [distance ≥ far_distance]``. Spotting a motif needs the order of its
+own letters; the label needs the order and distance of two far-apart spots. Without position
 (``none``) a bidirectional model sees a bag of letters and sits at chance (25 %).
+``far_distance`` is a fixed number of letters (32, half the training length), not a share of the
+sequence: a longer evaluation asks the question the model was trained on, in a longer sequence
+(an earlier version said "half the sequence", so the label itself changed with the evaluation
+length and beyond 1× no model could know the rule).
 Classes are balanced by drawing the label first and then placing the motifs to match it; a fixed
 evaluation set is balanced only up to sampling, and its majority class (the accuracy's chance
 level) changes with the evaluation length, since each length draws its own set.
@@ -48,7 +52,8 @@ class LongRange(Task):
     causal: ClassVar[bool] = False
 
     train_length: int = 64
-    min_length: int = 32
+    min_length: int = 40
+    far_distance: int = 32
     steps: int = 600
     eval_examples: int = 256
     eval_batch_size: int = 64
@@ -57,15 +62,15 @@ class LongRange(Task):
         return {"vocab_size": len(ALPHABET), "n_classes": 4, "causal": False}
 
     def valid_length(self, length: int) -> int:
-        return max(length, 3 * len(MOTIFS[0]))
+        """Long enough for a far pair: ``far_distance`` plus a motif."""
+        return max(length, self.far_distance + len(MOTIFS[0]))
 
     def example(self, rng: np.random.Generator, length: int) -> tuple[np.ndarray, int]:
         """A sequence of ``length`` letters holding each motif exactly once, and its label."""
         motif_a, motif_b = (to_ids(m) for m in MOTIFS)
         width = len(motif_a)
         a_first, far = int(rng.integers(0, 2)), int(rng.integers(0, 2))
-        half = -(-length // 2)  # ceil(n/2): "far" is distance >= n/2
-        low, high = (half, length - width) if far else (width, half - 1)
+        low, high = (self.far_distance, length - width) if far else (width, self.far_distance - 1)
         while True:
             distance = int(rng.integers(low, high + 1))
             first = int(rng.integers(0, length - width - distance + 1))
