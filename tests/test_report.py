@@ -291,3 +291,26 @@ def test_cost_panels_never_mix_gpu_models_or_modes():
                          "device_name": ["NVIDIA H200", "NVIDIA A100", "NVIDIA H200", "AMD EPYC"]})
     assert figures._machine_columns(cost).tolist() == [
         "cuda (NVIDIA H200), infer", "cuda (NVIDIA A100), infer", "cuda (NVIDIA H200), train", "cpu (AMD EPYC), infer"]
+
+
+def test_passkey_heat_map_pools_seeds_per_depth_and_length(tmp_path):
+    """Items 0 and 11 share depth 0: the cell is their mean over both seeds; depth 1.0 is items 10 and 21."""
+    from posbench.report import figures
+
+    make_tables(tmp_path)
+    items = pd.DataFrame([{"machine": "m", "task": "passkey", "encoding": "alibi", "size": "tiny", "seed": seed,
+                           "eval_len": length, "item": item, "loss_sum": 1.0, "scored": 4, "correct": 4,
+                           "exact": int(item % 11 == 10 or (item == 0 and seed == 0 and length == 128))}
+                          for seed in (0, 1) for length in (128, 256) for item in range(22)])
+    items.to_parquet(tmp_path / "items.parquet", index=False)
+    tables = data.load(tmp_path)
+    cells = figures.passkey_cells(tables).set_index(["eval_len", "depth"])["exact"]
+    assert cells[128, 0.0] == 0.25 and cells[256, 0.0] == 0.0  # item 0 right once in 4 (2 items × 2 seeds)
+    assert cells[128, 1.0] == cells[256, 1.0] == 1.0 and len(cells) == 2 * 11
+    assert figures.passkey_missing(tables) is None
+    figure = figures.Figure(figsize=(8, 4))
+    figures.draw_passkey(figure, (0.0, 0.0, 1.0, 1.0), tables)
+    (ax,) = figure.axes
+    assert ax.get_title() == "alibi" and ax.images[0].get_array().shape == (11, 2)
+    (tmp_path / "items.parquet").unlink()
+    assert figures.passkey_missing(data.load(tmp_path)) == "items.parquet (per-item results) is missing"

@@ -293,6 +293,41 @@ def draw_digits(figure: Figure, rect: Rect, tables: Tables) -> None:
     ax.set(xlabel=metric_label(rows), title=f"digits_2d: 8×8 images as 64 patches ({direction(rows)})")
 
 
+# ----- passkey: depth × length ---------------------------------------------------------------------
+def passkey_cells(tables: Tables) -> pd.DataFrame:
+    """Exact-match rate per (encoding, evaluation length, key depth) of the passkey task, pooled over
+    seeds, from the per-item results (an item's depth is fixed by its index: ``Passkey.eval_depth``)."""
+    from posbench.tasks.passkey import Passkey
+
+    items = tables.items
+    if items is None or "task" not in items.columns:
+        return pd.DataFrame(columns=["encoding", "eval_len", "depth", "exact"])
+    rows = items[items["task"] == "passkey"]
+    rows = rows.assign(depth=rows["item"].map(Passkey.eval_depth), exact=rows["exact"].astype(float))
+    return rows.groupby(["encoding", "eval_len", "depth"], as_index=False)["exact"].mean()
+
+
+def passkey_missing(tables: Tables) -> str | None:
+    if tables.items is None:
+        return "items.parquet (per-item results) is missing"
+    if passkey_cells(tables).empty:
+        return "no passkey items in items.parquet (the full preset, workflow/full.yaml, trains passkey)"
+    return None
+
+
+def draw_passkey(figure: Figure, rect: Rect, tables: Tables) -> None:
+    cells = passkey_cells(tables)
+    encodings = sorted(cells["encoding"].unique())
+    axes = panels(figure, rect, len(encodings), 4, left=0.55, bottom=0.55, top=0.3, hspace=0.7, wspace=0.25)
+    for ax, encoding in zip(axes, encodings):
+        grid = cells[cells["encoding"] == encoding].pivot(index="depth", columns="eval_len", values="exact")
+        ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        ax.set_xticks(range(len(grid.columns)), [f"{n:g}" for n in grid.columns], fontsize=5, rotation=90)
+        ax.set_yticks(range(0, len(grid.index), 5), [f"{d:.1f}" for d in grid.index[::5]], fontsize=5)
+        ax.set_title(encoding, fontsize=7)
+        ax.set(xlabel="evaluation length", ylabel="key depth")
+
+
 # ----- cost against accuracy ---------------------------------------------------------------------
 def cost_accuracy_missing(tables: Tables) -> str | None:
     return tables.missing("accuracy", "task", "encoding", "value", "wall_time_s")
@@ -383,6 +418,11 @@ FIGURES = (
     FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
                "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
                "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),
+    FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
+               "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
+               "per key depth (0: the key opens the sequence, 1: it ends just before the question) and evaluation "
+               "length; colour from 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool depths.",
+               3.4, passkey_missing, draw_passkey),
     FigureSpec("cost_accuracy", "Cost against accuracy",
                "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "
                "axes. Wall time depends on the machine's load; parameter counts are in the accuracy table.",
