@@ -204,6 +204,8 @@ def test_a_learned_part_is_counted_as_position_parameters():
     ({"text": "alibi"}, r"text=alibi \(logits, .*\) do not compose; allowed: .* or two rotary encodings"),
     ({"text": "sinusoidal_concat"}, r"widths 32->64\) and image=sinusoidal_2d .* do not compose"),
     ({"text": "sinusoidal_2d"}, r"need a 1-D text encoding and a 2-D image encoding; got text=sinusoidal_2d \(2d\)"),
+    ({"text": "sinusoidal_randomized"}, r"a randomized part would be trained on plain ids; got "
+                                         r"text=sinusoidal_randomized, image=sinusoidal_2d; allowed: parts without"),
 ])
 def test_parts_that_do_not_compose_are_refused_in_one_line(options, message):
     with pytest.raises(ValueError, match=message) as error:

@@ -115,6 +115,9 @@ def per_modality(d_model: int, n_heads: int, max_len: int, causal: bool = False,
     if (text_part.axes, image_part.axes) != ("1d", "2d"):
         raise ValueError(f"per-modality parts need a 1-D text encoding and a 2-D image encoding; got text={text} "
                          f"({text_part.axes}) and image={image} ({image_part.axes})")
+    if text_part.traits.randomized or image_part.traits.randomized:  # a part's own positions() is never called
+        raise ValueError(f"per-modality parts take the composition's positions, so a randomized part would be "
+                         f"trained on plain ids; got text={text}, image={image}; allowed: parts without randomized")
     widths = (text_part.token_width, text_part.model_width) == (image_part.token_width, image_part.model_width)
     input_pair = all(isinstance(part, AbsoluteEncoding) for part in (text_part, image_part))
     rotary_pair = all(part.hook == "qk" and hasattr(part, "rows") for part in (text_part, image_part))
