@@ -37,6 +37,8 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "alibi_randomized": (D, D, 0),
     "kerple": (D, D, 2 * H),  # r1, r2 per head
     "fire": (D, D, (1 * 32 + 32) + (32 * H + H) + 2),  # MLP 1 -> 32 -> H with biases; c and the threshold
+    "sinusoidal_per_modality": (D, D, 0),  # sinusoidal on text, sinusoidal_2d on patches: nothing learned
+    "rope_per_modality": (D, D, 0),  # rope on text, rope_2d on patches
 }
 
 

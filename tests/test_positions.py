@@ -184,7 +184,8 @@ def test_declared_traits_match_what_the_encoding_does(name):
 def test_traits_of_the_catalogue():
     table = {name: encodings.traits(name) for name in encodings.names()}
     assert {n for n, t in table.items() if t.combine == "add"} == {"sinusoidal", "learned", "sinusoidal_2d",
-                                                                   "sinusoidal_randomized", "learned_randomized"}
+                                                                   "sinusoidal_randomized", "learned_randomized",
+                                                                   "sinusoidal_per_modality"}
     assert {n for n, t in table.items() if t.bounded} == {"learned", "learned_concat", "learned_concat_fixed",
                                                           "learned_randomized"}
     assert {n for n, t in table.items() if t.axes == "2d"} == {"sinusoidal_2d", "rope_2d"}

@@ -81,10 +81,15 @@ class AbsoluteEncoding(PositionalEncoding):
         raise NotImplementedError
 
     def inject(self, tokens: torch.Tensor, positions: Positions) -> torch.Tensor:
-        pos = self.lookup(positions).to(tokens.dtype)  # (L, d_pos)
+        return self.combine_vectors(tokens, self.lookup(positions))
+
+    def combine_vectors(self, tokens: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+        """``tokens (B, L, token_width)`` with position ``vectors (L, d_pos)`` -> ``(B, L, model_width)``, by
+        ``mode``; separate from :meth:`lookup` so vectors chosen per token (per modality) combine in one op."""
+        vectors = vectors.to(tokens.dtype)  # (L, d_pos)
         if self.mode == "add":
-            return tokens + pos
-        return torch.cat([tokens, pos.expand(*tokens.shape[:-1], -1)], dim=-1)  # (B, L, model_width)
+            return tokens + vectors
+        return torch.cat([tokens, vectors.expand(*tokens.shape[:-1], -1)], dim=-1)  # (B, L, model_width)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, mode={self.mode}, d_pos={self.d_pos}"

@@ -16,7 +16,7 @@ import torch
 from posbench.encodings.absolute import AbsoluteEncoding, sinusoid_table
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
-from posbench.encodings.rope import ROPE_BASE, RotaryAngles
+from posbench.encodings.rope import ROPE_BASE, RotaryAngles, rotate_leading
 from posbench.positions import Positions
 
 
@@ -76,15 +76,15 @@ class Rope2D(GridMixin, PositionalEncoding):
     def rotated_width(self) -> int:
         return self.d_model
 
+    def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Complex turns of queries and of keys (the same), ``(L, d_head/2)``: the pairs of the first half
+        of each head turn by the row, those of the second half by the column."""
+        by_row, by_col = self.angles.rows(positions.axis(0)), self.angles.rows(positions.axis(1))  # (L, d_head/4) each
+        turns = torch.cat([by_row, by_col], dim=-1)  # (L, d_head/2)
+        return turns, turns
+
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """The first half of each head turns by the row, the second by the column."""
-        rows, cols = self.angles.rows(positions.axis(0)), self.angles.rows(positions.axis(1))  # (L, d_head/4) each
-
-        def turn(x: torch.Tensor) -> torch.Tensor:
-            by_row, by_col = x.chunk(2, dim=-1)
-            return torch.cat([self.angles.turn(by_row, rows), self.angles.turn(by_col, cols)], dim=-1)
-
-        return turn(q), turn(k)
+        return rotate_leading(q, k, *self.rows(positions))
 
 
 register("sinusoidal_2d")(Sinusoidal2D)

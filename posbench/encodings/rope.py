@@ -203,6 +203,20 @@ class RotaryAngles(nn.Module):
         return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (…, L, width)
 
 
+def rotate_leading(q: torch.Tensor, k: torch.Tensor, query_rows: torch.Tensor,
+                   key_rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn the first ``2 · pairs`` dimensions of each head of ``q, k (…, L, d_head)`` by per-token complex
+    turns ``(L, pairs)``; the other dimensions pass through. Every rotary encoding rotates this way, so
+    turns chosen per token (one modality's here, another's there) are applied in one pass."""
+    rotated, turn = 2 * query_rows.shape[-1], RotaryAngles.turn
+    if rotated == q.shape[-1]:
+        return turn(q, query_rows), turn(k, key_rows)
+    widths = [rotated, q.shape[-1] - rotated]  # split, not two slices: one gradient, no accumulation add
+    (q_turning, q_passing), (k_turning, k_passing) = q.split(widths, dim=-1), k.split(widths, dim=-1)
+    return (torch.cat([turn(q_turning, query_rows), q_passing], dim=-1),
+            torch.cat([turn(k_turning, key_rows), k_passing], dim=-1))
+
+
 class XPosAngles(RotaryAngles):
     """xPos (Sun et al. 2022): queries turn by ``ζ^((n−c)/scale_base)·e^{iθn}``, keys by
     ``ζ^(−(n−c)/scale_base)·e^{iθn}``, with ``ζ_j = (2j/width + γ)/(1 + γ)`` per pair: the logit of
@@ -278,14 +292,7 @@ class Rope(PositionalEncoding):
         return self.angles.query_key_rows(positions)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        query_rows, key_rows = self.rows(positions)
-        turn = self.angles.turn
-        if self.rotated == q.shape[-1]:
-            return turn(q, query_rows), turn(k, key_rows)
-        widths = [self.rotated, q.shape[-1] - self.rotated]  # split, not two slices: one gradient, no accumulation add
-        (q_turning, q_passing), (k_turning, k_passing) = q.split(widths, dim=-1), k.split(widths, dim=-1)
-        return (torch.cat([turn(q_turning, query_rows), q_passing], dim=-1),
-                torch.cat([turn(k_turning, key_rows), k_passing], dim=-1))
+        return rotate_leading(q, k, *self.rows(positions))
 
     def extra_repr(self) -> str:
         scaling = f", scaling={self.scaling.label()}" if self.scaling else ""
