@@ -39,7 +39,7 @@ class Cell:
 
     out: Path
     config: dict  # the record's ``config``: a kept record must carry the same hash
-    measure: Callable[[], dict]  # -> the record
+    measure: Callable[[], dict] | None = None  # -> the record; None: measured together (run_cells)
 
 
 class OutTemplateError(ValueError):
@@ -87,24 +87,47 @@ def code_identity(environment: dict) -> dict:
     return {"code_hash": environment.get("code_hash"), "packages": environment["packages"]}
 
 
-def run_cells(command: str, cells: list[Cell], manifest: Path | None = None) -> int:
+def run_cells(command: str, cells: list[Cell], manifest: Path | None = None,
+              together: Callable[[list[Cell]], list[dict]] | None = None) -> int:
     """Measure each cell not already recorded, write its record, then the manifest; the exit status.
 
-    The manifest gives each cell's wall time in this process (``seconds``), so a job's wall time minus
-    their sum is what the job spent outside its cells: start-up, argument checks, the manifest."""
+    Each cell is measured by its own ``measure`` and its record written at once; with ``together``,
+    the cells not kept are measured by one call ``together(cells) -> their records, in order`` (profile
+    times them in alternation) and written when it returns — a rerun then keeps what an earlier run
+    finished and measures only the rest, together.
+
+    The manifest gives each cell's wall time in this process (``seconds``; cells measured together
+    share theirs evenly), so a job's wall time minus their sum is what the job spent outside its
+    cells: start-up, argument checks, the manifest."""
     entries, code = [], code_identity(records.environment())
-    for index, cell in enumerate(cells, 1):
-        started = time.perf_counter()
-        record = kept_record(cell, code)
-        action = "kept" if record else "wrote"
-        if record is None:
-            record = cell.measure()
-            records.write_record(cell.out, record)
+
+    def done(cell: Cell, record: dict, action: str, seconds: float) -> None:
         reason = f" — {record['reason']}" if record["reason"] else ""
-        print(f"posbench {command} [{index}/{len(cells)}] {action} {cell.out}: {record['status']}{reason}",
+        print(f"posbench {command} [{len(entries) + 1}/{len(cells)}] {action} {cell.out}: {record['status']}{reason}",
               file=sys.stderr, flush=True)
         entries.append({"record": str(cell.out), "status": record["status"], "config_hash": record["config_hash"],
-                        "action": action, "seconds": time.perf_counter() - started})
+                        "action": action, "seconds": seconds})
+
+    if together is None:
+        for cell in cells:
+            started = time.perf_counter()
+            record = kept_record(cell, code)
+            action = "kept" if record else "wrote"
+            if record is None:
+                record = cell.measure()
+                records.write_record(cell.out, record)
+            done(cell, record, action, time.perf_counter() - started)
+    else:
+        started = time.perf_counter()
+        kept = [kept_record(cell, code) for cell in cells]
+        missing = [cell for cell, record in zip(cells, kept) if record is None]
+        fresh = together(missing) if missing else []
+        for cell, record in zip(missing, fresh):
+            records.write_record(cell.out, record)
+        share = (time.perf_counter() - started) / max(len(missing), 1)
+        fresh = iter(fresh)
+        for cell, record in zip(cells, kept):
+            done(cell, record or next(fresh), "kept" if record else "wrote", 0.0 if record else share)
     counts = {status: sum(e["status"] == status for e in entries) for status in records.STATUSES}
     failed = counts["skipped"] + counts["error"]
     if manifest and not failed:

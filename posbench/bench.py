@@ -37,7 +37,6 @@ import platform
 import re
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -49,6 +48,7 @@ from torch.profiler import record_function
 
 from posbench import attention, encodings, measure, train
 from posbench.flops import analytic_flops
+from posbench.measure import alternate
 from posbench.model import ModelConfig, build_model, count_params
 from posbench.positions import Positions
 from posbench.profile import decode_step
@@ -117,25 +117,6 @@ class PartResult:
 
 
 # ----- timing ------------------------------------------------------------------------------------
-def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int,
-              grad: bool = False, self_timed: bool = False) -> dict[str, list[float]]:
-    """Milliseconds per call of each step: warm-up, then ``rounds`` rounds calling each once, in an
-    order that rotates by one every round. In inference mode unless ``grad`` (training steps).
-    ``self_timed``: each step returns its own milliseconds (a part of the call), which are kept instead."""
-    _, time_call = measure.make_timer(torch.device("cpu"))
-    time_step = (lambda step: step()) if self_timed else time_call
-    names = list(steps)
-    with nullcontext() if grad else torch.inference_mode():
-        for name in names:
-            for _ in range(warmup):
-                steps[name]()
-        samples = {name: [] for name in names}
-        for r in range(rounds):
-            for name in names[r % len(names):] + names[: r % len(names)]:
-                samples[name].append(time_step(steps[name]))
-    return samples
-
-
 def median(samples: list[float]) -> float:
     return measure.latency_stats(samples)["median_ms"]
 
@@ -323,19 +304,30 @@ def part_overhead(options: BenchOptions, out: Path) -> PartResult:
     models = {name: posbench_model(name) for name in OVERHEAD_TARGETS}
     steps = {name: forward_step(model, 1, SEQ_LEN) for name, model in models.items()}
     result.samples = alternate(steps, options.rounds, options.warmup)
-    none = result.samples["none"]
     for name, samples in result.samples.items():
-        ratio = median(samples) / median(none)
-        target, meets = verdict(ratio, OVERHEAD_TARGETS[name], at_most=True)
         path = attention.choose_path(models[name].encoding, SEQ_LEN, SEQ_LEN, True)
-        result.rows += [Row("overhead", name, "median", median(samples), "ms"),
-                        Row("overhead", name, "p90", measure.latency_stats(samples)["p90_ms"], "ms"),
-                        Row("overhead", name, "path", path),
-                        Row("overhead", name, "paired ratio", paired_ratio(samples, none), "x"),
-                        Row("overhead", name, "ratio", ratio, "x", target, meets)]
-        if meets is False:
-            save_profile(out, result, f"overhead_{name}", {name: steps[name], "none": steps["none"]})
+        against_none(out, result, ("overhead", name), result.samples, steps, name, OVERHEAD_TARGETS[name],
+                     extra=[Row("overhead", name, "p90", measure.latency_stats(samples)["p90_ms"], "ms"),
+                            Row("overhead", name, "path", path)])
     return result
+
+
+def against_none(out: Path, result: PartResult, where: tuple[str, str], samples: dict[str, list[float]],
+                 steps: dict[str, Callable[[], object]], name: str, target_value: float | None,
+                 extra: list[Row] = ()) -> None:
+    """Rows of contender ``name`` against ``none``, timed in the same rounds: its median (then ``extra``),
+    the paired ratio and the ratio of medians, judged against ``target_value``; a miss is profiled
+    beside ``none``. ``where`` is the rows' (part, item)."""
+    part, item = where
+    timed, none = samples[name], samples["none"]
+    ratio = median(timed) / median(none)
+    target, meets = verdict(ratio, target_value, at_most=True)
+    result.rows += [Row(part, item, "median", median(timed), "ms"), *extra,
+                    Row(part, item, "paired ratio", paired_ratio(timed, none), "x"),
+                    Row(part, item, "ratio", ratio, "x", target, meets)]
+    if meets is False:
+        label = f"{part}_{name}" + (f"_{item.rsplit('=', 1)[1]}" if "=" in item else "")
+        save_profile(out, result, label, {name: steps[name], "none": steps["none"]})
 
 
 def part_peer(options: BenchOptions, out: Path) -> PartResult:
@@ -465,16 +457,8 @@ def part_decode(options: BenchOptions, out: Path) -> PartResult:
         steps = {name: decode_step(model, prompt) for name, model in models.items()}
         samples = alternate(steps, options.rounds, options.warmup)
         result.samples.update({f"{name}@{context}": s for name, s in samples.items()})
-        none = samples["none"]
-        for name, timed in samples.items():
-            ratio = median(timed) / median(none)
-            target, meets = verdict(ratio, DECODE_TARGETS[name], at_most=True)
-            item = f"{name} C={context}"
-            result.rows += [Row("decode", item, "median", median(timed), "ms"),
-                            Row("decode", item, "paired ratio", paired_ratio(timed, none), "x"),
-                            Row("decode", item, "ratio", ratio, "x", target, meets)]
-            if meets is False:
-                save_profile(out, result, f"decode_{name}_{context}", {name: steps[name], "none": steps["none"]})
+        for name in samples:
+            against_none(out, result, ("decode", f"{name} C={context}"), samples, steps, name, DECODE_TARGETS[name])
     return result
 
 

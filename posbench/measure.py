@@ -1,6 +1,7 @@
 """Measurement you can trust: a stopwatch, memory peaks and an out-of-memory that becomes a record.
 
-* Latency: warm-up, then at least ``min_repeats`` timed calls *and* at least ``min_seconds``; CUDA
+* Latency: warm-up, then at least ``min_repeats`` timed calls *and* at least ``min_seconds`` of them
+  (several steps: in alternation, round by round, :func:`alternate`); CUDA
   timed with events and a synchronize per call, other devices with ``time.perf_counter`` around a
   synchronize. The raw samples are kept beside median, p90, mean, stdev, CV and IQR.
 * CPU memory: the kernel's resident high-water mark (``VmHWM``), reset at the start of the measured
@@ -19,6 +20,7 @@ All memory figures are MiB (2**20 bytes); latencies are milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -98,16 +100,39 @@ def make_timer(device: torch.device) -> tuple[str, Callable[[Callable[[], object
 
 def measure_latency(step: Callable[[], object], device: torch.device, *, warmup: int,
                     min_repeats: int, min_seconds: float) -> dict:
-    """Time ``step``: ``warmup`` untimed calls, then repeat until both minimums are met."""
-    timer_name, time_step = make_timer(device)
-    for _ in range(warmup):
-        time_step(step)
-    samples, began = [], time.perf_counter()
-    while len(samples) < min_repeats or time.perf_counter() - began < min_seconds:
-        samples.append(time_step(step))
-    total_s = time.perf_counter() - began
-    return {"unit": "ms", "timer": timer_name, "warmup": warmup, "total_s": total_s,
-            **latency_stats(samples)}
+    """Time ``step`` alone: ``warmup`` untimed calls, then repeat until both minimums are met
+    (:func:`alternate` with one step; ``step`` sets its own grad mode)."""
+    timer_name, _ = make_timer(device)
+    began = time.perf_counter()
+    samples = alternate({"step": step}, min_repeats, warmup, grad=True, min_seconds=min_seconds, device=device)
+    return {"unit": "ms", "timer": timer_name, "warmup": warmup, "total_s": time.perf_counter() - began,
+            **latency_stats(samples["step"])}
+
+
+def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int, grad: bool = False,
+              self_timed: bool = False, *, min_seconds: float = 0.0,
+              device: torch.device | None = None) -> dict[str, list[float]]:
+    """Milliseconds per call of each step, timed in alternation so a change of load hits them all:
+    ``warmup`` untimed calls of each, then rounds calling each once, in an order that rotates by one
+    every round — at least ``rounds`` rounds, and more until every step's timed calls add up to
+    ``min_seconds``. Every step gets the same number of samples, one per round, so the per-round
+    ratio of two steps is paired. Timed with ``device``'s timer (:func:`make_timer`; default CPU).
+    In inference mode unless ``grad`` (training steps). ``self_timed``: each step returns its own
+    milliseconds (a part of the call), which are kept instead."""
+    _, time_call = make_timer(device or torch.device("cpu"))
+    time_step = (lambda step: step()) if self_timed else time_call
+    names = list(steps)
+    with contextlib.nullcontext() if grad else torch.inference_mode():
+        for name in names:
+            for _ in range(warmup):
+                steps[name]()
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        r = 0
+        while names and (r < rounds or min(sum(s) for s in samples.values()) < min_seconds * 1e3):
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                samples[name].append(time_step(steps[name]))
+            r += 1
+    return samples
 
 
 # ----- CPU memory ----------------------------------------------------------------------------

@@ -1,15 +1,26 @@
-"""Measure the cost of one cell: latency, memory, FLOPs and parameters of one model on one device.
+"""Measure the cost of cells: latency, memory, FLOPs and parameters of one model on one device.
 
 A cell is encoding × size × sequence length × device (× batch, dtype, mode), given as a
-:class:`ProfileConfig`. :func:`profile` returns its ``profile`` record (see
-``schemas/profile.schema.json``): ``skipped`` on a device this machine lacks, else measured by
-:func:`measure_cell` in a fresh process (:func:`posbench.measure.run_isolated`), so an
-out-of-memory — even a kill by the kernel — becomes an ``oom`` record and no cell's memory figures
-carry another's.
+:class:`ProfileConfig`. :func:`profile_together` returns the ``profile`` records (see
+``schemas/profile.schema.json``) of cells that differ only in their encoding — one (device, mode,
+size, length), as a workflow job measures them — in two steps:
 
-Inside the child, in this order: build the model (fixed seed), a memory pass (the first thing
-after the build, so nothing earlier has inflated the baseline), the latency pass, one profiled
-step to see which attention kernel ran, and the FLOP counts.
+1. each cell alone in a fresh process (:func:`measure_cell` through :func:`posbench.measure.run_isolated`):
+   build the model (fixed seed), a memory pass (the first thing after the build, so nothing earlier
+   has inflated the baseline), one profiled step to see which attention kernel ran, and the FLOP
+   counts. An out-of-memory — even a kill by the kernel — becomes an ``oom`` record, and no cell's
+   memory figures carry another's;
+2. the latency of every cell whose step 1 succeeded, in *one* fresh process (:func:`time_cells`):
+   all models built, each warmed up, then timed in alternation round by round with a rotating order
+   (:func:`posbench.measure.alternate`), so a change of load on the machine hits every encoding alike
+   and the per-round ratios of two records are paired. Each record keeps its own samples and stats
+   and names the encodings it was timed with (``latency.alternated_with``).
+
+A cell that fails to build or warm up beside the others (an out-of-memory with every model
+resident, say), or every cell when the shared process dies, is timed again alone in a fresh
+process (``latency.alone_because`` says why); only when that fails too does the cell's record take
+the latency pass's status (``oom`` or ``error``), its other sections kept. ``skipped`` on a device
+this machine lacks.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ import os
 import re
 import socket
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import TextIO
 
@@ -133,24 +145,78 @@ def missing_device(device: str) -> str | None:
 
 
 def profile(config: ProfileConfig, log: TextIO | None = None) -> dict:
-    """One cell's record: ``skipped`` on a device this machine lacks, else measured in a fresh process.
+    """One cell's record, measured as :func:`profile_together` measures a group (its latency alone)."""
+    return profile_together([config], log)[0]
 
-    Sets torch's thread count in this process to ``config.threads`` (when given), so the record's
-    environment reports the setting the cell was measured with. A one-line summary goes to ``log``
+
+def profile_together(configs: list[ProfileConfig], log: TextIO | None = None) -> list[dict]:
+    """The records of ``configs``, cells that differ only in their encoding, in their order: each cell's
+    memory, attention path and FLOPs in its own fresh process, then the latencies of those that passed
+    timed together in alternation (see the module's doc).
+
+    Sets torch's thread count in this process to the cells' ``threads`` (when given), so each record's
+    environment reports the setting it was measured with. A one-line summary per cell goes to ``log``
     (default: the current ``sys.stderr``).
     """
-    check(config)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    reason = missing_device(config.device)
-    if reason:
-        outcome = measure.ChildOutcome("skipped", reason)
-    else:
-        outcome = host_kill_is_not_a_gpu_oom(config, measure.run_isolated(measure_cell, asdict(config)))
-    record = records.new_record("profile", asdict(config), outcome.status, outcome.reason)
-    record.update(outcome.sections)
-    print(summary(record), file=log or sys.stderr)
-    return record
+    for config in configs:
+        check(config)
+    shared = {key: value for key, value in asdict(configs[0]).items() if key != "encoding"}
+    if any({key: value for key, value in asdict(c).items() if key != "encoding"} != shared for c in configs):
+        raise ValueError("cells measured together must differ in their encoding only")
+    if configs[0].threads:
+        torch.set_num_threads(configs[0].threads)
+    outcomes = []
+    for config in configs:
+        reason = missing_device(config.device)
+        outcomes.append(measure.ChildOutcome("skipped", reason) if reason else
+                        host_kill_is_not_a_gpu_oom(config, measure.run_isolated(measure_cell, asdict(config))))
+    passed = [i for i, outcome in enumerate(outcomes) if outcome.status == "ok"]
+    for i, latency in zip(passed, time_latencies([configs[i] for i in passed])):
+        if latency.status == "ok":
+            outcomes[i].sections.update(latency.sections)
+        else:
+            outcomes[i] = measure.ChildOutcome(latency.status, f"latency pass: {latency.reason}", outcomes[i].sections)
+    found = []
+    for config, outcome in zip(configs, outcomes):
+        record = records.new_record("profile", asdict(config), outcome.status, outcome.reason)
+        record.update(outcome.sections)
+        print(summary(record), file=log or sys.stderr)
+        found.append(record)
+    return found
+
+
+def profile_by_length(configs: list[ProfileConfig], log: TextIO | None = None) -> list[dict]:
+    """:func:`profile_together` over the cells of each length (in their order); the records in the
+    order of ``configs``."""
+    groups: dict[int, list[ProfileConfig]] = {}
+    for config in configs:
+        groups.setdefault(config.seq_len, []).append(config)
+    found = {config: record for group in groups.values() for config, record in zip(group, profile_together(group, log))}
+    return [found[config] for config in configs]
+
+
+def time_latencies(configs: list[ProfileConfig]) -> list[measure.ChildOutcome]:
+    """Each cell's ``latency`` section (as ``sections``), timed together in one fresh process; a cell
+    left out there (it failed beside the others, or the process died) is timed alone in another."""
+    if not configs:
+        return []
+    together = measure.run_isolated(time_cells, {"configs": [asdict(config) for config in configs]})
+    timed = together.sections.get("latency", {}) if together.status == "ok" else {}
+    found = []
+    for i, config in enumerate(configs):
+        if str(i) in timed:
+            found.append(measure.ChildOutcome("ok", "", {"latency": timed[str(i)]}))
+            continue
+        why = together.sections.get("failed", {}).get(str(i)) or f"{together.status}: {together.reason}"
+        alone = together if len(configs) == 1 else measure.run_isolated(time_cells, {"configs": [asdict(config)]})
+        alone = host_kill_is_not_a_gpu_oom(config, alone)
+        latency = alone.sections.get("latency", {}).get("0") if alone.status == "ok" else None
+        if latency is None:
+            reason = alone.sections.get("failed", {}).get("0") or alone.reason
+            found.append(measure.ChildOutcome("error" if alone.status == "ok" else alone.status, reason))
+        else:
+            found.append(measure.ChildOutcome("ok", "", {"latency": {**latency, "alone_because": why}}))
+    return found
 
 
 def preflight(device: str) -> dict:
@@ -191,15 +257,16 @@ def summary(record: dict) -> str:
     text = f"profile {cell['encoding']} {cell['size']} L={cell['seq_len']} {cell['device']} {cell['mode']}: {status}"
     if status == "ok":
         latency, cpu = record["latency"], record["memory"]["cpu"]
-        text += (f", median {latency['median_ms']:.3f} ms (CV {latency['cv']:.3f}, n={latency['n']}),"
+        text += (f", median {latency['median_ms']:.3f} ms (CV {latency['cv']:.3f}, n={latency['n']}, "
+                 f"alternated with {len(latency.get('alternated_with', []))}),"
                  f" CPU peak {cpu['peak_mib']:.1f} MiB (+{cpu['above_baseline_mib']:.1f} above baseline)")
     return text + (f" — {record['reason']}" if record["reason"] else "")
 
 
-# ----- the isolated child --------------------------------------------------------------------
+# ----- the isolated children ------------------------------------------------------------------
 def measure_cell(payload: dict, sections: dict) -> None:
-    """Measure the cell ``payload`` (a config as a dict) in this fresh process, filling ``sections`` as
-    each part finishes."""
+    """Measure everything of the cell ``payload`` (a config as a dict) but its latency, in this fresh
+    process, filling ``sections`` as each part finishes."""
     config = ProfileConfig(**payload)
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -213,16 +280,54 @@ def measure_cell(payload: dict, sections: dict) -> None:
     sections["model"] = model_shape(model)
     sections["hardware"] = hardware(device, nvml)
     step = make_step(model, config)
-    sections["memory"] = measure_memory(step, device, nvml, context)
-    sections["latency"] = measure.measure_latency(step, device, warmup=config.warmup,
-                                                  min_repeats=config.min_repeats,
-                                                  min_seconds=config.min_seconds)
+    sections["memory"] = {**measure_memory(step, device, nvml, context), "pid": os.getpid()}
     sections["attention"] = attention_used(model, step, config)
     sections["flops"] = flop_counts(model, config)
     if config.mode == "decode":
         sections["kv_cache_mib"] = measure.mib(step.cache.nbytes())
     if nvml:
         nvml.close()
+
+
+def time_cells(payload: dict, sections: dict) -> None:
+    """Time the cells ``payload["configs"]`` (one device, mode, size, length) in this fresh process:
+    build and warm up each (``warmup`` timed-and-discarded steps), then alternate them round by round,
+    the order rotating (:func:`posbench.measure.alternate`), for at least ``min_repeats`` rounds and
+    until every cell's timed steps add up to ``min_seconds`` — today's per-cell minimums, met by each
+    cell, with one sample per cell per round. ``sections["latency"]`` maps each timed cell's index
+    (a string) to its section; a cell that fails to build or warm up is left out, its first line in
+    ``sections["failed"]``."""
+    configs = [ProfileConfig(**config) for config in payload["configs"]]
+    first = configs[0]
+    if first.threads:
+        torch.set_num_threads(first.threads)
+    device = torch.device(first.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    timer, time_step = measure.make_timer(device)
+    steps, sections["failed"] = {}, {}
+    for i, config in enumerate(configs):
+        try:
+            torch.manual_seed(config.seed)
+            model = build_model(model_config(config)).to(device=device, dtype=weight_dtype(config))
+            step = make_step(model, config)
+            for _ in range(config.warmup):
+                time_step(step)
+            steps[str(i)] = step
+        except Exception as error:  # noqa: BLE001 - this cell is timed again alone; the others go on
+            sections["failed"][str(i)] = measure.first_line(error)
+            model = step = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    began = time.perf_counter()
+    samples = measure.alternate(steps, first.min_repeats, warmup=0, grad=True, min_seconds=first.min_seconds,
+                                device=device)  # grad: each step sets its own mode (inference or training)
+    total_s = time.perf_counter() - began
+    sections["latency"] = {key: {"unit": "ms", "timer": timer, "warmup": first.warmup, "total_s": total_s,
+                                 **measure.latency_stats(timed), "rounds": len(timed),
+                                 "alternated_with": [configs[int(other)].encoding for other in steps if other != key],
+                                 "pid": os.getpid()}
+                           for key, timed in samples.items()}
 
 
 def model_shape(model) -> dict:

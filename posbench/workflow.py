@@ -12,6 +12,7 @@ trains the union of its seeds in one job, so every (task, encoding, size, lr, se
 
 from __future__ import annotations
 
+import hashlib
 import socket
 from itertools import product
 from pathlib import Path
@@ -90,6 +91,9 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         what = "(it names a folder), or auto" if key == "machine" else "(a name, e.g. default, full, cluster, smoke)"
         return (f"config key '{key}': {error.instance!r} is not allowed; allowed: letters, digits, '.', '_' "
                 f"and '-' {what}")
+    if error.validator == "pattern" and key == "gpu_model":
+        return (f"config key 'gpu_model': {error.instance!r} is not allowed; allowed: one SLURM node feature "
+                f"(letters, digits, '.', '_', '-', e.g. h100), or null for any GPU")
     if error.validator == "pattern" and key.startswith("train.eval_scaling"):
         return (f"config key '{key}': {error.instance!r} is not allowed; allowed: TYPE:FACTOR with TYPE one of "
                 f"linear, dynamic, yarn, llama3 (e.g. yarn:4)")
@@ -224,6 +228,30 @@ def profile_cells(config: dict, devices: list[str] | None = None) -> list[dict]:
             for d, m, s, e, L in product(devices, p["modes"], p["sizes"], p["encodings"], p["seq_lens"])]
 
 
+def profile_jobs(config: dict, devices: list[str] | None = None) -> list[dict]:
+    """One entry per profile job: ``device, mode, size, seq_len`` and ``encodings``, the key
+    (:func:`encodings_key`) of every configured encoding — a job measures them all at one length and
+    times them in alternation, so their latencies are paired."""
+    names = config["profile"]["encodings"]
+    jobs = {(c["device"], c["mode"], c["size"], c["seq_len"]): None for c in profile_cells(config, devices)}
+    return [dict(device=d, mode=m, size=s, seq_len=L, encodings=encodings_key(names)) for d, m, s, L in jobs]
+
+
+def encodings_key(names: list[str]) -> str:
+    """A profile job's encodings as its manifest's name holds them: their count and a digest of the
+    list (``E8-3f2a09c1``) — short whatever the list's length, and new when an encoding is added."""
+    return f"E{len(names)}-{hashlib.sha256(' '.join(names).encode()).hexdigest()[:8]}"
+
+
+def profile_job_encodings(config: dict, key: str) -> list[str]:
+    """The encodings a profile job's manifest name (:func:`encodings_key`) stands for: the configured ones."""
+    names = config["profile"]["encodings"]
+    if encodings_key(names) != key:
+        raise ConfigError(f"profile job {key!r}: not the key of profile.encodings ({encodings_key(names)}); "
+                          "a manifest of another config was asked for")
+    return names
+
+
 def train_jobs(config: dict) -> list[dict]:
     """One entry per train job: ``task, encoding, size, lr, lr_dir, seeds`` (seeds sorted).
 
@@ -292,18 +320,20 @@ def probe_cells(config: dict) -> list[dict]:
 
 
 # A record per cell; a job per batch of cells (posbench.batch), whose only declared output is its manifest.
-# A manifest's name lists the batch's values (L256-1024, seeds0-1-2, …): a sweep that gains a seed,
-# length or width names a new manifest, so its job runs whatever Snakemake's rerun triggers are.
+# A manifest's name lists the batch's values (seeds0-1-2, d16-32, a profile job's encodings as a count and
+# digest, E8-3f2a09c1): a sweep that gains a seed, width or encoding names a new manifest, so its job
+# runs whatever Snakemake's rerun triggers are.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
 TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/{lr_dir}seed{seed}.json"
 PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
                 "seed{seed}.json")
 PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
-PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_lens}.json"
+PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/L{seq_len}/{encodings}.json"
 TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/{lr_dir}seeds{seeds}.json"
 PROBE_BATCH = ("{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/"
                "d{d_models}.seeds{seeds}.json")
 LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
+ENCODINGS_KEY = r"E[0-9]+-[0-9a-f]{8}"  # a profile job's encodings (encodings_key) as a wildcard matches them
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
 
@@ -322,8 +352,8 @@ def probe_records(config: dict) -> list[str]:
 
 def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
-    p, q = config["profile"], config["probe"]
-    profile = [{**cell, "seq_lens": joined(p["seq_lens"])} for cell in profile_cells(config, devices)]
+    q = config["probe"]
+    profile = profile_jobs(config, devices)
     train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config)]
     probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
              for cell in probe_cells(config)]

@@ -109,13 +109,22 @@ def test_an_out_template_that_cannot_name_each_cell_exits_2_with_one_line(tmp_pa
     assert len(err.splitlines()) == 1 and message in err and not list(tmp_path.iterdir())
 
 
-def test_profile_batches_lengths_each_in_its_own_process(tmp_path):
+def test_profile_batches_lengths_and_times_the_encodings_of_each_length_together(tmp_path):
+    """Two lengths of one encoding: each length a group of its own, its latency timed with nobody's."""
     out = tmp_path / "L{seq_len}.json"
     assert main(["profile", "--encoding", "rope", "--size", "tiny", "--seq-len", "8", "16", "--min-repeats", "1",
                  "--min-seconds", "0", "--warmup", "0", "--out", str(out), "--manifest", str(tmp_path / "b.json")]) == 0
-    lengths = [records.read_record(tmp_path / f"L{L}.json")["config"]["seq_len"] for L in (8, 16)]
-    assert lengths == [8, 16]
+    found = [records.read_record(tmp_path / f"L{L}.json") for L in (8, 16)]
+    assert [record["config"]["seq_len"] for record in found] == [8, 16]
+    assert [record["latency"]["alternated_with"] for record in found] == [[], []]
     assert [e["status"] for e in json.loads((tmp_path / "b.json").read_text())["records"]] == ["ok", "ok"]
+
+
+def test_several_encodings_need_an_out_that_names_each(tmp_path, capsys):
+    assert main(["profile", "--encoding", "rope", "alibi", "--size", "tiny", "--seq-len", "8",
+                 "--out", str(tmp_path / "L{seq_len}.json")]) == 2
+    assert "with several values it must contain {encoding}" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
 
 
 def test_probe_batches_widths_and_seeds(tmp_path):

@@ -83,6 +83,18 @@ def test_wall_timer_reads_milliseconds_between_two_clock_reads(monkeypatch):
     assert len(calls) == 2
 
 
+def test_alternate_goes_on_until_every_step_has_its_seconds_with_one_sample_each_round():
+    calls = []
+    steps = {"a": lambda: calls.append("a") or time.sleep(0.002), "b": lambda: calls.append("b") or time.sleep(0.005)}
+    samples = measure.alternate(steps, rounds=2, warmup=1, min_seconds=0.02)
+    n = len(samples["a"])
+    assert len(samples["b"]) == n and 2 <= n <= 10  # a sleeps >= 2 ms: 10 of its samples make 20 ms
+    sums = [sum(timed) for timed in samples.values()]
+    assert min(sums) >= 20 > min(sum(timed[:-1]) for timed in samples.values())  # the first round that has them
+    assert calls[:4] == ["a", "b", "a", "b"] and calls[4:6] == ["b", "a"]  # warm-up, then the order rotates
+    assert measure.alternate({}, rounds=3, warmup=0) == {}
+
+
 def test_measure_latency_meets_both_minimums_after_warmup():
     calls = []
     result = measure.measure_latency(lambda: calls.append(1), CPU, warmup=2, min_repeats=5, min_seconds=0)

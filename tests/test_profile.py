@@ -292,12 +292,14 @@ def test_a_failing_flop_pass_leaves_the_measured_cell_intact(monkeypatch):
     sections = {}
     profile.measure_cell(asdict(config), sections)
     flops = sections["flops"]
-    assert sections["latency"]["n"] >= 1 and sections["memory"]["cpu"]["peak_mib"] > 0
+    assert "latency" not in sections and sections["memory"]["cpu"]["peak_mib"] > 0  # latency: its own process
     assert flops["fvcore"] is None and flops["torch"] is None
     assert flops["counters_failed"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 GiB"
     assert flops["analytic"] == count_flops(build_model(profile.model_config(config)), 1, 32).analytic
+    timing = {}
+    profile.time_cells({"configs": [asdict(config)]}, timing)
     record = records.new_record("profile", asdict(config), "ok", "")
-    record.update(sections)
+    record.update(sections, latency=timing["latency"]["0"])
     records.validate(record)
 
 
@@ -361,3 +363,102 @@ def test_a_decode_cell_records_latency_cache_memory_path_and_analytic_flops(tmp_
         encoding="alibi", size="tiny", seq_len=1))), 1, 1)
     for term in ("projections", "ffn", "residual", "head", "rotation", "position_input"):
         assert flops["terms"][term] == per_token[term]
+
+
+# ----- a job's encodings: memory alone, latency in alternation --------------------------------------
+THREE = ("none", "rope", "alibi")
+ALTERNATED = ["--size", "tiny", "--seq-len", "16", "--warmup", "1", "--min-repeats", "4", "--min-seconds", "0",
+              "--threads", "1"]
+
+
+def run_three(folder):
+    return main(["profile", "--encoding", *THREE, *ALTERNATED, "--out", str(folder / "{encoding}.json"),
+                 "--manifest", str(folder / "batch.json")])
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """One real job of three encodings at one length."""
+    folder = tmp_path_factory.mktemp("three")
+    assert run_three(folder) == 0
+    return folder
+
+
+def test_a_job_of_three_encodings_times_them_in_alternation_after_a_memory_pass_each(three):
+    found = {name: records.read_record(three / f"{name}.json") for name in THREE}
+    assert {record["status"] for record in found.values()} == {"ok"}
+    latencies = {name: record["latency"] for name, record in found.items()}
+    # one sample per cell per round: equal counts, at least min_repeats, each its own samples
+    assert {(lat["n"], lat["rounds"], len(lat["samples_ms"])) for lat in latencies.values()} == {(4, 4, 4)}
+    assert len({tuple(lat["samples_ms"]) for lat in latencies.values()}) == 3
+    for name, lat in latencies.items():
+        assert lat["alternated_with"] == [other for other in THREE if other != name] and "alone_because" not in lat
+        assert lat["median_ms"] == measure.latency_stats(lat["samples_ms"])["median_ms"]
+    # the three timed in one process; each memory pass in a fresh process of its own, none of them that one
+    timing_pids = {lat["pid"] for lat in latencies.values()}
+    memory_pids = {record["memory"]["pid"] for record in found.values()}
+    assert len(timing_pids) == 1 and len(memory_pids) == 3 and not timing_pids & memory_pids
+    assert {record["attention"]["path"] for record in found.values()} == {"is_causal", "relative"}
+    manifest = json.loads((three / "batch.json").read_text())
+    assert [entry["action"] for entry in manifest["records"]] == ["wrote"] * 3
+
+
+def test_a_rerun_keeps_finished_cells_and_times_only_the_missing_ones_together(three, tmp_path):
+    for name in THREE:
+        (tmp_path / f"{name}.json").write_bytes((three / f"{name}.json").read_bytes())
+    kept = {name: (tmp_path / f"{name}.json").read_bytes() for name in ("none", "alibi")}
+    (tmp_path / "rope.json").unlink()
+    assert run_three(tmp_path) == 0
+    assert {name: (tmp_path / f"{name}.json").read_bytes() for name in ("none", "alibi")} == kept
+    actions = [entry["action"] for entry in json.loads((tmp_path / "batch.json").read_text())["records"]]
+    assert actions == ["kept", "wrote", "kept"]
+    rope = records.read_record(tmp_path / "rope.json")
+    assert rope["status"] == "ok" and rope["latency"]["alternated_with"] == [] and rope["latency"]["n"] == 4
+
+
+def test_a_cell_whose_memory_pass_fails_keeps_its_status_and_the_rest_are_timed_together(monkeypatch):
+    real = measure.run_isolated
+
+    def rope_runs_out(target, payload):
+        if target is profile.measure_cell and payload["encoding"] == "rope":
+            return measure.ChildOutcome("oom", "OutOfMemoryError: injected", {"params": {"total": 1}})
+        return real(target, payload)
+
+    monkeypatch.setattr(measure, "run_isolated", rope_runs_out)
+    configs = [ProfileConfig(encoding=name, size="tiny", seq_len=16, warmup=0, min_repeats=3, min_seconds=0.0,
+                             threads=1) for name in THREE]
+    none, rope, alibi = profile.profile_together(configs)
+    assert (rope["status"], rope["reason"], "latency" in rope) == ("oom", "OutOfMemoryError: injected", False)
+    assert none["latency"]["alternated_with"] == ["alibi"] and alibi["latency"]["alternated_with"] == ["none"]
+    assert none["latency"]["n"] == alibi["latency"]["n"] == 3 and none["status"] == alibi["status"] == "ok"
+
+
+def test_a_failed_timing_process_loses_no_cell_each_is_timed_alone(monkeypatch):
+    """The shared timing process left one cell out (an OOM with every model resident): that cell is timed
+    again alone; when the whole process dies, every cell is; a cell that fails alone takes that status."""
+    configs = [ProfileConfig(encoding=name, size="tiny", seq_len=16) for name in THREE]
+    calls = []
+
+    def timing(latency_of, failed=None, status="ok", reason=""):
+        sections = {"latency": {str(i): {"n": 1, "alternated_with": []} for i in latency_of}, "failed": failed or {}}
+        return measure.ChildOutcome(status, reason, sections)
+
+    def fake(target, payload):
+        calls.append([config["encoding"] for config in payload["configs"]])
+        if len(calls) == 1:  # together: rope failed to warm up beside the others
+            return timing([0, 2], failed={"1": "OutOfMemoryError: beside the others"})
+        return timing([0])  # alone: fits
+
+    monkeypatch.setattr(measure, "run_isolated", fake)
+    found = profile.time_latencies(configs)
+    assert calls == [list(THREE), ["rope"]] and [outcome.status for outcome in found] == ["ok"] * 3
+    assert found[1].sections["latency"]["alone_because"] == "OutOfMemoryError: beside the others"
+
+    calls.clear()
+    outcomes = iter([measure.ChildOutcome("oom", "the measurement process was killed by SIGKILL"),
+                     timing([0]), timing([0]), measure.ChildOutcome("error", "ValueError: boom")])
+    monkeypatch.setattr(measure, "run_isolated", lambda target, payload: calls.append(1) or next(outcomes))
+    found = profile.time_latencies(configs)
+    assert len(calls) == 4 and [outcome.status for outcome in found] == ["ok", "ok", "error"]
+    assert found[0].sections["latency"]["alone_because"].startswith("oom: the measurement process was killed")
+    assert found[2].reason == "ValueError: boom"

@@ -14,6 +14,9 @@ from posbench.workflow import (
     TRAIN_RECORD,
     ConfigError,
     batch_manifests,
+    encodings_key,
+    profile_job_encodings,
+    profile_jobs,
     profile_records,
     record_template,
     resolve_devices,
@@ -38,6 +41,9 @@ def config(**sections):
 
 
 BAD = {  # what is wrong -> (config, the words the one-line error must contain)
+    "gpu model not a string": (config(gpu_model=100), "config key 'gpu_model': expected string or null, got 100"),
+    "gpu model an expression": (config(gpu_model="a100|h100"),
+                                "config key 'gpu_model': 'a100|h100' is not allowed; allowed: one SLURM node feature"),
     "unknown encoding": (config(profile={"encodings": ["rotary"]}),
                          "'profile.encodings[0]': unknown 'rotary'; allowed: alibi"),
     "unknown encoding in a task": (config(train={"tasks": {"reverse": ["alibi", "t6"]}}),
@@ -134,10 +140,18 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
                            "random_widths": [16, 32], "trained_widths": [], "seeds": [0, 1]}})
     cfg["profile"]["seq_lens"] = [64, 128]
     cfg["train"]["seeds"] = [0, 1, 2]
-    assert batch_manifests(cfg, ["cpu"]) == [
-        "results/batches/laptop/profile/cpu/infer/tiny/rope/L64-128.json",
+    assert batch_manifests(cfg, ["cpu"]) == [  # a profile job per length, over every encoding
+        "results/batches/laptop/profile/cpu/infer/tiny/L64/E1-fe4d55b9.json",
+        "results/batches/laptop/profile/cpu/infer/tiny/L128/E1-fe4d55b9.json",
         "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2.json",
         "results/batches/laptop/probe/random/sinusoidal/V64/L64/d16-32.seeds0-1.json"]
+    cfg["profile"]["encodings"].append("alibi")  # so is a new encoding
+    assert encodings_key(["rope", "alibi"]) == "E2-7f61ecd9" != encodings_key(["alibi", "rope"])
+    assert batch_manifests(cfg, ["cpu"])[:2] == [f"results/batches/laptop/profile/cpu/infer/tiny/L{L}/E2-7f61ecd9.json"
+                                                 for L in (64, 128)]
+    assert profile_job_encodings(cfg, "E2-7f61ecd9") == ["rope", "alibi"]
+    with pytest.raises(ConfigError, match="profile job 'E1-fe4d55b9': not the key of profile.encodings"):
+        profile_job_encodings(cfg, "E1-fe4d55b9")
     cfg["train"]["seeds"].append(3)  # a new seed is a new job, whatever Snakemake's rerun triggers
     assert "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2-3.json" in batch_manifests(cfg, ["cpu"])
     assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5", lr_dir="")
@@ -248,7 +262,7 @@ def test_a_device_the_config_names_but_this_machine_lacks_stops_the_run_at_prefl
     cfg.write_text(yaml.safe_dump({"results": str(results), "machine": "box", "devices": ["cuda"],
                                    "python": sys.executable,
                                    "profile": {"encodings": ["rope"], "sizes": ["tiny"], "seq_lens": [32]}}))
-    target = results / "batches/box/profile/cuda/infer/tiny/rope/L32.json"
+    target = results / f"batches/box/profile/cuda/infer/tiny/L32/{encodings_key(['rope'])}.json"
     run = subprocess.run([sys.executable, "-m", "snakemake", str(target), "--cores", "1", "--configfile", str(cfg)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
@@ -279,8 +293,21 @@ with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
                             snakefile=snakefile, workdir=workdir)
     workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
     jobs = workflow._workflow._dag.jobs  # the command line prints no job's resources
-    print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("embedding"),
-                       "gpu": job.resources.get("gpu"), "shell": job.shellcmd} for job in jobs]))
+
+
+def sbatch(job):  # the line snakemake-executor-plugin-slurm would submit, composed by the plugin itself
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    params = dict(run_uuid="u", slurm_logfile="log", comment_str=f"rule_{job.rule.name}", account="",
+                  partition="", workdir=None)
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("embedding"),
+                   "device": job.wildcards_dict.get("device"), "gpu": job.resources.get("gpu"),
+                   "constraint": job.resources.get("constraint"), "shell": job.shellcmd,
+                   "sbatch": sbatch(job) if job.rule.name in ("profile", "train") else None} for job in jobs]))
 """
 
 
@@ -303,10 +330,10 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
-    "config.yaml": dict(train=38, probe=6, profile=8),
-    "workflow/full.yaml": dict(train=121, probe=36, profile=36),
-    "workflow/cluster.yaml": dict(train=162, probe=36, profile=144),
-    "workflow/smoke.yaml": dict(train=3, probe=4, profile=2),
+    "config.yaml": dict(train=38, probe=6, profile=3),
+    "workflow/full.yaml": dict(train=121, probe=36, profile=14),
+    "workflow/cluster.yaml": dict(train=162, probe=36, profile=48),
+    "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
 
 
@@ -319,6 +346,7 @@ def test_dry_run_job_counts_of_every_preset(tmp_path, preset):
     expected = PRESET_JOBS[preset]
     assert counts == {**expected, "profile": expected["profile"] * len(devices)}
     assert counts["train"] == len(train_jobs(cfg))
+    assert counts["profile"] == len(profile_jobs(cfg, devices))  # one per (device, mode, size, length)
     assert len(jobs) == sum(counts.values()) + len(devices) + 3  # a preflight per device, aggregate, report, all
 
 
@@ -346,3 +374,22 @@ def test_train_and_trained_probe_jobs_pass_device_and_dtype_and_claim_a_gpu_on_c
         assert f" --device {device} --dtype {dtype} " in jobs[key]["shell"] and jobs[key]["gpu"] == gpu
     random = jobs[("probe", "random")]  # trains nothing: runs on the CPU whatever train.device says
     assert "--device" not in random["shell"] and random["gpu"] == 0
+
+
+def test_a_cuda_profile_job_asks_slurm_for_the_gpu_model_and_one_gpu(tmp_path):
+    """With gpu_model set, the sbatch line the SLURM executor plugin composes for a CUDA profile (and train)
+    job carries the model as a constraint and one GPU; a CPU job neither."""
+    preset = {"machine": "m", "devices": ["cpu", "cuda"], "gpu_model": "h100",
+              "profile": {"encodings": ["none", "rope", "alibi"], "sizes": ["tiny"], "seq_lens": [32]},
+              "train": {"seeds": [0], "device": "cuda", "tasks": {"reverse": ["rope"]}}}
+    jobs = {(job["rule"], job["device"]): job for job in dry_run(tmp_path, preset)
+            if job["rule"] in ("profile", "train")}
+    assert sorted(jobs) == [("profile", "cpu"), ("profile", "cuda"), ("train", None)]
+    for key in (("profile", "cuda"), ("train", None)):
+        line = jobs[key]["sbatch"]
+        assert " -C h100 " in line and line.endswith(" --gpus=1") and line.count("--gpus") == 1, line
+    cpu = jobs[("profile", "cpu")]
+    assert " -C " not in cpu["sbatch"] and "--gpus" not in cpu["sbatch"] and "--exclusive" in cpu["sbatch"]
+    assert " --encoding none rope alibi --size tiny --seq-len 32 --device cuda " in jobs[("profile", "cuda")]["shell"]
+    assert shipped("workflow/cluster.yaml")["gpu_model"] == "h100"
+    assert shipped("config.yaml")["gpu_model"] is None

@@ -1,10 +1,11 @@
 """``python -m posbench profile``: measure cells and write one JSON record per cell.
 
 The measuring is :mod:`posbench.profile`; this module turns the arguments into one
-:class:`~posbench.profile.ProfileConfig` per length and runs them as a batch (:mod:`posbench.batch`:
-a length whose record is already there, for the same config, is kept). Bad arguments: one line on
-stderr, exit 2, nothing written. ``ok`` and ``oom`` exit 0; ``skipped`` (a device this machine
-lacks) and ``error`` write their record, no manifest, and exit 1.
+:class:`~posbench.profile.ProfileConfig` per (length, encoding) and runs them as a batch
+(:mod:`posbench.batch`: a cell whose record is already there, for the same config, is kept); the
+encodings of one length are timed together, in alternation (:func:`posbench.profile.profile_together`).
+Bad arguments: one line on stderr, exit 2, nothing written. ``ok`` and ``oom`` exit 0; ``skipped``
+(a device this machine lacks) and ``error`` write their record, no manifest, and exit 1.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from pathlib import Path
 from posbench import batch, encodings
 from posbench.cli import arguments
 from posbench.model import SIZES
-from posbench.profile import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, MODES, ProfileConfig, check, profile
+from posbench.profile import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, MODES, ProfileConfig, check, profile_by_length
 
-HELP = ("Measure cells (encoding, size, one or more lengths, device): latency, memory, FLOPs, parameters "
+HELP = ("Measure cells (one or more encodings and lengths, size, device): latency, memory, FLOPs, parameters "
         "-> a JSON record per cell.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell = parser.add_argument_group("the cell")
-    cell.add_argument("--encoding", required=True, choices=encodings.names(), metavar="E",
-                      help=f"one of: {', '.join(encodings.names())}")
+    cell.add_argument("--encoding", required=True, choices=encodings.names(), nargs="+", metavar="E",
+                      help=f"one or more of: {', '.join(encodings.names())}; the encodings of one length are "
+                           "timed in alternation, in one process")
     cell.add_argument("--size", required=True, choices=list(SIZES), metavar="S", help=f"one of: {', '.join(SIZES)}")
     cell.add_argument("--seq-len", required=True, type=arguments.positive_int, nargs="+", metavar="L",
                       help="tokens per sequence; several lengths are measured one after another")
@@ -54,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--seed", default=ProfileConfig.seed, type=arguments.non_negative_int,
                         help="weights and inputs (default %(default)s)")
     parser.add_argument("--out", required=True, metavar="PATH.json",
-                        help="where each record goes (written atomically); with several lengths it contains {seq_len}")
+                        help="where each record goes (written atomically); with several lengths it contains {seq_len}, "
+                             "with several encodings {encoding}")
     parser.add_argument("--manifest", type=Path, metavar="PATH.json",
                         help="written last: the records of this run and their status (a workflow job's output)")
     parser.epilog = ("Status ok and oom (a failed allocation or a kill of the measuring process) exit 0; skipped (a "
@@ -63,18 +66,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    configs = [ProfileConfig(encoding=args.encoding, size=args.size, seq_len=seq_len, max_len=args.max_len,
+    configs = [ProfileConfig(encoding=encoding, size=args.size, seq_len=seq_len, max_len=args.max_len,
                              device=args.device, batch=args.batch, dtype=args.dtype, mode=args.mode,
                              threads=args.threads, warmup=args.warmup, min_repeats=args.min_repeats,
                              min_seconds=args.min_seconds, seed=args.seed)
-               for seq_len in dict.fromkeys(args.seq_len)]
+               for seq_len in dict.fromkeys(args.seq_len) for encoding in dict.fromkeys(args.encoding)]
     try:
         for config in configs:
             check(config)
-        paths = batch.record_paths(args.out, [{"seq_len": config.seq_len} for config in configs])
+        paths = batch.record_paths(args.out, [{"encoding": c.encoding, "seq_len": c.seq_len} for c in configs])
     except ValueError as error:
         print(f"posbench profile: error: {error}", file=sys.stderr)
         return 2
-    cells = [batch.Cell(path, asdict(config), lambda config=config: profile(config))
-             for path, config in zip(paths, configs)]
-    return batch.run_cells("profile", cells, args.manifest)
+    cells = [batch.Cell(path, asdict(config)) for path, config in zip(paths, configs)]
+    return batch.run_cells("profile", cells, args.manifest,
+                           together=lambda todo: profile_by_length([ProfileConfig(**cell.config) for cell in todo]))

@@ -22,6 +22,8 @@ if DROPPED:
 BATCHES = pw.batch_manifests(config, DEVICES)
 # a train job's `gpu` resource (and a trained-embedding probe job's)
 TRAIN_GPUS = 1 if config["train"]["device"].startswith("cuda") else 0
+# the GPU model a CUDA profile or train job asks SLURM for (`constraint`, sbatch -C); None: any
+GPU_MODEL = config["gpu_model"]
 TABLES = expand(
     f"{RESULTS}/tables/{{table}}.csv",
     table=["cost", "accuracy", "extrapolation", "probe"],
@@ -41,7 +43,7 @@ wildcard_constraints:
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",
     task=r"[a-z0-9_]+",
-    seq_lens=pw.NUMBER_LIST,
+    encodings=pw.ENCODINGS_KEY,
     seeds=pw.NUMBER_LIST,
     d_models=pw.NUMBER_LIST,
     lr_dir=pw.LR_DIR,

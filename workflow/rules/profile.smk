@@ -1,9 +1,13 @@
-# One job per (device, mode, size, encoding), measuring every length in turn, each in a fresh process
-# (oom, skipped and error cells write records too; a skipped or error cell fails the job, which then
-# writes no manifest, so a rerun tries it again). A profile job claims the whole `timing` budget,
-# so no other job of this workflow (timing or training) runs beside it and pollutes its latency;
-# training jobs claim one unit. Every device is checked once first (preflight): one the config names
-# but this machine lacks stops the run there, in one line.
+# One job per (device, mode, size, length) over every configured encoding. Each cell's memory, attention
+# path and FLOPs are measured in its own fresh process; then one process times the latencies of all the
+# cells that passed, in alternation round by round (the order rotating), so a change of load hits every
+# encoding alike and their ratios are paired. (oom, skipped and error cells write records too; a skipped
+# or error cell fails the job, which then writes no manifest, so a rerun measures it again and times it
+# with the other cells it has to redo.) A profile job claims the whole `timing` budget, so no other job
+# of this workflow (timing or training) runs beside it and pollutes its latency; training jobs claim one
+# unit. Every device is checked once first (preflight): one the config names but this machine lacks
+# stops the run there, in one line. With `gpu_model` set, a CUDA job asks SLURM for that GPU model
+# (the `constraint` resource, sbatch -C): every record of a sweep then comes from one model.
 
 
 rule preflight:
@@ -30,15 +34,16 @@ rule profile:
     output:
         pw.PROFILE_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}/L{{seq_lens}}.log",
+        f"{RESULTS}/logs/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/L{{seq_len}}/{{encodings}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/{{encoding}}/L{{seq_lens}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/L{{seq_len}}/{{encodings}}.tsv"
     conda:
         "../../envs/posbench.yaml"
     threads: config["profile"]["threads"]
     resources:
         timing=100,
         gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
+        constraint=lambda wc: GPU_MODEL if wc.device.startswith("cuda") else None,
         # on SLURM: a CPU timing job has its node to itself; a GPU job asks for its one GPU only, and
         # room for a CUDA parent and child process
         slurm_extra=lambda wc: "" if wc.device.startswith("cuda") else "--exclusive",
@@ -46,15 +51,15 @@ rule profile:
     params:
         py=PY,
         p=config["profile"],
-        seq_lens=lambda wc: pw.split(wc.seq_lens),
+        encodings=lambda wc: " ".join(pw.profile_job_encodings(config, wc.encodings)),
         # one table size for the whole sweep: a learned encoding's parameters don't vary by cell
         max_len=pw.profile_max_len(config),
         records=record_out(pw.PROFILE_RECORD),
     message:
-        "profile {wildcards.encoding} {wildcards.size} L={params.seq_lens} on {wildcards.device} ({wildcards.mode})"
+        "profile {params.encodings} {wildcards.size} L={wildcards.seq_len} on {wildcards.device} ({wildcards.mode})"
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench profile"
-        " --encoding {wildcards.encoding} --size {wildcards.size} --seq-len {params.seq_lens}"
+        " --encoding {params.encodings} --size {wildcards.size} --seq-len {wildcards.seq_len}"
         " --device {wildcards.device} --mode {wildcards.mode} --batch {params.p[batch]}"
         " --dtype {params.p[dtype]} --threads {threads} --min-repeats {params.p[min_repeats]}"
         " --min-seconds {params.p[min_seconds]} --max-len {params.max_len}"

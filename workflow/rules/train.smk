@@ -18,6 +18,7 @@ rule train:
     resources:
         timing=1,
         gpu=TRAIN_GPUS,
+        constraint=GPU_MODEL if TRAIN_GPUS else None,
     params:
         py=PY,
         device=config["train"]["device"],
