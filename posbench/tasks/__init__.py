@@ -13,4 +13,6 @@ from posbench.tasks.registry import get, names, register
 # Importing a task module registers it.
 from posbench.tasks import copy, digits_2d, dyck, index_lookup, lm_code, lm_prose, long_range, reverse  # noqa: F401
 
+from posbench.tasks import babi, scan  # noqa: F401  # isort: skip
+
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]
