@@ -12,6 +12,7 @@ from posbench.tasks.registry import get, names, register
 # isort: split
 # Importing a task module registers it.
 from posbench.tasks import (  # noqa: F401
+    babi,
     copy,
     digits_2d,
     dyck,
@@ -21,6 +22,7 @@ from posbench.tasks import (  # noqa: F401
     long_range,
     passkey,
     reverse,
+    scan,
 )
 
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]

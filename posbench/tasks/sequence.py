@@ -78,3 +78,15 @@ def prompt_then_answer(prompt: np.ndarray, answer: np.ndarray) -> tuple[np.ndarr
     inputs, targets = sequence[:-1], sequence[1:].copy()
     targets[: len(prompt) - 1] = IGNORE
     return inputs, targets
+
+
+def pad_right(examples: list[tuple[np.ndarray, np.ndarray]], pad_id: int, width: int | None = None) -> Batch:
+    """``(inputs, targets)`` examples padded on the right to ``width`` positions (default: the longest),
+    inputs with ``pad_id``, targets with IGNORE: :meth:`SequenceTask.collate` for tasks that are not one."""
+    width = max(len(inputs) for inputs, _ in examples) if width is None else width
+    inputs = np.full((len(examples), width), pad_id, dtype=np.int64)  # (B, T)
+    targets = np.full((len(examples), width), IGNORE, dtype=np.int64)  # (B, T)
+    for row, (x, y) in enumerate(examples):
+        inputs[row, : len(x)] = x
+        targets[row, : len(y)] = y
+    return Batch(torch.from_numpy(inputs), torch.from_numpy(targets))
