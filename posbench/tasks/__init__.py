@@ -13,4 +13,7 @@ from posbench.tasks.registry import get, names, register
 # Importing a task module registers it.
 from posbench.tasks import copy, digits_2d, dyck, index_lookup, lm_code, lm_prose, long_range, reverse  # noqa: F401
 
+# isort: split
+from posbench.tasks import lm_masked, text_classes  # noqa: F401  (encoder tasks, issue 18)
+
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]
