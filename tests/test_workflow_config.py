@@ -304,8 +304,8 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
     "config.yaml": dict(train=38, probe=6, profile=8),
-    "workflow/full.yaml": dict(train=121, probe=36, profile=36),
-    "workflow/cluster.yaml": dict(train=162, probe=36, profile=144),
+    "workflow/full.yaml": dict(train=139, probe=36, profile=36),
+    "workflow/cluster.yaml": dict(train=174, probe=36, profile=144),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=2),
 }
 
