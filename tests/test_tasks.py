@@ -13,8 +13,8 @@ from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
 from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
 
-ALL = ["babi", "copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range", "passkey", "reverse",
-       "scan"]
+ALL = ["babi", "copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range", "mlm_prose", "passkey",
+       "reverse", "scan", "text_order", "text_source"]
 
 
 def examples(task, length, count=50, seed=0):

@@ -18,11 +18,13 @@ from posbench.tasks import (  # noqa: F401
     dyck,
     index_lookup,
     lm_code,
+    lm_masked,
     lm_prose,
     long_range,
     passkey,
     reverse,
     scan,
+    text_classes,
 )
 
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]
