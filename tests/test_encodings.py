@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from posbench import encodings
+from posbench.encodings import PositionalEncoding
 from posbench.encodings.alibi import alibi_slopes
 from posbench.encodings.t5 import relative_position_bucket
 from posbench.positions import Positions
@@ -39,6 +40,21 @@ def test_unknown_family_option_is_an_error():
 def test_non_positive_sizes_are_rejected(name, value):
     with pytest.raises(ValueError, match=name):
         build("none", **{name: value})
+
+
+def test_the_base_encoding_is_unmasked_by_default_as_build_is():
+    assert PositionalEncoding(32, 4, 64).causal is False and build("none").causal is False
+
+
+@pytest.mark.parametrize("name", ["none", "sinusoidal", "rope", "alibi", "t5"])
+def test_a_bias_that_is_looked_up_costs_no_flops_to_build(name):
+    assert build(name).bias_flops(16, 16, "infer") == 0 == build(name).bias_flops(16, 16, "train")
+
+
+def test_only_rotary_encodings_can_be_rescaled():
+    with pytest.raises(ValueError, match=r"^Sinusoidal has no rotary frequencies to scale; eval scaling applies "
+                                         r"to the RoPE family \(rope, rope_\*, xpos, mrope\)$"):
+        build("sinusoidal").rescaled(None)
 
 
 # ----- sinusoidal ---------------------------------------------------------------------------
