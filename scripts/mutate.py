@@ -51,7 +51,8 @@ MODULES: dict[str, list[str]] = {
     "posbench/attention.py": ["tests/test_attention.py", "tests/test_model.py", "tests/test_encodings.py",
                               "tests/test_generate.py"],
     "posbench/flops.py": ["tests/test_flops.py"],
-    "posbench/records.py": ["tests/test_profile.py", "tests/test_batch.py", "tests/test_metrics.py"],
+    "posbench/records.py": ["tests/test_records.py", "tests/test_profile.py", "tests/test_batch.py",
+                            "tests/test_metrics.py"],
 }
 
 
