@@ -44,6 +44,14 @@ def test_non_positive_sizes_are_rejected(name, value):
 
 def test_the_base_encoding_is_unmasked_by_default_as_build_is():
     assert PositionalEncoding(32, 4, 64).causal is False and build("none").causal is False
+    absolute = encodings.absolute
+    assert [cls(32, 4, 64, mode="add").causal for cls in (absolute.AbsoluteEncoding, absolute.Sinusoidal,
+                                                           absolute.Learned)] == [False, False, False]
+
+
+@pytest.mark.parametrize("name", encodings.names())
+def test_every_encoding_keeps_the_causal_flag_it_was_built_with(name):
+    assert build(name, causal=True).causal is True and build(name).causal is False
 
 
 @pytest.mark.parametrize("name", ["none", "sinusoidal", "rope", "alibi", "t5"])
@@ -112,6 +120,20 @@ def test_sinusoidal_lookup_one_past_the_cache_is_the_formula(float64):
     torch.testing.assert_close(enc.table(9)[ids], expected, atol=1e-12, rtol=0)
 
 
+def test_sinusoid_angles_are_float64_at_a_far_position():
+    """In the default float32 too: float32 frequencies would put sin(10⁶ · 0.1) off by about 6e-3."""
+    row = encodings.absolute.sinusoid_table(torch.tensor([10**6]), 8)[0]
+    angles = [10**6 / 10000 ** (2 * i / 8) for i in range(4)]
+    expected = torch.tensor([f(a) for a in angles for f in (math.sin, math.cos)])
+    assert row.dtype == torch.float32
+    torch.testing.assert_close(row, expected, atol=1e-6, rtol=0)
+
+
+def test_sinusoids_of_host_ids_beyond_the_cache_land_on_the_encodings_device():
+    """The meta device stands in for an accelerator; the positions' ids stay on the host."""
+    assert build("sinusoidal", max_len=8).to("meta").lookup(P(10)).device.type == "meta"
+
+
 @pytest.mark.parametrize("name", ["sinusoidal", "learned"])
 def test_added_positions_are_the_table_rows_in_the_tokens_dtype(name):
     enc = build(name, d_model=16, max_len=8)
@@ -153,7 +175,7 @@ def test_absolute_repr_and_default_widths():
 def test_learned_table_serves_exactly_max_len_positions_and_empty_ones():
     enc = build("learned", d_model=8, max_len=6)
     assert torch.equal(enc.lookup(P(6)), enc.weight) and torch.equal(enc.table(6), enc.weight)
-    assert enc.lookup(P(0)).shape == (0, 8)
+    assert enc.lookup(P(0)).shape == (0, 8) and enc.lookup(P(0, offset=100)).shape == (0, 8)  # none, after a cache
     with pytest.raises(ValueError, match=r"6 rows \(max_len\) but 7 positions were asked for; .* max_len >= 7"):
         enc.table(7)
 
