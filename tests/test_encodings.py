@@ -129,9 +129,10 @@ def test_sinusoid_angles_are_float64_at_a_far_position():
     torch.testing.assert_close(row, expected, atol=1e-6, rtol=0)
 
 
-def test_sinusoids_of_host_ids_beyond_the_cache_land_on_the_encodings_device():
+def test_sinusoids_from_the_cache_and_of_host_ids_beyond_it_are_on_the_encodings_device():
     """The meta device stands in for an accelerator; the positions' ids stay on the host."""
-    assert build("sinusoidal", max_len=8).to("meta").lookup(P(10)).device.type == "meta"
+    enc = build("sinusoidal", max_len=8).to("meta")
+    assert enc.lookup(P(10)).device.type == "meta" and enc.table(8).device.type == "meta"  # all 8 from the cache
 
 
 @pytest.mark.parametrize("name", ["sinusoidal", "learned"])
