@@ -50,8 +50,27 @@ MODULES: dict[str, list[str]] = {
                               "tests/test_generate.py"],
     "posbench/attention.py": ["tests/test_attention.py", "tests/test_model.py", "tests/test_encodings.py",
                               "tests/test_generate.py"],
-    "posbench/flops.py": ["tests/test_flops.py"],
-    "posbench/records.py": ["tests/test_profile.py", "tests/test_batch.py", "tests/test_metrics.py"],
+    # flops.py: test_three_counts_agree for every encoding (88 cases) is minutes a mutant on a loaded machine;
+    # these seven cover each kind of term (none, add, rotation, relative / trainable / built bias)
+    "posbench/flops.py": [
+        *(f"tests/test_flops.py::test_{name}" for name in (
+            "each_encodings_own_work_is_counted_by_every_counter", "stock_counters_miss_attention",
+            "attention_grows_with_the_square_of_length", "counters_see_the_dense_kernel_whatever_the_query_blocks",
+            "naive_concat_costs_four_times_the_projections_and_fixed_concat_none",
+            "analytic_from_config_equals_analytic_from_model", "counts_are_json_ready_with_ratios",
+            "counting_a_training_step_leaves_gradients_alone", "bad_arguments_name_the_argument")),
+        *(f"tests/test_flops.py::test_three_counts_agree[{encoding}-{config}-{mode}]"
+          for encoding in ("none", "sinusoidal", "rope", "alibi", "t5", "fire", "kerple")
+          for config in ("causal-lm-3-heads-L37", "bidirectional-patches-5-heads-L100")
+          for mode in ("infer", "train"))],
+    # records.py: its own tests and test_profile's record tests; the whole of test_profile and test_batch
+    # (profiles and batches, for most mutants) ran about 45 s a mutant on a loaded machine: hours for 226 mutants
+    "posbench/records.py": ["tests/test_records.py", "tests/test_metrics.py", *(
+        f"tests/test_profile.py::test_{name}" for name in (
+            "same_cell_same_config_hash", "record_round_trip_and_schema_rejections",
+            "the_record_config_is_the_one_the_command_line_always_wrote",
+            "a_job_killed_while_writing_leaves_the_old_record_whole", "an_interrupted_write_leaves_no_file",
+            "a_failing_writer_leaves_the_old_file_and_no_temporary"))],
 }
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from posbench import encodings
+from posbench.encodings import PositionalEncoding
 from posbench.encodings.alibi import alibi_slopes
 from posbench.encodings.t5 import relative_position_bucket
 from posbench.positions import Positions
@@ -39,6 +40,29 @@ def test_unknown_family_option_is_an_error():
 def test_non_positive_sizes_are_rejected(name, value):
     with pytest.raises(ValueError, match=name):
         build("none", **{name: value})
+
+
+def test_the_base_encoding_is_unmasked_by_default_as_build_is():
+    assert PositionalEncoding(32, 4, 64).causal is False and build("none").causal is False
+    absolute = encodings.absolute
+    assert [cls(32, 4, 64, mode="add").causal for cls in (absolute.AbsoluteEncoding, absolute.Sinusoidal,
+                                                           absolute.Learned)] == [False, False, False]
+
+
+@pytest.mark.parametrize("name", encodings.names())
+def test_every_encoding_keeps_the_causal_flag_it_was_built_with(name):
+    assert build(name, causal=True).causal is True and build(name).causal is False
+
+
+@pytest.mark.parametrize("name", ["none", "sinusoidal", "rope", "alibi", "t5"])
+def test_a_bias_that_is_looked_up_costs_no_flops_to_build(name):
+    assert build(name).bias_flops(16, 16, "infer") == 0 == build(name).bias_flops(16, 16, "train")
+
+
+def test_only_rotary_encodings_can_be_rescaled():
+    with pytest.raises(ValueError, match=r"^Sinusoidal has no rotary frequencies to scale; eval scaling applies "
+                                         r"to the RoPE family \(rope, rope_\*, xpos, mrope\)$"):
+        build("sinusoidal").rescaled(None)
 
 
 # ----- sinusoidal ---------------------------------------------------------------------------
@@ -96,6 +120,21 @@ def test_sinusoidal_lookup_one_past_the_cache_is_the_formula(float64):
     torch.testing.assert_close(enc.table(9)[ids], expected, atol=1e-12, rtol=0)
 
 
+def test_sinusoid_angles_are_float64_at_a_far_position():
+    """In the default float32 too: float32 frequencies would put sin(10⁶ · 0.1) off by about 6e-3."""
+    row = encodings.absolute.sinusoid_table(torch.tensor([10**6]), 8)[0]
+    angles = [10**6 / 10000 ** (2 * i / 8) for i in range(4)]
+    expected = torch.tensor([f(a) for a in angles for f in (math.sin, math.cos)])
+    assert row.dtype == torch.float32
+    torch.testing.assert_close(row, expected, atol=1e-6, rtol=0)
+
+
+def test_sinusoids_from_the_cache_and_of_host_ids_beyond_it_are_on_the_encodings_device():
+    """The meta device stands in for an accelerator; the positions' ids stay on the host."""
+    enc = build("sinusoidal", max_len=8).to("meta")
+    assert enc.lookup(P(10)).device.type == "meta" and enc.table(8).device.type == "meta"  # all 8 from the cache
+
+
 @pytest.mark.parametrize("name", ["sinusoidal", "learned"])
 def test_added_positions_are_the_table_rows_in_the_tokens_dtype(name):
     enc = build(name, d_model=16, max_len=8)
@@ -137,7 +176,7 @@ def test_absolute_repr_and_default_widths():
 def test_learned_table_serves_exactly_max_len_positions_and_empty_ones():
     enc = build("learned", d_model=8, max_len=6)
     assert torch.equal(enc.lookup(P(6)), enc.weight) and torch.equal(enc.table(6), enc.weight)
-    assert enc.lookup(P(0)).shape == (0, 8)
+    assert enc.lookup(P(0)).shape == (0, 8) and enc.lookup(P(0, offset=100)).shape == (0, 8)  # none, after a cache
     with pytest.raises(ValueError, match=r"6 rows \(max_len\) but 7 positions were asked for; .* max_len >= 7"):
         enc.table(7)
 

@@ -84,6 +84,13 @@ def test_constructors_put_ids_on_the_device_asked_for():
     assert on_meta.modality.device.type == "meta" and on_meta.modality.shape == (3,)
 
 
+def test_an_encoding_puts_its_positions_on_the_device_asked_for():
+    plain = encodings.build("rope", d_model=16, n_heads=2, max_len=64)
+    assert plain.positions(3, device="meta", offset=2).ids.device.type == "meta"
+    drawn = encodings.build("rope", d_model=16, n_heads=2, max_len=64, randomized=True, max_position=10)
+    assert drawn.training and drawn.positions(3, device="meta").ids.device.type == "meta"  # drawn on the host, moved
+
+
 def test_then_joins_a_cache_and_new_tokens():
     cache, new = Positions.arange(3), Positions.arange(2, offset=3)
     joined = cache.then(new)
@@ -240,7 +247,8 @@ def test_randomized_positions_at_the_edges_of_their_range():
     every = encoding.positions(8)  # as many tokens as ids: all of them, in order
     assert every.ids.tolist() == list(range(8)) and every.max_position == 7
     assert (encoding.positions(0).max_position, len(encoding.positions(0))) == (0, 0)
-    with pytest.raises(ValueError, match="drawn for whole training sequences, not after a cache"):
+    with pytest.raises(ValueError, match="^randomized positions are drawn for whole training sequences, "
+                                         "not after a cache$"):
         encoding.positions(4, offset=2)
     encoding.eval()
     assert encoding.positions(4, offset=2).ids.tolist() == [2, 3, 4, 5]  # evaluation: plain ids after the cache

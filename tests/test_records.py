@@ -2,10 +2,13 @@
 
 import hashlib
 import json
+import platform
 import shutil
 
 import jsonschema
+import numpy
 import pytest
+import torch
 
 from posbench import records
 
@@ -83,3 +86,13 @@ def test_a_new_record_needs_a_code_hash_an_old_one_may_lack_it():
     jsonschema.validate({**record, "schema_version": 1, "environment": environment}, common)
     with pytest.raises(jsonschema.ValidationError, match="does not match"):
         jsonschema.validate({**record, "environment": {**environment, "code_hash": "abc"}}, common)
+
+
+def test_the_environment_names_the_machine_posbench_machine_gives_and_the_package_versions(monkeypatch):
+    monkeypatch.setenv("POSBENCH_MACHINE", "node-7")
+    env = records.environment()
+    assert env["machine"] == "node-7"
+    assert sorted(env["packages"]) == ["fvcore", "numpy", "nvidia-ml-py", "posbench", "torch"]
+    assert (env["packages"]["torch"], env["packages"]["numpy"]) == (torch.__version__, numpy.__version__)
+    monkeypatch.delenv("POSBENCH_MACHINE")
+    assert records.environment()["machine"] == platform.node()
