@@ -135,6 +135,21 @@ def test_sinusoids_from_the_cache_and_of_host_ids_beyond_it_are_on_the_encodings
     assert enc.lookup(P(10)).device.type == "meta" and enc.table(8).device.type == "meta"  # all 8 from the cache
 
 
+def test_sinusoids_beyond_the_cache_are_computed_on_the_device_of_their_positions():
+    """The meta device stands in for a GPU: ids on it (as a model's own positions are) must not meet a
+    frequency vector left on the host — past a table's cache and for sinusoidal_2d's every call."""
+    from posbench.encodings.absolute import sinusoid_table
+    from posbench.positions import Positions
+
+    ids = torch.arange(12, device="meta")
+    assert sinusoid_table(ids, 8).device.type == "meta"
+    enc = build("sinusoidal", max_len=8).to("meta")
+    assert enc.table(12).device.type == "meta"
+    assert enc.lookup(Positions.arange(12, device="meta")).shape == (12, 32)
+    grid = build("sinusoidal_2d", max_len=16).to("meta")
+    assert grid.lookup(grid.positions(16, "meta")).device.type == "meta"
+
+
 @pytest.mark.parametrize("name", ["sinusoidal", "learned"])
 def test_added_positions_are_the_table_rows_in_the_tokens_dtype(name):
     enc = build(name, d_model=16, max_len=8)

@@ -28,7 +28,7 @@ def sinusoid_table(positions: torch.Tensor, width: int, base: float = SINUSOID_B
     """
     if width % 2:
         raise ValueError(f"sinusoidal width must be even, got {width}")
-    inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width/2,)
+    inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float64, device=positions.device) / width)  # (width/2,)
     angle = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (L, width/2)
     table = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)  # (L, width) interleaved
     return table.to(torch.get_default_dtype())
