@@ -192,7 +192,7 @@ def built_report(tmp_path_factory):
 def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     folder, pages = built_report
     text = pdf_text(folder / "report.pdf")
-    assert len(text) == pages == 9  # verdicts and their forest plot, claims, advice, 4 figure pages, appendix
+    assert len(text) == pages == 10  # verdicts and their forest plot, claims, advice, 5 figure pages, appendix
     claims_page = next(i for i, page in enumerate(text) if "Claimscheck" in page)
     assert style.cjk_family() is not None, "install fonts-wqy-microhei (CI needs it)"
     verdict_pages = "".join(text[:claims_page])

@@ -9,6 +9,7 @@ REPORT_FIGURES = {
     "accuracy": "Accuracy",
     "extrapolation": "Accuracy",
     "digits_2d": "Accuracy",
+    "passkey": "Accuracy",
     "cost_accuracy": "Cost",
     "decode_latency": "Cost",
 }
