@@ -92,13 +92,18 @@ class LanguageModelTask(Task):
         starts = rng.integers(0, len(text) - self.train_length, size=batch_size)
         return self._windows(text, starts, self.train_length)
 
-    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+    def eval_windows(self, length: int, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """The ``split`` text ``(N,)`` and the starts of its evaluation windows at ``length``:
+        ``eval_chars // length`` of them (at least one), spread evenly over the text."""
         text = self.split_text(split)
         if len(text) <= length:
             raise ValueError(f"{self.name}: {split} split has {len(text)} characters, too few for windows of {length}")
         n_windows = max(1, self.eval_chars // length)
-        starts = np.linspace(0, len(text) - length - 1, n_windows).astype(np.int64)
-        for first in range(0, n_windows, self.eval_batch_size):
+        return text, np.linspace(0, len(text) - length - 1, n_windows).astype(np.int64)
+
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        text, starts = self.eval_windows(length, split)
+        for first in range(0, len(starts), self.eval_batch_size):
             yield self._windows(text, starts[first : first + self.eval_batch_size], length)
 
     @staticmethod

@@ -81,12 +81,8 @@ class MaskedProseLM(ProseLM):
         return self._masked(text, starts, self.train_length, rng)
 
     def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
-        text = self.split_text(split)
-        if len(text) <= length:
-            raise ValueError(f"{self.name}: {split} split has {len(text)} characters, too few for windows of {length}")
-        n_windows = max(1, self.eval_chars // length)
-        starts = np.linspace(0, len(text) - length - 1, n_windows).astype(np.int64)
+        text, starts = self.eval_windows(length, split)
         batch = self._masked(text, starts, length, eval_rng(length, split))
-        for first in range(0, n_windows, self.eval_batch_size):
+        for first in range(0, len(starts), self.eval_batch_size):
             chunk = slice(first, first + self.eval_batch_size)
             yield Batch(batch.inputs[chunk], batch.targets[chunk])
