@@ -13,6 +13,7 @@ from posbench.tasks.registry import get, names, register
 # Importing a task module registers it.
 from posbench.tasks import (  # noqa: F401
     babi,
+    code_brackets,
     copy,
     digits_2d,
     dyck,
@@ -24,6 +25,7 @@ from posbench.tasks import (  # noqa: F401
     passkey,
     reverse,
     scan,
+    table_lookup,
     text_classes,
 )
 
