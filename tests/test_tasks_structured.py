@@ -78,7 +78,7 @@ def test_csv_and_json_carry_the_same_table_and_every_query_has_its_cells_answer(
 
 def test_table_lengths_grow_with_rows_times_columns_and_evaluation_reaches_8x():
     task = tasks.get("table_lookup")  # 3 columns of 2 digits: a CSV row is 11 tokens, a JSON record 20
-    assert task.eval_lengths() == [8, 16, 32, 64]
+    assert task.eval_lengths() == [6, 12, 24, 48]
     assert [task.sequence_length(n) for n in (8, 64)] == [8 + 8 * 11 + 19, 8 + 64 * 11 + 19]
     json = tasks.get("table_lookup", format="json", n_columns=4)
     assert json.sequence_length(10) == 10 * (5 + 4 * 5) + 19
@@ -86,7 +86,7 @@ def test_table_lengths_grow_with_rows_times_columns_and_evaluation_reaches_8x():
 
 @pytest.mark.parametrize("options, message", [
     ({"format": "xml"}, "table_lookup: unknown format 'xml'; allowed: csv, json"),
-    ({"n_keys": 40}, r"table_lookup: n_keys \(40\) must cover the tallest table \(64 rows\)"),
+    ({"n_keys": 40}, r"table_lookup: n_keys \(40\) must cover the tallest table \(48 rows\)"),
 ])
 def test_table_refuses_options_it_cannot_honour(options, message):
     with pytest.raises(ValueError, match=message):

@@ -46,13 +46,13 @@ class TableLookup(SequenceTask):
     kind = "structured"
 
     format: str = "csv"
-    train_length: int = 8
+    train_length: int = 6
     min_length: int = 2
     n_columns: int = 3
     n_keys: int = 128
     value_digits: int = 2
     n_queries: int = 4
-    steps: int = 1500
+    steps: int = 2000
     eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
 
     def __post_init__(self):
