@@ -36,7 +36,7 @@ import pandas as pd
 
 from posbench import metrics, records
 
-TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")  # CSV and Parquet; items is Parquet only
+TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "probe")  # CSV and Parquet; items is Parquet only
 ITEM_KEYS = ("machine", "task", "encoding", "size", "seed")  # as in the accuracy table
 
 
@@ -96,8 +96,9 @@ def cost_row(record: dict) -> dict:
     }
 
 
-def train_rows(record: dict) -> tuple[dict, list[dict]]:
-    """The accuracy row and the extrapolation rows of one train record."""
+def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
+    """The accuracy row, the extrapolation rows and the loss-by-position rows (one per run of positions:
+    ``start``, ``stop``, ``loss`` in nats per scored target, ``scored``) of one train record."""
     cfg = record["config"]
     metric = (record.get("metrics") or [None])[0]
     evals = record.get("eval") or []
@@ -119,10 +120,12 @@ def train_rows(record: dict) -> tuple[dict, list[dict]]:
                 "final_loss": curve[-1]["loss"] if curve else None, **run}
     extrapolation = [{**cell, **_arm(cell, e), "eval_len": e["length"], "length_ratio": e["factor"],
                       **_measured(record, metric, e), **run} for e in evals]
+    positions = [{**cell, **_arm(cell, e), "eval_len": e["length"], "length_ratio": e["factor"], **run_of_positions}
+                 for e in evals for run_of_positions in e.get("loss_by_position", [])]
     if not evals:  # a failed cell still shows up, once
         extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None,
                           **_measured(record, metric, None), **run}]
-    return accuracy, extrapolation
+    return accuracy, extrapolation, positions
 
 
 def _trained_position_params(record: dict) -> float | None:
@@ -213,9 +216,10 @@ def aggregate(root: Path, out: Path) -> dict:
         if record["kind"] == "profile":
             tables["cost"].append(cost_row(record))
         elif record["kind"] == "train":
-            accuracy, extrapolation = train_rows(record)
+            accuracy, extrapolation, positions = train_rows(record)
             tables["accuracy"].append(accuracy)
             tables["extrapolation"].extend(extrapolation)
+            tables["positions"].extend(positions)
             items.extend(_items_of(record, items_unreadable))
         elif record["kind"] == "probe":
             tables["probe"].extend(probe_rows(record))

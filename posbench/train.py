@@ -62,6 +62,7 @@ RUN_FIELDS = ("device", "dtype")  # recorded only when not cpu / fp32: older rec
 CURVE_POINTS = 50  # validation-curve points per run: every steps // 50 steps, and at the last
 LAST_PART = 0.2  # the part of training (the last fifth) whose validation trend is tested
 MIN_TREND_POINTS = 10  # fewer points in the last fifth and no trend is fitted
+POSITION_BINS = 16  # loss by position: each evaluation window cut into this many equal runs
 TREND_DROP = 0.01  # a fitted fall over the last fifth above this share of the final validation loss counts
 
 
@@ -331,10 +332,25 @@ class Evaluation:
     items: dict[str, np.ndarray]  # metrics.ITEM_SUMS, one row per evaluation sequence, in the set's order
     sums: dict[str, float | int]  # metrics.SUMS over the whole set
     metrics: dict[str, float]  # "loss" and the task's metrics
+    by_position: dict[str, np.ndarray]  # "loss_sum", "scored": (T,) summed over the set at each position
 
     def summary(self) -> dict:
-        """What the record keeps of it."""
-        return {"metrics": self.metrics, "scored_targets": self.sums["scored"], "sequences": self.sums["sequences"]}
+        """What the record keeps of it: the metrics, and the loss by position where a sequence has more
+        than one scored position."""
+        summary = {"metrics": self.metrics, "scored_targets": self.sums["scored"], "sequences": self.sums["sequences"]}
+        if len(self.by_position["scored"]) > 1:
+            summary["loss_by_position"] = position_bins(self.by_position["loss_sum"], self.by_position["scored"])
+        return summary
+
+
+def position_bins(loss_sum: np.ndarray, scored: np.ndarray, bins: int = POSITION_BINS) -> list[dict]:
+    """The mean loss (nats per scored target) over ``bins`` equal runs of positions ``[start, stop)``,
+    runs where nothing is scored left out. Beyond the training length it tells a model that *uses* the
+    longer context (loss keeps falling with position) from one that only survives it (flat) or breaks."""
+    edges = np.unique(np.linspace(0, len(scored), bins + 1).round().astype(int))
+    runs = [(int(start), int(stop), int(scored[start:stop].sum())) for start, stop in zip(edges[:-1], edges[1:])]
+    return [{"start": start, "stop": stop, "loss": float(loss_sum[start:stop].sum() / n), "scored": n}
+            for start, stop, n in runs if n]
 
 
 def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = "fp32", split: str = "test") -> Evaluation:
@@ -358,16 +374,21 @@ def score(model: nn.Module, eval_batches: Iterable[tasks.Batch], names: tuple[st
     model.train()
     items = {name: np.concatenate([b[name] for b in batches]) for name in metrics.ITEM_SUMS}
     sums = {**metrics.sums(items), "loss_sum": loss_sum}
-    return Evaluation(items, sums, {name: metrics.get(name).value(sums) for name in ("loss", *names)})
+    width = max(len(b["position_scored"]) for b in batches)  # sequence tasks pad each batch to its longest
+    by_position = {name: sum(np.pad(b[f"position_{name}"], (0, width - len(b[f"position_{name}"]))) for b in batches)
+                   for name in ("loss_sum", "scored")}
+    return Evaluation(items, sums, {name: metrics.get(name).value(sums) for name in ("loss", *names)}, by_position)
 
 
 def item_sums(logits: torch.Tensor, targets: torch.Tensor, shape: torch.Size) -> dict[str, np.ndarray]:
-    """Each sequence's sums: ``logits (B·T, V)`` and ``targets (B·T,)`` from :func:`scored_logits`, ``shape`` (B, T)."""
+    """Each sequence's sums (``metrics.ITEM_SUMS``), and the batch's at each position (``position_loss_sum``,
+    ``position_scored``, ``(T,)``): ``logits (B·T, V)`` and ``targets (B·T,)`` from :func:`scored_logits`,
+    ``shape`` (B, T)."""
     scored = (targets != IGNORE).view(shape)  # (B, T)
     losses = F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="none").view(shape)  # 0 where ignored
     right = (logits.argmax(-1) == targets).view(shape) | ~scored  # (B, T)
     sums = {"loss_sum": losses.double().sum(1), "scored": scored.sum(1), "correct": (right & scored).sum(1),
-            "exact": right.all(1)}
+            "exact": right.all(1), "position_loss_sum": losses.double().sum(0), "position_scored": scored.sum(0)}
     return {name: value.cpu().numpy() for name, value in sums.items()}
 
 

@@ -314,3 +314,29 @@ def test_passkey_heat_map_pools_seeds_per_depth_and_length(tmp_path):
     assert ax.get_title() == "alibi" and ax.images[0].get_array().shape == (11, 2)
     (tmp_path / "items.parquet").unlink()
     assert figures.passkey_missing(data.load(tmp_path)) == "items.parquet (per-item results) is missing"
+
+
+def test_loss_by_position_curves_take_each_tasks_longest_windows_in_bits(tmp_path):
+    """lm_prose at 512 (16 runs) is drawn and its 64-position windows are not; passkey, scored at the end
+    only (one run), is left out; the loss in nats becomes bits."""
+    from posbench.report import figures
+
+    make_tables(tmp_path)
+    rows = [{"machine": "m", "status": "ok", "task": task, "encoding": encoding, "seed": seed, "train_len": 64,
+             "eval_len": length, "start": start, "stop": start + length // runs, "loss": np.log(2) * (2 + seed),
+             "scored": 16 * length // runs}
+            for task, runs in (("lm_prose", 16), ("passkey", 1)) for encoding in ("rope", "alibi")
+            for seed in (0, 1) for length in (64, 512) for start in range(0, length, length // runs)]
+    pd.DataFrame(rows).to_csv(tmp_path / "positions.csv", index=False)
+    tables = data.load(tmp_path)
+    curves = figures.position_curves(tables)
+    assert set(curves["task"]) == {"lm_prose"} and set(curves["eval_len"]) == {512}
+    assert len(curves) == 2 * 2 * 16 and curves["bits"].tolist()[:2] == pytest.approx([2.0, 2.0])
+    assert curves["x"].min() == 16 and curves["x"].max() == 512 - 16
+    assert figures.positions_missing(tables) is None
+    figure = figures.Figure(figsize=(8, 4))
+    figures.draw_positions(figure, (0.0, 0.0, 1.0, 1.0), tables)
+    (ax,) = figure.axes
+    assert ax.get_title() == "lm_prose at 512 (lower is better)" and len(ax.lines) >= 3  # two means and the mark
+    (tmp_path / "positions.csv").unlink()
+    assert figures.positions_missing(data.load(tmp_path)) == f"positions.csv is not in {tmp_path}"

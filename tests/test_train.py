@@ -16,7 +16,7 @@ import posbench.train
 from posbench import encodings, metrics, records, tasks
 from posbench.__main__ import main
 from posbench.aggregate import aggregate
-from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
+from posbench.train import TrainConfig, deterministic, fit, initial_model, position_bins, resolve, train
 
 SMALL = {"train_length": 6, "eval_examples": 16}  # reverse: eval lengths 6 … 48, sequences up to 96 positions
 
@@ -56,6 +56,27 @@ def test_evaluation_at_every_length(runs, name):
         assert e["sequences"] == 16 and e["scored_targets"] == 16 * e["length"]
         metrics = e["metrics"]
         assert math.isfinite(metrics["loss"]) and 0 <= metrics["exact_match"] <= metrics["token_accuracy"] <= 1
+
+
+def test_position_bins_by_hand():
+    loss_sum, scored = np.array([1.0, 1, 4, 2, 0, 0, 3, 3]), np.array([1, 1, 2, 1, 0, 0, 1, 1])
+    assert position_bins(loss_sum, scored, bins=4) == [
+        {"start": 0, "stop": 2, "loss": 1.0, "scored": 2}, {"start": 2, "stop": 4, "loss": 2.0, "scored": 3},
+        {"start": 6, "stop": 8, "loss": 3.0, "scored": 2}]  # positions 4-5 score nothing: no bin
+    assert [b["stop"] for b in position_bins(np.ones(5), np.ones(5), bins=16)] == [1, 2, 3, 4, 5]  # short: one a bin
+
+
+def test_loss_by_position_adds_up_to_the_loss_and_scores_only_the_answer(runs):
+    """reverse at length n scores positions n … 2n − 1 (the answer) of 2n: the bins start at n's run, and
+    half of the 16 runs (one position a run below 16 positions) hold a score."""
+    for e in runs["rope"]["eval"]:
+        bins, n = e["loss_by_position"], e["length"]
+        assert sum(b["scored"] for b in bins) == e["scored_targets"] == 16 * n
+        assert sum(b["loss"] * b["scored"] for b in bins) / e["scored_targets"] == pytest.approx(e["metrics"]["loss"])
+        assert all(a["stop"] <= b["start"] for a, b in zip(bins, bins[1:]))
+        assert bins[0]["start"] <= n < bins[0]["stop"] and bins[-1]["stop"] == 2 * n
+        assert len(bins) == min(n, 8)
+    assert "loss_by_position" not in runs["sinusoidal_2d"]["eval"][0]  # one label a sequence: no positions
 
 
 @pytest.mark.parametrize("name", ["rope", "sinusoidal_2d"])
@@ -100,6 +121,13 @@ def test_aggregate_collects_the_items_and_reports_a_record_without_them(runs, tm
     assert list(items["eval_len"].unique()) == [e["length"] for e in runs["rope"]["eval"]]
     assert np.array_equal(items["loss_sum"], runs["rope"]["items"].columns["loss_sum"])
     assert len(meta["items_unreadable"]) == 1 and "t5.items.npz unreadable" in meta["items_unreadable"][0]
+    positions = pd.read_csv(tmp_path / "tables" / "positions.csv")  # every run of positions of both records
+    for name in ("rope", "t5"):
+        runs_of_positions = [(e["length"], b["start"], b["loss"])
+                             for e in runs[name]["eval"] for b in e["loss_by_position"]]
+        rows = positions[positions["encoding"] == name]
+        assert list(zip(rows["eval_len"], rows["start"], rows["loss"])) == runs_of_positions
+    assert meta["counts"]["positions"] == len(positions)
 
 
 def test_the_tables_carry_chance_trend_validation_and_whether_positions_were_trained(runs, tmp_path):

@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from posbench import metrics
-
-TABLE_NAMES = ("cost", "accuracy", "extrapolation", "probe")
+from posbench.aggregate import TABLE_NAMES  # the tables aggregate writes
 
 
 @dataclass

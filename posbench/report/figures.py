@@ -262,6 +262,42 @@ def mark_untrained_positions(ax, cell: pd.DataFrame) -> None:
     ax.scatter(means["length_ratio"], means["value"], marker="x", s=30, color="#222222", zorder=5, lw=1)
 
 
+# ----- loss by position ----------------------------------------------------------------------------
+MIN_POSITION_RUNS = 8  # a task whose longest windows score fewer runs of positions (an answer at the end) is left out
+
+
+def position_curves(tables: Tables) -> pd.DataFrame:
+    """Loss-by-position rows at each task's longest evaluation length, for tasks scored along the whole
+    window; ``x`` the middle of each run of positions, ``bits`` the loss in bits (nats / ln 2)."""
+    rows = tables.ok("positions", "task", "encoding", "eval_len", "start", "stop", "loss")
+    longest = rows[rows["eval_len"] == rows.groupby("task")["eval_len"].transform("max")]
+    runs = longest.groupby("task")["start"].nunique()
+    rows = longest[longest["task"].isin(runs[runs >= MIN_POSITION_RUNS].index)]
+    return rows.assign(x=(rows["start"] + rows["stop"]) / 2, bits=rows["loss"] / np.log(2))
+
+
+def positions_missing(tables: Tables) -> str | None:
+    why = tables.missing("positions", "task", "encoding", "eval_len", "start", "stop", "loss")
+    if why is None and position_curves(tables).empty:
+        return f"positions.csv has no task scored along {MIN_POSITION_RUNS} or more runs of positions"
+    return why
+
+
+def draw_positions(figure: Figure, rect: Rect, tables: Tables) -> None:
+    rows = position_curves(tables)
+    tasks = sorted(rows["task"].unique())
+    encoding_legend(figure, rect, list(rows["encoding"].unique()))
+    for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.6, wspace=0.3,
+                               top=legend_top(rows["encoding"])), tasks):
+        cell = rows[rows["task"] == task]
+        sns.lineplot(cell, x="x", y="bits", hue="encoding", palette=palette(rows["encoding"].unique()),
+                     errorbar="sd", ax=ax, lw=1)
+        _no_legend(ax)
+        ax.set(xlabel="position in the window", ylabel="loss (bits per scored target)",
+               title=f"{task} at {cell['eval_len'].iloc[0]:g} (lower is better)")
+        ax.axvline(cell["train_len"].iloc[0], color="#888888", lw=0.6, ls=":")
+
+
 # ----- the 2-D task ------------------------------------------------------------------------------
 HOW_POSITION_ENTERS = {"none": "—", "qk": "rotate q/k", "logits": "logit bias"}  # input: its combine
 
@@ -415,6 +451,12 @@ FIGURES = (
                "mean over seeds with a ±1 sd band; the dotted line marks the training length; a cross marks a "
                "learned table read past the rows training reached (untrained positions).",
                6.5, extrapolation_missing, draw_extrapolation),
+    FigureSpec("loss_by_position", "Loss by position beyond the training length",
+               "From positions.csv: the loss in bits per scored target (bits per character for the language "
+               "models) over 16 equal runs of positions of the longest evaluation windows (the non-overlapping "
+               "windows every headline uses), mean over seeds with a ±1 sd band; the dotted line marks the "
+               "training length. Falling past it: the model uses the longer context; flat: it survives it; "
+               "rising: it breaks.", 3.4, positions_missing, draw_positions),
     FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
                "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
                "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),

@@ -11,7 +11,7 @@ rule aggregate:
         TABLES,
         expand(
             f"{RESULTS}/tables/{{table}}.parquet",
-            table=["cost", "accuracy", "extrapolation", "probe", "items"],
+            table=[*TABLE_NAMES, "items"],
         ),
     log:
         f"{RESULTS}/logs/aggregate.log",

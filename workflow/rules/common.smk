@@ -2,6 +2,7 @@
 import sys
 
 from posbench import workflow as pw
+from posbench.aggregate import TABLE_NAMES
 
 try:
     config = pw.validate_config(
@@ -26,7 +27,7 @@ TRAIN_GPUS = 1 if config["train"]["device"].startswith("cuda") else 0
 GPU_MODEL = config["gpu_model"]
 TABLES = expand(
     f"{RESULTS}/tables/{{table}}.csv",
-    table=["cost", "accuracy", "extrapolation", "probe"],
+    table=TABLE_NAMES,
 )
 
 

@@ -8,6 +8,7 @@ REPORT_FIGURES = {
     "latency_memory": "Cost",
     "accuracy": "Accuracy",
     "extrapolation": "Accuracy",
+    "loss_by_position": "Accuracy",
     "digits_2d": "Accuracy",
     "passkey": "Accuracy",
     "cost_accuracy": "Cost",
