@@ -64,6 +64,11 @@ class Positions:
     def __len__(self) -> int:
         return self.ids.shape[0]
 
+    def to(self, device: torch.device | str) -> Positions:
+        """The same positions with their ids (and modalities) on ``device``."""
+        modality = None if self.modality is None else self.modality.to(device)
+        return replace(self, ids=self.ids.to(device), modality=modality)
+
     @property
     def axes(self) -> int:
         """1 for a sequence; 2 for (row, column); more for multimodal axes."""

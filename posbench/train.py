@@ -204,8 +204,9 @@ def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = "fp32") -> 
     """Logits (float32, whatever the forward ran in) and targets flattened to ``(N, classes)`` and
     ``(N,)`` for every task shape, on the model's device; the forward in ``dtype``'s precision."""
     device = next(model.parameters()).device
+    laid_out = batch.positions is not None and model.encoding.axes == "multimodal"  # 1-D encodings read it flat
     with autocast(device, dtype):
-        logits = model(batch.inputs.to(device))  # (B, T, V) or (B, C)
+        logits = model(batch.inputs.to(device), batch.positions.to(device) if laid_out else None)  # (B, T, V) or (B, C)
     if logits.dim() == 2:
         logits = logits[:, None]  # (B, 1, C): one target per sequence
     return logits.flatten(0, 1).float(), batch.targets.to(device).flatten()
@@ -282,7 +283,7 @@ def validation_set(task: tasks.Task, size: int) -> list[tasks.Batch]:
     Shorter runs pay more: below 50 steps it is a point every step."""
     batches, seen = [], 0
     for batch in task.eval_batches(task.train_length, "validation"):
-        batches.append(tasks.Batch(batch.inputs[: size - seen], batch.targets[: size - seen]))
+        batches.append(tasks.Batch(batch.inputs[: size - seen], batch.targets[: size - seen], batch.positions))
         seen += len(batches[-1].targets)
         if seen == size:
             break

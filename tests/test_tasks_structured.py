@@ -159,3 +159,100 @@ def test_a_few_training_steps_with_every_encoding(task, encoding):
     lengths = [e["length"] for e in record["eval"]]
     assert lengths == ([3, 6] if task == "table_lookup" else [64, 128])
     assert all(0 <= e["metrics"]["token_accuracy"] <= 1 for e in record["eval"])
+
+
+# ----- the mosaic: vision + language in one sequence ----------------------------------------------
+def mosaic_example(seed=0, split="test"):
+    from posbench.tasks.mosaic_qa import MosaicQA
+
+    task = tasks.get("mosaic_qa")
+    assert isinstance(task, MosaicQA)
+    return task, task.example(np.random.default_rng(seed), split)
+
+
+def read_question(tokens):
+    from posbench.tasks.mosaic_qa import PIXELS, WORDS
+
+    return " ".join(WORDS[i] for i in tokens[16:, PIXELS:].argmax(1))
+
+
+def test_mosaic_tiles_are_the_split_images_and_answers_are_right_by_construction():
+    from posbench.tasks.mosaic_qa import CORNERS, NO, YES, split_images, to_patches
+
+    images, labels = split_images("test")
+    for seed in range(200):
+        task, (tokens, answer, tile_labels) = mosaic_example(seed)
+        assert tokens.shape == (22, 16 + 21) and len(set(tile_labels.tolist())) == 4
+        mosaic = tokens[:16, :16]  # (16, 16): 4 × 4 patches of 4 × 4 pixels of the 16 × 16 image, row by row
+        for tile, label in enumerate(tile_labels):  # each tile is one test image of its label
+            rows, cols = divmod(tile, 2)
+            cells = [(2 * rows + r) * 4 + 2 * cols + c for r in range(2) for c in range(2)]
+            own = to_patches(images[labels == label], 4)  # (n, 4, 16)
+            assert (np.abs(own - mosaic[cells][None]).max(axis=(1, 2)) == 0).any()
+        assert (tokens[:16, 16:] == 0).all() and (tokens[16:, :16] == 0).all() and (tokens[16:, 16:].sum(1) == 1).all()
+        words = read_question(tokens).split()
+        if words[0] == "what":
+            assert answer == tile_labels[CORNERS.index(words[4])]
+        else:
+            a, b = int(words[1]), int(words[4])
+            column_of = {int(label): tile % 2 for tile, label in enumerate(tile_labels)}
+            assert column_of[a] != column_of[b] and answer == (YES if column_of[a] < column_of[b] else NO)
+
+
+def test_swapping_the_mosaics_columns_changes_every_answer_that_depends_on_place():
+    """Mirroring the tiles left to right changes the answer of every question whose corner holds another
+    digit after the swap and of every left-of question: all of them, by construction (measured: 1.0)."""
+    from posbench.tasks.mosaic_qa import CORNERS, NO, YES
+
+    changed = 0
+    for seed in range(200):
+        task, (tokens, answer, tile_labels) = mosaic_example(seed)
+        mirrored = tile_labels[[1, 0, 3, 2]]
+        words = read_question(tokens).split()
+        if words[0] == "what":
+            after = mirrored[CORNERS.index(words[4])]
+        else:
+            column_of = {int(label): tile % 2 for tile, label in enumerate(mirrored)}
+            after = YES if column_of[int(words[1])] < column_of[int(words[4])] else NO
+        changed += after != answer
+    assert changed == 200
+
+
+def test_mosaic_layout_is_mropes_and_sets_are_fixed_with_the_majority_as_chance():
+    task = tasks.get("mosaic_qa")
+    layout = task.layout
+    assert layout.ids.shape == (22, 3) and layout.ids[9].tolist() == [0, 2, 1] and layout.ids[16].tolist() == [4] * 3
+    assert layout.ids[21].tolist() == [9] * 3 and layout.modality.tolist() == [1] * 16 + [0] * 6
+    first, again = next(task.eval_batches(22)), next(task.eval_batches(22))
+    assert torch.equal(first.inputs, again.inputs) and first.positions is task.layout
+    labels = torch.cat([b.targets for b in task.eval_batches(22)])[:, 0]
+    assert len(labels) == 1024 and task.chance(22) == {"accuracy": torch.bincount(labels).max().item() / 1024}
+    assert 0.2 < task.chance(22)["accuracy"] < 0.3  # yes and no, each about a quarter of the questions
+    validation = next(task.eval_batches(22, "validation"))
+    assert not torch.equal(validation.inputs, first.inputs)
+
+
+MOSAIC_ARMS = ["none", "sinusoidal", "learned", "sinusoidal_concat_fixed", "rope", "alibi", "t5",
+               "sinusoidal_per_modality", "rope_per_modality", "mrope"]
+
+
+@pytest.mark.parametrize("encoding", MOSAIC_ARMS)
+def test_mosaic_trains_a_few_steps_and_multimodal_encodings_read_the_layout(encoding, monkeypatch):
+    from posbench import model as model_module
+
+    seen = []
+    forward = model_module.Transformer.forward
+    monkeypatch.setattr(model_module.Transformer, "forward",
+                        lambda self, inputs, positions=None, cache=None: seen.append(positions)
+                        or forward(self, inputs, positions, cache))
+    config = TrainConfig(task="mosaic_qa", encoding=encoding, steps=4, batch_size=8, log_every=2,
+                         task_options={"eval_examples": 16})
+    record = train(config, log=open("/dev/null", "w"))
+    assert record["status"] == "ok" and [e["length"] for e in record["eval"]] == [22]
+    multimodal = encodings.traits(encoding).axes == "multimodal"
+    assert all((p is not None and p.ids.shape == (22, 3)) if multimodal else p is None for p in seen)
+
+
+def test_a_2d_encoding_alone_is_refused_on_the_mosaic():
+    with pytest.raises(ValueError, match="encoding 'rope_2d' needs a task on a grid"):
+        train(TrainConfig(task="mosaic_qa", encoding="rope_2d", steps=1), log=open("/dev/null", "w"))

@@ -97,7 +97,7 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "learning rate of an encoding as a word": (config(train={"lr": {"reverse": {"rope": "x"}}}),
                                                "'train.lr.reverse.rope': expected number, got 'x'"),
     "learning rate of an unknown task": (config(train={"lr": {"revers": 0.001}}),
-                                         "'train.lr.revers': unknown 'revers'; allowed: babi, copy"),
+                                         "'train.lr.revers': unknown 'revers'; allowed: babi, code_brackets, copy"),
     "learning rate of an unknown encoding": (config(train={"lr": {"reverse": {"rop": 0.001}}}),
                                              "'train.lr.reverse.rop': unknown 'rop'; allowed: alibi"),
     "zero learning-rate factor": (config(train={"lr_factors": [0, 1]}),
@@ -331,8 +331,8 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
     "config.yaml": dict(train=38, probe=6, profile=3),
-    "workflow/full.yaml": dict(train=162, probe=36, profile=14),
-    "workflow/cluster.yaml": dict(train=204, probe=36, profile=48),
+    "workflow/full.yaml": dict(train=191, probe=36, profile=14),
+    "workflow/cluster.yaml": dict(train=262, probe=36, profile=48),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
 

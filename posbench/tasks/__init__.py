@@ -22,6 +22,7 @@ from posbench.tasks import (  # noqa: F401
     lm_masked,
     lm_prose,
     long_range,
+    mosaic_qa,
     passkey,
     reverse,
     scan,

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from posbench import metrics
+from posbench.positions import Positions
 
 IGNORE = -100  # target id that no loss or metric counts (torch's cross_entropy default)
 EXTRAPOLATION_FACTORS = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)  # evaluation lengths, as multiples of the training length
@@ -44,6 +45,7 @@ KINDS = ("nlp", "classification", "code", "structured", "long", "multimodal")  #
 class Batch:
     inputs: torch.Tensor  # (B, T) token ids, or (B, T, patch_dim) floats
     targets: torch.Tensor  # (B, T) token ids with IGNORE, or (B, 1) class labels
+    positions: Positions | None = None  # a multimodal task's layout ((T, 3) ids, a modality per token); else plain
 
 
 @dataclass(frozen=True)
