@@ -12,10 +12,11 @@ one token per key, name, digit or punctuation mark:
 
 Then ``n_queries`` questions ``QUERY k c`` each followed by the cell's digits, the only scored
 tokens. The headline is token accuracy (each answer digit; chance: the commonest digit of the set,
-about 0.1); exact match needs all ``n_queries × value_digits`` digits of an example right, which
-none and sinusoidal never did at the default budget (seed 0: 0.000). Keys and column names are
-distinct within a table, so each query has one answer. The problem size is the number of rows: the
-sequence grows with rows × columns, and a longer evaluation is a taller table of the same kind.
+about 0.1); exact match needs all ``n_queries × value_digits`` digits of an example right, which no
+arm run at the default budget did (0.000: none at seed 0, sinusoidal and rope at seeds 0–2). Keys
+and column names are distinct within a table, so each query has one answer. The problem size is the
+number of rows: the sequence grows with rows × columns, and a longer evaluation is a taller table of
+the same kind.
 """
 
 from __future__ import annotations
