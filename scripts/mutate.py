@@ -45,11 +45,25 @@ MODULES: dict[str, list[str]] = {
     "posbench/encodings/rope.py": ["tests/test_encodings.py", "tests/test_positions.py", "tests/test_generate.py",
                                    "tests/test_model.py", "tests/test_flops.py"],
     "posbench/encodings/grid.py": ENCODING_TESTS,
+    # the learned biases: their formulas (test_encodings), every attention path, and their FLOP terms
+    **{f"posbench/encodings/{name}.py": [*ENCODING_TESTS, *(
+        f"tests/test_flops.py::test_three_counts_agree[{name}-{config}-{mode}]"
+        for config in ("causal-lm-3-heads-L37", "bidirectional-patches-5-heads-L100") for mode in ("infer", "train"))]
+       for name in ("fire", "kerple")},
+    "posbench/encodings/per_modality.py": [*ENCODING_TESTS, "tests/test_per_modality.py"],
+    "posbench/encodings/none.py": ENCODING_TESTS,  # a registration, no function of its own: no mutants
     "posbench/encodings/registry.py": ENCODING_TESTS,
     "posbench/positions.py": ["tests/test_positions.py", "tests/test_encodings.py", "tests/test_attention.py",
                               "tests/test_generate.py"],
     "posbench/attention.py": ["tests/test_attention.py", "tests/test_model.py", "tests/test_encodings.py",
                               "tests/test_generate.py"],
+    # the statistics every verdict rests on, and the report's six guidance rows judged by them
+    "posbench/evidence.py": ["tests/test_evidence.py"],
+    "posbench/report/verdicts.py": [*(
+        f"tests/test_report.py::test_{name}" for name in (
+            "guidance_rows_on_synthetic_tables", "only_the_presets_comparisons_decide_a_row",
+            "the_verdict_table_lists_every_comparison_with_results",
+            "fewer_than_ten_seeds_make_every_row_inconclusive"))],
     # flops.py: test_three_counts_agree for every encoding (88 cases) is minutes a mutant on a loaded machine;
     # these seven cover each kind of term (none, add, rotation, relative / trainable / built bias)
     "posbench/flops.py": [
