@@ -180,3 +180,32 @@ def test_items_are_digested_written_beside_the_record_and_read_back(tmp_path):
         records.read_items(record_path, {"items": {**record["items"], "columns": ["item", "absent"]}})
     with pytest.raises(ValueError, match=r"^items of .*other\.json: other\.items\.npz unreadable \(FileNotFoundError"):
         records.read_items(tmp_path / "other.json", record)
+
+
+def test_validate_checks_the_record_itself_against_its_kinds_schema():
+    with pytest.raises(jsonschema.ValidationError, match="is a required property"):
+        records.validate({"kind": "profile"})
+
+
+def test_items_holding_python_objects_are_refused_unread(tmp_path):
+    record_path = tmp_path / "cell.json"
+    objects = numpy.array([{"a": 1}, None], dtype=object)
+    records.write_atomically(records.items_path(record_path), lambda file: numpy.savez(file, item=objects))
+    record = {"items": {"rows": 2, "columns": ["item"], "sha256": records.content_digest({"item": objects})}}
+    with pytest.raises(ValueError, match=r"cell\.items\.npz unreadable \(ValueError: Object arrays cannot be loaded"):
+        records.read_items(record_path, record)
+
+
+def test_config_fields_leave_out_added_fields_only_at_their_defaults():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Config:
+        seed: int = 0
+        steps: int = 100
+        scaling: str = "none"
+
+    assert records.config_fields(Config(seed=3), ("scaling",)) == {"seed": 3, "steps": 100}
+    assert records.config_fields(Config(scaling="ntk"), ("scaling",)) == {"seed": 0, "steps": 100, "scaling": "ntk"}
+    assert records.config_fields(Config(), ()) == {"seed": 0, "steps": 100, "scaling": "none"}
+    assert records.config_fields(Config(steps=100), ("steps", "scaling")) == {"seed": 0}
