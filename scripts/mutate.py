@@ -72,7 +72,10 @@ MODULES: dict[str, list[str]] = {
             "attention_grows_with_the_square_of_length", "counters_see_the_dense_kernel_whatever_the_query_blocks",
             "naive_concat_costs_four_times_the_projections_and_fixed_concat_none",
             "analytic_from_config_equals_analytic_from_model", "counts_are_json_ready_with_ratios",
-            "counting_a_training_step_leaves_gradients_alone", "bad_arguments_name_the_argument")),
+            "counting_a_training_step_leaves_gradients_alone", "bad_arguments_name_the_argument",
+            "a_count_that_is_not_quadratic_in_length_is_refused", "decode_flops_of_one_token_against_a_cache_by_hand")),
+        *(f"tests/test_flops.py::test_counts_extended_from_short_lengths_equal_the_counts_at_full_length[{case}]"
+          for case in ("none-causal-lm-3-heads-L37-infer", "alibi-bidirectional-patches-5-heads-L100-train")),
         *(f"tests/test_flops.py::test_three_counts_agree[{encoding}-{config}-{mode}]"
           for encoding in ("none", "sinusoidal", "rope", "alibi", "t5", "fire", "kerple")
           for config in ("causal-lm-3-heads-L37", "bidirectional-patches-5-heads-L100")
