@@ -209,3 +209,36 @@ def test_config_fields_leave_out_added_fields_only_at_their_defaults():
     assert records.config_fields(Config(scaling="ntk"), ("scaling",)) == {"seed": 0, "steps": 100, "scaling": "ntk"}
     assert records.config_fields(Config(), ()) == {"seed": 0, "steps": 100, "scaling": "none"}
     assert records.config_fields(Config(steps=100), ("steps", "scaling")) == {"seed": 0}
+
+
+def small_record(items=None) -> dict:
+    """A valid record without a run: a probe cell that ended in an error."""
+    config = dict(encoding="sinusoidal", d_model=16, vocab=11, seq_len=8, seed=0, embedding="random", train_steps=0,
+                  train_layers=0, max_pairs=10, test_fraction=0.2, validation_fraction=0.2, probe_iterations=5,
+                  mlp_hidden=4, variance_kept=0.9, threads=1)
+    record = records.new_record("probe", config, status="error", reason="test only")
+    record.update(encoding="sinusoidal", d_model=16, seq_len=8, seed=0, recovery=[], wall_time_s={"total": 0.5})
+    if items is not None:
+        record["items"] = items
+    return record
+
+
+def test_write_record_validates_writes_items_first_and_reads_back(tmp_path):
+    record = small_record()
+    path = records.write_record(tmp_path / "runs" / "cell.json", record)
+    assert path == tmp_path / "runs" / "cell.json" and records.read_record(path) == record
+    assert json.loads(path.read_text()) == record and sorted(p.name for p in path.parent.iterdir()) == ["cell.json"]
+    columns = {"item": numpy.arange(4), "exact": numpy.array([1, 0, 1, 1])}
+    with_items = small_record(records.Items(columns))
+    records.write_record(path, with_items)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["cell.items.npz", "cell.json"]
+    back = records.read_record(path)
+    assert back["items"] == dict(with_items["items"])
+    assert all(numpy.array_equal(records.read_items(path, back)[k], v) for k, v in columns.items())
+    bad = {**record, "status": "finished"}
+    with pytest.raises(jsonschema.ValidationError, match="'finished' is not one of"):
+        records.write_record(tmp_path / "bad.json", bad)
+    assert not (tmp_path / "bad.json").exists()
+    path.write_text(json.dumps(bad))
+    with pytest.raises(jsonschema.ValidationError, match="'finished' is not one of"):
+        records.read_record(path)
