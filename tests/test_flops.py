@@ -239,5 +239,17 @@ def test_decode_flops_of_one_token_against_a_cache_by_hand():
         "embedding": 2 * 7 * 40, "position_input": 0, "projections": 2 * 2 * 80 * 4 * 80, "rotation": 0,
         "attention_scores": 2 * 2 * 10 * 80, "attention_bias": 0, "attention_values": 2 * 2 * 10 * 80,
         "ffn": 2 * 2 * 2 * 80 * 320, "residual": 2 * 2 * 80, "head": 2 * 80 * 10}
+    assert decode_flops(patches, 3, 9)["embedding"] == 2 * 3 * 7 * 40  # per sequence of the batch
     with pytest.raises(ValueError, match=r"^batch_size must be a positive integer, got 0$"):
         decode_flops(patches, 0, 9)
+
+
+def test_four_is_the_shortest_run_length_and_a_fractional_extension_is_refused():
+    from posbench.flops import _extended
+
+    model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)
+    shortest = count_flops(model, 1, 9, max_run_len=4)
+    assert shortest.counted_at == (1, 2, 3, 4) and shortest.torch == count_flops(model, 1, 9).torch
+    assert _extended({2: 1, 4: 4, 6: 9, 8: 16}, 10, "torch") == 25  # L²/4 through even lengths
+    with pytest.raises(ValueError, match=r"^torch counts \{2: 1, 4: 4, 6: 9, 8: 16\} extend to a fraction at L=5$"):
+        _extended({2: 1, 4: 4, 6: 9, 8: 16}, 5, "torch")
