@@ -774,12 +774,26 @@ def test_kerple_is_minus_r1_log_of_one_plus_r2_distance():
     assert torch.equal(bias[:, :-2, :-2], bias[:, 2:, 2:])
 
 
+def test_kerple_initialisation_and_defaults_are_the_documented_ones():
+    """r1 ~ U(0, 2) and r2 ~ U(0, 1) per head (a spread of decay rates), clamp 0.01, unmasked unless built causal."""
+    from posbench.encodings.kerple import KerpleLog
+
+    torch.manual_seed(0)
+    enc = KerpleLog(32, 1000, 64)
+    assert enc.causal is False and enc.min_value == 0.01
+    assert 0 <= enc.r1.min() and 1.95 < enc.r1.max() < 2 and 0.9 < enc.r1.mean() < 1.1
+    assert 0 <= enc.r2.min() and 0.975 < enc.r2.max() < 1 and 0.45 < enc.r2.mean() < 0.55
+
+
 def fire_reference(enc, i, j):
-    """The paper's formula written out: f(ψ(i − j) / ψ(max(L, i))), ψ(x) = log(|c|·x + 1)."""
+    """The paper's formula written out: f(ψ(i − j) / ψ(max(L, i))), ψ(x) = log(|c|·x + 1), f a ReLU MLP
+    (1 → hidden → heads) computed here from its weights; bidirectional models read |i − j|."""
     c, threshold = enc.c.abs().item(), enc.threshold.abs().item()
     psi = lambda x: math.log(c * x + 1)  # noqa: E731
-    feature = torch.tensor([[psi(max(i - j, 0)) / psi(max(threshold, i))]])
-    return enc.mlp(feature)[0]  # (h,)
+    feature = psi(max(i - j, 0) if enc.causal else abs(i - j)) / psi(max(threshold, i))
+    first, last = enc.mlp[0], enc.mlp[-1]
+    hidden = torch.relu(first.weight[:, 0] * feature + first.bias)  # (hidden,)
+    return last.weight @ hidden + last.bias  # (h,)
 
 
 def test_fire_follows_its_formula_and_depends_on_the_query_position():
@@ -792,3 +806,22 @@ def test_fire_follows_its_formula_and_depends_on_the_query_position():
     early = build("fire", n_heads=3, causal=True)  # threshold 512: below it, the offset alone matters
     near = early.attention_bias(P(40), P(40))
     torch.testing.assert_close(near[:, 10, 3], near[:, 30, 23])
+
+
+def test_fire_bidirectional_reads_the_absolute_offset():
+    torch.manual_seed(1)
+    enc = build("fire", n_heads=3, init_threshold=4.0)
+    bias = enc.attention_bias(P(40), P(40))
+    for i, j in [(3, 10), (10, 3), (0, 39), (20, 20)]:
+        torch.testing.assert_close(bias[:, i, j], fire_reference(enc, i, j), atol=1e-6, rtol=0)
+    assert not torch.allclose(bias[:, 3, 10], bias[:, 3, 3])  # a key after the query is not at offset 0
+
+
+def test_fire_defaults_are_the_documented_ones():
+    """Family options hidden 32, c 0.1, threshold 512 (the class docstring), unmasked unless built causal."""
+    from posbench.encodings.fire import Fire
+
+    enc = Fire(32, 4, 64)
+    assert enc.causal is False and (enc.hidden, enc.c.item(), enc.threshold.item()) == (32, pytest.approx(0.1), 512.0)
+    assert [type(m).__name__ for m in enc.mlp] == ["Linear", "ReLU", "Linear"]
+    assert (enc.mlp[0].in_features, enc.mlp[0].out_features, enc.mlp[-1].out_features) == (1, 32, 4)

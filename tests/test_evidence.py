@@ -3,6 +3,10 @@ equivalence, gates, Holm and the interval against scipy / statsmodels."""
 
 from __future__ import annotations
 
+import gc
+import math
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -73,7 +77,8 @@ def test_arms_without_spread_are_exact():
     assert (numbers.p_better, numbers.p_not_better) == (0.0, 1.0)
 
 
-def test_holm_is_statsmodels_holm_for_many_families_at_once():
+def test_holm_is_statsmodels_holm_for_many_families_at_once(monkeypatch):
+    monkeypatch.setattr(gc, "collect", lambda generation=2: 0)  # multipletests collects on every call: ~50 s here
     p = np.random.default_rng(2).uniform(0, 0.2, size=(200, 4))
     expected = np.array([multipletests(row, method="holm")[1] for row in p])
     assert evidence.holm(p) == pytest.approx(expected)
@@ -225,3 +230,328 @@ def test_an_unknown_row_or_a_missing_file_is_named(tmp_path):
         comparisons.load(path)
     with pytest.raises(ValueError, match="does not exist"):
         comparisons.load(tmp_path / "absent.yaml")
+
+
+# ----- exact numbers of the pieces (each pins what a mutant of evidence.py changed) -------------------
+def test_welch_on_seed_resamples_is_the_contrast_of_each_resample():
+    """Batched arms (resamples on the first axis) give, row by row, what each row alone gives: the
+    spread-free row exactly, the noisy one scipy's Welch numbers."""
+    rng = np.random.default_rng(4)
+    comparator = np.stack([np.full(10, 0.9), rng.normal(0.6, 0.05, 10), np.full(10, 0.7)])
+    added = np.stack([np.full(10, 0.5), rng.normal(0.5, 0.05, 10), rng.normal(0.5, 0.05, 10)])
+    batched = np.stack(evidence.welch(comparator, added, True, 0.1), axis=-1)  # (3, 5)
+    for b in range(3):
+        one = evidence.contrast(comparator[b], added[b], True, 0.1)
+        assert batched[b].tolist() == pytest.approx(
+            [one.effect, one.ci_low, one.ci_high, one.p_better, one.p_not_better], abs=1e-12)
+    assert batched[0].tolist() == pytest.approx([0.4, 0.4, 0.4, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("constant", ["comparator", "added"])
+def test_one_arm_without_spread_keeps_the_welch_interval(constant):
+    """Only two spread-free arms are exact; one spread-free arm is an ordinary Welch interval (df = n − 1)."""
+    noisy = 0.5 + 0.03 * np.linspace(-1.5, 1.5, 10)
+    comparator, added = (np.full(10, 0.8), noisy) if constant == "comparator" else (noisy + 0.3, np.full(10, 0.5))
+    numbers = evidence.contrast(comparator, added, True, 0.1)
+    half = stats.t.ppf(0.975, 9) * noisy.std(ddof=1) / np.sqrt(10)
+    assert (numbers.ci_low, numbers.ci_high) == pytest.approx((0.3 - half, 0.3 + half))
+    assert 0 < numbers.p_better < 1e-6 and numbers.p_not_better == pytest.approx(1 - numbers.p_better)
+
+
+def test_spread_free_arms_exactly_at_the_margin_show_neither():
+    """Effect 0.25 = δ exactly (binary fractions): neither "better by more than δ" nor "not better by δ"."""
+    numbers = evidence.contrast(np.full(10, 0.75), np.full(10, 0.5), True, 0.25)
+    assert (numbers.effect, numbers.ci_low, numbers.ci_high) == (0.25, 0.25, 0.25)
+    assert (numbers.p_better, numbers.p_not_better) == (1.0, 1.0)
+    # the same table among resamples with spread, in either arm: still exact, resample by resample
+    noisy = 0.5 + 0.03 * np.linspace(-1.5, 1.5, 10)
+    for comparator, added in ((np.stack([np.full(10, 0.75), noisy]), np.full((2, 10), 0.5)),
+                              (np.full((2, 10), 0.75), np.stack([np.full(10, 0.5), noisy]))):
+        _, _, _, p_better, p_not_better = evidence.welch(comparator, added, True, 0.25)
+        assert (p_better[0], p_not_better[0]) == (1.0, 1.0)
+
+
+def test_holm_caps_at_one_and_decides_at_alpha_exactly():
+    assert evidence.holm([0.01, 0.6, 0.7]).tolist() == pytest.approx([0.03, 1.0, 1.0])
+    assert evidence.holm_outcomes([], []) == []
+    assert evidence.holm_outcomes([0.025], [0.5]) == [(evidence.UNCLEAR, 0.025)]  # p < α, not ≤
+    assert evidence.holm_outcomes([0.5], [0.025]) == [(evidence.UNCLEAR, 0.025)]
+    assert evidence.holm_outcomes([0.5], [0.5]) == [(evidence.UNCLEAR, 0.5)]
+    assert evidence.holm_outcomes([0.5], [0.01]) == [(evidence.NOT_BETTER, 0.01)]
+    assert evidence.holm_outcomes([0.02], [0.9]) == [(evidence.BETTER, 0.02)]
+
+
+def test_a_group_without_a_decided_comparison_is_inconclusive():
+    assert evidence.family_verdict({"a": [evidence.GATED, evidence.FEW_SEEDS]}, ADDING_SUFFICES) == (
+        evidence.INCONCLUSIVE, {"a": evidence.INCONCLUSIVE})
+    assert evidence.family_verdict({"a": [evidence.NOT_BETTER, evidence.UNCLEAR]}, ADDING_SUFFICES) == (
+        evidence.INCONCLUSIVE, {"a": evidence.INCONCLUSIVE})
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_seeds_needed_at_and_one_away_from_the_margin():
+    low, high = np.array([0.25, 0.25, 0.5, 0.5]), np.array([1.25, 1.25, 1.5, 1.5])
+    assert evidence.seeds_needed(high, low, effect=0.25, margin=0.25) == evidence.MAX_NEEDED  # on δ: never
+    # one unit from δ at spread 0.144: 2·(2.8·0.144/1)² < 1 -> the floor of MIN_SEEDS
+    assert evidence.seeds_needed(high, low, effect=1.25, margin=0.25) == evidence.MIN_SEEDS
+    assert evidence.seeds_needed(np.array([1.0]), np.array([0.5]), effect=0.5, margin=0.1) == evidence.MAX_NEEDED
+
+
+def test_seed_resamples_draw_every_seed():
+    values = evidence.Arm("rope", np.array([0.0, 1.0, 2.0]), np.arange(3), np.zeros(3), np.nan).resampled(
+        np.random.default_rng(0), 1000)
+    assert values.shape == (1000, 3) and set(np.unique(values)) == {0.0, 1.0, 2.0}
+
+
+def chance_arm(values, chance=0.5, gate=None):
+    values = np.asarray(values, float)
+    return evidence.Arm("rope", values, np.arange(len(values)), values if gate is None else np.asarray(gate, float),
+                        chance)
+
+
+def test_beating_chance_is_the_one_sided_95_percent_bound_over_seeds():
+    values = [0.1, 0.2, 0.3, 0.4, 0.5]  # mean 0.3, sd 0.158: bounds 0.3 ∓ t(0.95, 4)·0.158/√5 = 0.3 ∓ 0.1507
+    bound = stats.t.ppf(0.95, 4) * np.std(values, ddof=1) / np.sqrt(5)
+    assert bound == pytest.approx(0.150744, abs=1e-6)
+    assert evidence.beats_chance(chance_arm(values, 0.3 - bound - 1e-4), higher_is_better=True) is True
+    assert evidence.beats_chance(chance_arm(values, 0.3 - bound + 1e-4), higher_is_better=True) is False
+    assert evidence.beats_chance(chance_arm(values, 0.3 + bound + 1e-4), higher_is_better=False) is True
+    assert evidence.beats_chance(chance_arm(values, 0.3 + bound - 1e-4), higher_is_better=False) is False
+    # two seeds: t(0.95, 1) = 6.31 makes the bound 0.6 − 0.63 < 0.55
+    assert evidence.beats_chance(chance_arm([0.5, 0.7], 0.55), higher_is_better=True) is False
+    # one seed: no spread to estimate, the value itself; exactly at chance does not beat it
+    assert evidence.beats_chance(chance_arm([0.6], 0.5), higher_is_better=True) is True
+    assert evidence.beats_chance(chance_arm([0.5], 0.5), higher_is_better=True) is False
+    assert evidence.beats_chance(chance_arm([0.5], 0.5), higher_is_better=False) is False
+    assert evidence.beats_chance(chance_arm([], 0.5), higher_is_better=True) is False
+    assert evidence.beats_chance(chance_arm([0.9, 0.9], 0.5, gate=[0.9, np.nan]), higher_is_better=True) is None
+
+
+def test_every_gate_and_note_in_words():
+    reverse = DECLARED.by_id["reverse-rope"]  # exact match: gated on token accuracy against the token chance
+    empty = evidence.Arm("sinusoidal", np.array([]), np.array([]), np.array([]), 0.125)
+    diverged = evidence.Arm("rope", np.array([]), np.array([]), np.array([]), 0.125, diverged=3)
+    assert evidence.gates(reverse, empty, diverged) == (
+        ["sinusoidal: no results", "rope did not learn: 3 seed(s) diverged"], [])
+    added = evidence.Arm("sinusoidal", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), np.nan, undertrained=2,
+                         untrained_positions=True, lr_note="lr 0.001 chosen on validation loss among [0.001, 0.003]",
+                         budget=(300, 32))
+    comparator = evidence.Arm("rope", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), 0.125, budget=(600, 32))
+    assert evidence.gates(reverse, added, comparator) == (
+        ["sinusoidal: positions at this length were never trained",
+         "unequal budgets (steps, batch): (300, 32) vs (600, 32)"],
+        ["sinusoidal: no chance level in the tables, not gated",
+         "sinusoidal undertrained in 2 of 4 seeds (still falling)",
+         "sinusoidal: lr 0.001 chosen on validation loss among [0.001, 0.003]"])
+    same = replace(comparator, budget=(300, 32))
+    assert evidence.gates(reverse, replace(added, untrained_positions=False), same)[0] == []
+    assert evidence.gates(reverse, same, same) == ([], ["reverse: every arm trained 300 steps × batch 32"])
+    no_budget = replace(same, budget=None)
+    assert evidence.gates(reverse, no_budget, same) == ([], [])
+
+
+def test_the_learning_rate_with_the_lowest_mean_validation_loss_is_the_arms():
+    two = pd.DataFrame({"lr": [1e-3, 1e-3, 3e-3, 3e-3], "validation_loss": [2.0, 2.2, 1.9, 2.1],
+                        "value": [1, 2, 3, 4]})
+    rows, lr, note = evidence.best_rate(two)
+    assert rows["value"].tolist() == [3, 4] and lr == 3e-3
+    assert note == "lr 0.003 chosen on validation loss among [np.float64(0.001), np.float64(0.003)]"
+    rows, lr, note = evidence.best_rate(two.assign(validation_loss=[1.0, 1.0, 2.0, 2.0]))
+    assert rows["value"].tolist() == [1, 2] and lr == 1e-3
+    one = two.assign(lr=[2e-3, 2e-3, np.nan, np.nan])
+    rows, lr, note = evidence.best_rate(one)
+    assert rows["value"].tolist() == [1, 2] and (lr, note) == (2e-3, "")
+    rows, lr, note = evidence.best_rate(two.drop(columns="validation_loss"))  # several rates, nothing to choose by
+    assert rows["value"].tolist() == [1, 2, 3, 4] and (lr, note) == (None, "")
+    for without in (two.drop(columns="lr"), two.assign(lr=np.nan)):
+        rows, lr, note = evidence.best_rate(without)
+        assert rows["value"].tolist() == [1, 2, 3, 4] and (lr, note) == (None, "")
+
+
+def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
+    table = results({"sinusoidal": ten(0.5), "rope": ten(0.9)}, metric="accuracy", task="long_range", ratio=2.0)
+    table = table.drop(columns="chance").assign(  # undertrained as a CSV reads it: missing is NaN
+        steps=300, batch_size=32, lr=1e-3, undertrained=[True, np.nan, False] * 6 + [True, True],
+        positions_trained=True)
+    table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 9), "steps"] = 299
+    comparison = DECLARED.by_id["long-range-2x-rope"]
+    added = evidence.arm(table, comparison, "sinusoidal", "tiny")
+    assert (added.n, added.budget, added.undertrained, added.untrained_positions, added.lr, added.lr_note,
+            added.eval_len) == (10, (300, 32), 4, False, 1e-3, "", 16)
+    assert added.values.tolist() == ten(0.5) and added.seeds.tolist() == list(range(10))
+    assert np.isnan(added.chance)  # no chance column at all: not gated (a note says so)
+    assert added.gate_values.tolist() == ten(0.5)
+    (judged,) = row(evidence.judge(DECLARED, table), "long_sequences").judged
+    assert judged.notes == ("sinusoidal: no chance level in the tables, not gated",
+                            "sinusoidal undertrained in 4 of 10 seeds (still falling)",
+                            "rope: no chance level in the tables, not gated",
+                            "rope undertrained in 4 of 10 seeds (still falling)",
+                            "long_range: every arm trained 300 steps × batch 32")
+    assert evidence.arm(table.drop(columns=["steps", "batch_size"]), comparison, "sinusoidal", "tiny").budget is None
+    rates = table.assign(lr=np.where(table["seed"] < 5, 1e-3, 3e-3), validation_loss=np.where(table["seed"] < 5, 2, 1))
+    chosen = evidence.arm(rates, comparison, "sinusoidal", "tiny")
+    assert (chosen.n, chosen.lr) == (5, 3e-3)
+    assert chosen.lr_note == "lr 0.003 chosen on validation loss among [np.float64(0.001), np.float64(0.003)]"
+    table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 4), "positions_trained"] = False
+    assert evidence.arm(table, comparison, "sinusoidal", "tiny").untrained_positions is True
+    alone = table[(table["seed"] == 0) | (table["encoding"] == "rope")]
+    assert evidence.arm(alone, comparison, "sinusoidal", "tiny").eval_len == 16  # one seed is enough
+
+
+def test_one_seed_is_not_compared_two_seeds_are_descriptive():
+    one = row(evidence.judge(DECLARED, results({"sinusoidal": [0.3], "rope": [0.6]},
+                                               token={"sinusoidal": 0.8, "rope": 0.9})), "precise_position")
+    (single,) = one.judged
+    assert single.numbers is None and single.outcome == evidence.FEW_SEEDS
+    assert single.line() == "reverse exact_match at 1× (tiny): rope vs sinusoidal: n = 1/1 seeds, too few to compare"
+    assert (one.size, one.verdict, one.by_task) == ("tiny", evidence.INCONCLUSIVE, {"reverse": evidence.INCONCLUSIVE})
+    assert math.isnan(one.stability)
+    assert all(math.isnan(evidence.table([one]).loc[0, name]) for name in ("effect", "ci_low", "p_not_better"))
+    two = row(evidence.judge(DECLARED, results({"sinusoidal": [0.25, 0.75], "rope": [0.5, 1.0]},
+                                               token={"sinusoidal": 0.8, "rope": 0.9})), "precise_position")
+    (pair,) = two.judged
+    # sd 0.354 in each arm, 0.15 from δ: 2·(2.80·0.354/0.15)² = 87.2; Welch df 2: 0.25 ± 4.30·0.354
+    assert pair.numbers.effect == 0.25 and pair.outcome == evidence.FEW_SEEDS and pair.needs_n == 88
+    assert pair.line() == ("reverse exact_match at 1× (tiny): rope vs sinusoidal: "
+                           "effect +0.25 [-1.27, +1.77] vs δ 0.1, descriptive only, n = 2/2 seeds → too few seeds "
+                           "(needs n ≈ 88 seeds per arm)")
+    assert replace(pair, needs_n=999).line().endswith(" (needs n ≈ 999 seeds per arm)")
+    assert replace(pair, needs_n=1000).line().endswith(" (needs n ≈ 1000+ seeds per arm)")
+    frame = evidence.table([two])
+    assert frame.loc[0, "detectable"] == DECLARED.by_id["reverse-rope"].detectable(2)
+    assert frame.loc[0, "needs_n"] == 88 and math.isnan(frame.loc[0, "p_holm"])
+
+
+def test_a_supported_adding_row_with_its_numbers_in_line_and_table():
+    """standard_nlp ("adding suffices"): rope within δ of sinusoidal on lm_prose bits/char, every seed
+    resample agrees; the line and verdicts.csv carry every number."""
+    table = results({"sinusoidal": ten(2.30, 0.005), "rope": ten(2.29, 0.005)}, task="lm_prose", metric="bits_per_char",
+                    chance=4.1)
+    judged = row(evidence.judge(DECLARED, table), "standard_nlp")
+    assert (judged.size, judged.verdict, judged.stability, judged.by_task) == (
+        "tiny", evidence.SUPPORTED, 1.0, {"lm_prose": evidence.SUPPORTED})
+    (comparison,) = judged.judged
+    x = comparison.numbers
+    assert comparison.outcome == evidence.NOT_BETTER and comparison.needs_n is None and comparison.stability == 1.0
+    assert comparison.p_holm == x.p_not_better  # a family of one: Holm leaves p alone
+    assert comparison.line() == (f"lm_prose bits_per_char at 1× (tiny): rope vs sinusoidal: effect {x.effect:+.3g} "
+                                 f"[{x.ci_low:+.3g}, {x.ci_high:+.3g}] vs δ 0.05, Holm p {comparison.p_holm:.2g}, "
+                                 "n = 10/10 seeds, stability 100% → comparator not better by δ")
+    frame = evidence.table([judged])
+    assert list(frame.columns) == [
+        "row", "row_verdict", "row_stability", "comparison", "task", "metric", "length_ratio", "size", "add_arm",
+        "comparator_arm", "n_added", "n_comparator", "mean_added", "mean_comparator", "lr_added", "lr_comparator",
+        "effect", "ci_low", "ci_high", "p_better", "p_not_better", "eval_se", "p_holm", "margin", "detectable",
+        "outcome", "task_verdict", "stability", "needs_n", "gate_notes"]
+    found = frame.iloc[0].to_dict()
+    assert {k: found[k] for k in ("row", "row_verdict", "row_stability", "comparison", "task", "metric",
+                                  "length_ratio", "size", "outcome", "task_verdict", "stability")} == {
+        "row": "standard_nlp", "row_verdict": evidence.SUPPORTED, "row_stability": 1.0, "comparison": "prose-rope",
+        "task": "lm_prose", "metric": "bits_per_char", "length_ratio": 1.0, "size": "tiny",
+        "outcome": evidence.NOT_BETTER, "task_verdict": evidence.SUPPORTED, "stability": 1.0}
+    assert [found[k] for k in ("effect", "ci_low", "ci_high", "p_better", "p_not_better", "p_holm")] == [
+        x.effect, x.ci_low, x.ci_high, x.p_better, x.p_not_better, comparison.p_holm]
+    assert found["mean_added"] == pytest.approx(2.30) and found["mean_comparator"] == pytest.approx(2.29)
+    assert found["lr_added"] is None and found["lr_comparator"] is None and found["needs_n"] is None
+    assert found["detectable"] == DECLARED.by_id["prose-rope"].detectable(10) and math.isnan(found["eval_se"])
+    assert found["gate_notes"] == ""
+
+
+def test_gated_and_compared_comparisons_share_a_row():
+    """parameter_budget: the learned arm diverged (gated, no stability of its own); the other is compared."""
+    table = results({"sinusoidal": ten(2.30), "sinusoidal_concat_fixed": ten(2.35), "learned": ten(2.31)},
+                    task="lm_prose", metric="bits_per_char", chance=4.1, status={("learned", 2): "diverged"})
+    table = table.assign(steps=300, batch_size=32)
+    judged = row(evidence.judge(DECLARED, table), "parameter_budget")
+    gated, compared = sorted(judged.judged, key=lambda j: j.comparison.id != "prose-learned-concat-fixed")
+    assert gated.outcome == evidence.GATED and math.isnan(gated.stability) and compared.stability == 1.0
+    frame = evidence.table([judged]).set_index("comparison")
+    assert frame.loc["prose-learned-concat-fixed", "gate_notes"] == (
+        "learned did not learn: 1 seed(s) diverged; lm_prose: every arm trained 300 steps × batch 32")
+    assert gated.line() == ("lm_prose bits_per_char at 1× (tiny): sinusoidal_concat_fixed vs learned: not compared — "
+                            "learned did not learn: 1 seed(s) diverged")
+    two_gates = replace(gated, gates=("a", "b"))
+    assert two_gates.line().endswith(": not compared — a; b")
+
+
+def test_only_the_comparisons_asked_for_are_judged_and_the_default_seed_is_zero():
+    rng = np.random.default_rng(3)
+    table = results({"sinusoidal": list(rng.normal(0.3, 0.15, 10)), "rope": list(rng.normal(0.52, 0.15, 10))},
+                    token={"sinusoidal": 0.8, "rope": 0.9})
+    assert evidence.judge(DECLARED, table, comparisons=[]) == []
+    (found,) = evidence.judge(DECLARED, table, comparisons=[DECLARED.by_id["reverse-rope"]])
+    again = row(evidence.judge(DECLARED, table), "precise_position")
+    assert found.stability == again.stability  # reproducible: the bootstrap is seeded
+    judged = [replace(j, outcome=evidence.UNCLEAR) for j in found.judged]
+    rerun = evidence.judge_row("precise_position", OTHER_SCHEME_WINS, "tiny", judged, seed=0)
+    other = evidence.judge_row("precise_position", OTHER_SCHEME_WINS, "tiny", judged, seed=1)
+    assert found.stability == rerun.stability != other.stability
+
+
+def item_rows(right, encodings=("sinusoidal", "rope", "alibi"), n=400, seeds=(0,)):
+    """Items of reverse: ``right[encoding](i, seed)`` says whether item ``i`` is exactly right."""
+    return pd.DataFrame([{"task": "reverse", "encoding": e, "size": "tiny", "seed": s, "eval_len": 16, "item": i,
+                          "loss_sum": 1.0, "scored": 16, "correct": 16 if right[e](i, s) else 8,
+                          "exact": int(right[e](i, s))}
+                         for e in encodings for s in seeds for i in range(n)])
+
+
+def test_the_item_error_is_the_sd_of_the_effect_over_item_redraws():
+    """Both arms vary over items and their differences are 1 on a quarter of them: the effect's
+    bootstrap sd is the sd (ddof 1) of that quarter's share over the seed-0 multinomial redraws, and
+    near the binomial sqrt(p(1 − p)/n); a third encoding in the table is not read."""
+    n = 400
+    right = {"sinusoidal": lambda i, s: i % 2 == 0, "rope": lambda i, s: i % 2 == 0 or i % 4 == 1,
+             "alibi": lambda i, s: i % 3 == 0}
+    items = item_rows(right, seeds=(0, 1))
+    arm = evidence.Arm("sinusoidal", np.array([0.5, 0.5]), np.array([0, 1]), np.array([0.75] * 2), np.nan, eval_len=16)
+    other = evidence.Arm("rope", np.array([0.75, 0.75]), np.array([0, 1]), np.array([0.9] * 2), np.nan, eval_len=16)
+    draws = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n), size=evidence.BOOTSTRAP)
+    differs = np.array([float(i % 4 == 1) for i in range(n)])
+    expected = np.std(draws @ differs / n, ddof=1)
+    error = evidence.item_error(items, DECLARED.by_id["reverse-rope"], "tiny", arm, other)
+    assert error == pytest.approx(expected, rel=1e-12) and expected == pytest.approx(np.sqrt(0.1875 / n), rel=0.1)
+    # judged from the tables, the comparison carries that error
+    table = results({"sinusoidal": ten(0.5), "rope": ten(0.75)}, token={"sinusoidal": 0.75, "rope": 0.9})
+    (judged,) = row(evidence.judge(DECLARED, table[table["seed"] < 2], items=items), "precise_position").judged
+    assert judged.eval_se == pytest.approx(expected, rel=1e-12)
+    # arms with different seeds: each reads its own seeds of its own encoding only
+    later = pd.concat([item_rows(right, ("sinusoidal", "alibi"), seeds=(0, 1, 2)),
+                       item_rows(right, ("rope",), seeds=(1, 2))])
+    error = evidence.item_error(later, DECLARED.by_id["reverse-rope"], "tiny", arm,
+                                replace(other, seeds=np.array([1, 2])))
+    assert error == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_item_error_of_a_lower_is_better_metric():
+    """bits/char: loss 2 on a quarter of the items for the added arm, 1 elsewhere and for the comparator."""
+    n = 400
+    comparison = DECLARED.by_id["prose-rope"]
+    items = pd.DataFrame([{"task": "lm_prose", "encoding": e, "size": "tiny", "seed": 0, "eval_len": 64, "item": i,
+                           "loss_sum": 2.0 if e == "sinusoidal" and i % 4 == 1 else 1.0, "scored": 1, "correct": 1,
+                           "exact": 1} for e in ("sinusoidal", "rope") for i in range(n)])
+    arm = evidence.Arm("sinusoidal", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=64)
+    other = evidence.Arm("rope", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=64)
+    draws = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n), size=evidence.BOOTSTRAP)
+    expected = np.std(draws @ np.array([float(i % 4 == 1) for i in range(n)]) / n / np.log(2), ddof=1)
+    assert evidence.item_error(items, comparison, "tiny", arm, other) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_family_of_entries_holm_across_those_with_ten_seeds():
+    """The claims page's families: Holm across the entries with 10 seeds per arm; 2 to 9 seeds get numbers
+    but decide nothing; 1 seed gets no numbers."""
+    spread = np.linspace(-1.5, 1.5, 10) * 0.01
+    entries = [evidence.Entry("a", "clear", 0.9 + spread, 0.5 + spread, True, 0.1),
+               evidence.Entry("a", "close", 0.52 + spread, 0.5 + spread, True, 0.1),
+               evidence.Entry("b", "few", np.array([0.9, 0.7]), np.array([0.1, 0.3]), True, 0.1),
+               evidence.Entry("b", "one", np.array([0.9]), np.array([0.1]), True, 0.1)]
+    verdict, found = evidence.judge_family(entries, OTHER_SCHEME_WINS)
+    assert verdict == evidence.INCONCLUSIVE  # group a supports the claim, b decides nothing
+    assert [(entry.label, result) for entry, _, result in found] == [
+        ("clear", evidence.BETTER), ("close", evidence.NOT_BETTER), ("few", evidence.FEW_SEEDS),
+        ("one", evidence.FEW_SEEDS)]
+    (_, clear, _), (_, close, _), (_, few, _), (_, one, _) = found
+    assert clear == evidence.contrast(0.9 + spread, 0.5 + spread, True, 0.1) and one is None
+    assert few.effect == pytest.approx(0.6) and close.effect == pytest.approx(0.02)
+    assert evidence.judge_family(entries[:2], OTHER_SCHEME_WINS)[0] == evidence.SUPPORTED
+    assert evidence.judge_family(entries[1:2], ADDING_SUFFICES)[0] == evidence.SUPPORTED

@@ -209,3 +209,47 @@ def test_bad_arguments_name_the_argument(arguments, message):
     model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)
     with pytest.raises(ValueError, match=f"^{message}$"):
         count_flops(model, **{"batch_size": 1, "seq_len": 4, **arguments})
+
+
+def test_decode_flops_of_one_token_against_a_cache_by_hand():
+    """One generated token per sequence, B = 2, 36 cached tokens (37 keys), d 60, 3 heads, 2 layers, d_ff 240,
+    vocabulary 23: each term worked out by hand from the convention (2 FLOPs a multiply-add)."""
+    from posbench.flops import decode_flops
+
+    options = dict(vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
+    common = {"embedding": 0, "projections": 2 * 2 * 2 * 60 * 4 * 60,  # n · 2 · B · d · 4d = 115,200
+              "attention_scores": 2 * 2 * 2 * 37 * 60, "attention_values": 2 * 2 * 2 * 37 * 60,  # 17,760 each
+              "ffn": 2 * 2 * 2 * 2 * 60 * 240, "residual": 2 * 2 * 2 * 60, "head": 2 * 2 * 60 * 23}
+    assert common == {"embedding": 0, "projections": 115_200, "attention_scores": 17_760, "attention_values": 17_760,
+                      "ffn": 230_400, "residual": 480, "head": 5_520}
+    expected = {
+        "sinusoidal": {**common, "position_input": 2 * 60, "rotation": 0, "attention_bias": 0},
+        # rope: 3 FLOPs per rotated element of q and k
+        "rope": {**common, "position_input": 0, "rotation": 2 * 2 * 3 * 2 * 60, "attention_bias": 0},
+        # n · B · h · keys bias adds, plus FIRE's one query row: 37 subtractions and 2 · 32 · (1 + 3) · 37 MLP FLOPs
+        "fire": {**common, "position_input": 0, "rotation": 0, "attention_bias": 2 * 2 * 3 * 37 + 37 + 2 * 32 * 4 * 37},
+    }
+    for encoding, terms in expected.items():
+        config = ModelConfig(encoding=encoding, max_len=128, **options)
+        assert decode_flops(config, 2, 36) == terms
+        assert decode_flops(tiny_model(encoding, **options), 2, 36) == terms
+    patches = ModelConfig(encoding="sinusoidal_concat", max_len=128, d_model=40, n_heads=5, n_layers=2, causal=False,
+                          patch_dim=7, n_classes=10)  # width 80 (40 token + 40 position), d_ff 320, 10 keys
+    assert decode_flops(patches, 1, 9) == {
+        "embedding": 2 * 7 * 40, "position_input": 0, "projections": 2 * 2 * 80 * 4 * 80, "rotation": 0,
+        "attention_scores": 2 * 2 * 10 * 80, "attention_bias": 0, "attention_values": 2 * 2 * 10 * 80,
+        "ffn": 2 * 2 * 2 * 80 * 320, "residual": 2 * 2 * 80, "head": 2 * 80 * 10}
+    assert decode_flops(patches, 3, 9)["embedding"] == 2 * 3 * 7 * 40  # per sequence of the batch
+    with pytest.raises(ValueError, match=r"^batch_size must be a positive integer, got 0$"):
+        decode_flops(patches, 0, 9)
+
+
+def test_four_is_the_shortest_run_length_and_a_fractional_extension_is_refused():
+    from posbench.flops import _extended
+
+    model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)
+    shortest = count_flops(model, 1, 9, max_run_len=4)
+    assert shortest.counted_at == (1, 2, 3, 4) and shortest.torch == count_flops(model, 1, 9).torch
+    assert _extended({2: 1, 4: 4, 6: 9, 8: 16}, 10, "torch") == 25  # L²/4 through even lengths
+    with pytest.raises(ValueError, match=r"^torch counts \{2: 1, 4: 4, 6: 9, 8: 16\} extend to a fraction at L=5$"):
+        _extended({2: 1, 4: 4, 6: 9, 8: 16}, 5, "torch")

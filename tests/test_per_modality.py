@@ -109,6 +109,29 @@ def test_mixed_rotation_turns_each_token_by_its_own_modality():
     assert_close(rotated_k[:, :, ~is_text], image_k, **EXACT)
 
 
+@pytest.mark.parametrize("name", PRESETS)
+def test_text_tokens_read_the_text_axis_whatever_their_row_and_column(name):
+    """(text, row, column) ids: a text token's row and column ids are not its position."""
+    positions = mixed()
+    is_text = positions.modality == TEXT
+    ids = positions.ids.clone()
+    ids[is_text, 1:] = torch.tensor([[0, 11]] * int(is_text.sum()))  # the layout's (t, t, t) -> (t, 0, 11)
+    moved = Positions.from_ids(ids, positions.modality)
+    encoding = build(name)
+    torch.manual_seed(0)
+    same = HOOK_CALLS[name](encoding, positions, 16)
+    torch.manual_seed(0)
+    assert_close(HOOK_CALLS[name](encoding, moved, 16), same, **EXACT)
+
+
+def test_each_parts_own_options_reach_it_and_a_direct_build_is_unmasked():
+    from posbench.encodings.per_modality import per_modality
+
+    composed = build("rope_per_modality", text_options={"base": 100.0}, image_options={"base": 50.0})
+    assert (composed.text.angles.base, composed.image.angles.base) == (100.0, 50.0)
+    assert per_modality(D, HEADS, MAX_LEN, text="rope", image="rope_2d").causal is False
+
+
 def test_rotary_logits_depend_on_text_offsets_among_text_and_grid_offsets_among_patches(float64):
     composed = build("rope_per_modality")
     q, k = torch.randn(16, D // HEADS), torch.randn(16, D // HEADS)  # one head
@@ -219,10 +242,10 @@ def test_rotary_parts_of_different_widths_are_refused():
         build("rope_per_modality", text="rope_p50")
 
 
-HOOK_CALLS = {  # each preset's own hook on 5 tokens
-    "sinusoidal_per_modality": lambda encoding, positions: encoding.inject(torch.randn(1, 5, D), positions),
-    "rope_per_modality": lambda encoding, positions: encoding.rotate(
-        torch.randn(1, HEADS, 5, D // HEADS), torch.randn(1, HEADS, 5, D // HEADS), positions),
+HOOK_CALLS = {  # each preset's own hook on random tokens (5 unless told)
+    "sinusoidal_per_modality": lambda encoding, positions, n=5: encoding.inject(torch.randn(1, n, D), positions),
+    "rope_per_modality": lambda encoding, positions, n=5: encoding.rotate(
+        torch.randn(1, HEADS, n, D // HEADS), torch.randn(1, HEADS, n, D // HEADS), positions),
 }
 
 
@@ -232,3 +255,6 @@ def test_three_axes_without_modality_ids_are_refused(name):
     with pytest.raises(ValueError, match=r"\(L, 3\) \(text, row, column\) ids with a modality per token; "
                                          r"got 3 axes and no modality"):
         HOOK_CALLS[name](build(name), without_modality)
+    four_axes = Positions.from_ids(torch.zeros(5, 4, dtype=torch.long), torch.zeros(5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"with a modality per token; got 4 axes$"):
+        HOOK_CALLS[name](build(name), four_axes)

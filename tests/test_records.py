@@ -96,3 +96,149 @@ def test_the_environment_names_the_machine_posbench_machine_gives_and_the_packag
     assert (env["packages"]["torch"], env["packages"]["numpy"]) == (torch.__version__, numpy.__version__)
     monkeypatch.delenv("POSBENCH_MACHINE")
     assert records.environment()["machine"] == platform.node()
+
+
+# ----- the record files: fixture-free pieces (a real profile run is ~27 s, too slow for mutation testing) ----
+def test_write_json_makes_the_folders_and_writes_through_one_hidden_temporary_beside_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "a" / "b" / "x.json"  # neither folder exists yet
+    seen = []
+    real = records.write_atomically
+
+    def spying(target, write):
+        def spy(file):
+            seen.extend(p.name for p in target.parent.iterdir())
+            return write(file)
+        return real(target, spy)
+
+    monkeypatch.setattr(records, "write_atomically", spying)
+    assert records.write_json(path, {"b": 1, "a": [1, 2]}) == path
+    assert path.read_text() == '{\n "a": [\n  1,\n  2\n ],\n "b": 1\n}\n'  # indent 1, sorted keys, final newline
+    (temporary,) = seen
+    assert temporary.startswith(".x.json.") and temporary.endswith(".tmp")
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+def test_config_hash_is_the_first_16_hex_of_the_sorted_json_and_reads_paths_as_text():
+    from pathlib import Path
+
+    expected = hashlib.sha256(b'{"a": 1, "path": "runs/x"}').hexdigest()[:16]
+    assert records.config_hash({"path": "runs/x", "a": 1}) == expected
+    assert records.config_hash({"path": Path("runs/x"), "a": 1}) == expected
+
+
+def test_a_new_record_has_no_reason_and_the_hash_of_its_config():
+    record = records.new_record("profile", {"seq_len": 64})
+    assert (record["kind"], record["status"], record["reason"]) == ("profile", "ok", "")
+    assert record["config_hash"] == records.config_hash({"seq_len": 64})
+    assert record["environment"]["cpu_count"] == __import__("os").cpu_count()
+
+
+def test_the_environment_names_the_gpu_and_cuda_where_there_is_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: "Test GPU 80GB")
+    monkeypatch.setattr(torch.version, "cuda", "12.9")
+    env = records.environment()
+    assert (env["gpu"], env["cuda"]) == ("Test GPU 80GB", "12.9")
+
+
+def test_a_package_without_metadata_reports_its_modules_version(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    monkeypatch.setitem(sys.modules, "posbench_test_only_module", SimpleNamespace(__version__="9.9.1"))
+    assert records._version("posbench_test_only_module") == "9.9.1"
+    assert records._version("posbench_not_a_module_at_all") is None
+
+
+def test_validate_names_a_missing_or_unknown_kind():
+    with pytest.raises(jsonschema.ValidationError, match="^record has no 'kind'$"):
+        records.validate({"status": "ok"})
+    with pytest.raises(ValueError, match=r"^unknown record kind 'nope'; allowed: advice, probe, profile, train$"):
+        records.validate({"kind": "nope"})
+
+
+def test_items_are_digested_written_beside_the_record_and_read_back(tmp_path):
+    columns = {"item": numpy.array([0, 1, 2], dtype="<i8"), "exact": numpy.array([1.0, 0.0, 1.0])}
+    digest = hashlib.sha256(b"item:<i8:(3,);" + columns["item"].tobytes()
+                            + b"exact:<f8:(3,);" + columns["exact"].tobytes()).hexdigest()
+    items = records.Items(columns)
+    assert dict(items) == {"rows": 3, "columns": ["item", "exact"], "sha256": digest}
+    assert records.content_digest({"item": columns["item"].astype("<i4")}) != records.content_digest(
+        {"item": columns["item"]})  # the type counts, not only the values
+    with pytest.raises(ValueError, match=r"^item columns differ in length: \[2, 3\]$"):
+        records.Items({"a": [1, 2], "b": [1, 2, 3]})
+    record_path = tmp_path / "cell.json"
+    assert records.items_path(record_path) == tmp_path / "cell.items.npz"
+    records.write_atomically(records.items_path(record_path), lambda file: numpy.savez_compressed(file, **columns))
+    record = {"items": dict(items)}
+    found = records.read_items(record_path, record)
+    assert list(found) == ["item", "exact"] and all(numpy.array_equal(found[k], columns[k]) for k in columns)
+    with pytest.raises(ValueError, match=r"^items of .*cell\.json: cell\.items\.npz holds other items than the "
+                                         r"record names$"):
+        records.read_items(record_path, {"items": {**record["items"], "sha256": "0" * 64}})
+    with pytest.raises(ValueError, match=r"cell\.items\.npz unreadable \(KeyError: "):
+        records.read_items(record_path, {"items": {**record["items"], "columns": ["item", "absent"]}})
+    with pytest.raises(ValueError, match=r"^items of .*other\.json: other\.items\.npz unreadable \(FileNotFoundError"):
+        records.read_items(tmp_path / "other.json", record)
+
+
+def test_validate_checks_the_record_itself_against_its_kinds_schema():
+    with pytest.raises(jsonschema.ValidationError, match="is a required property"):
+        records.validate({"kind": "profile"})
+
+
+def test_items_holding_python_objects_are_refused_unread(tmp_path):
+    record_path = tmp_path / "cell.json"
+    objects = numpy.array([{"a": 1}, None], dtype=object)
+    records.write_atomically(records.items_path(record_path), lambda file: numpy.savez(file, item=objects))
+    record = {"items": {"rows": 2, "columns": ["item"], "sha256": records.content_digest({"item": objects})}}
+    with pytest.raises(ValueError, match=r"cell\.items\.npz unreadable \(ValueError: Object arrays cannot be loaded"):
+        records.read_items(record_path, record)
+
+
+def test_config_fields_leave_out_added_fields_only_at_their_defaults():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Config:
+        seed: int = 0
+        steps: int = 100
+        scaling: str = "none"
+
+    assert records.config_fields(Config(seed=3), ("scaling",)) == {"seed": 3, "steps": 100}
+    assert records.config_fields(Config(scaling="ntk"), ("scaling",)) == {"seed": 0, "steps": 100, "scaling": "ntk"}
+    assert records.config_fields(Config(), ()) == {"seed": 0, "steps": 100, "scaling": "none"}
+    assert records.config_fields(Config(steps=100), ("steps", "scaling")) == {"seed": 0}
+
+
+def small_record(items=None) -> dict:
+    """A valid record without a run: a probe cell that ended in an error."""
+    config = dict(encoding="sinusoidal", d_model=16, vocab=11, seq_len=8, seed=0, embedding="random", train_steps=0,
+                  train_layers=0, max_pairs=10, test_fraction=0.2, validation_fraction=0.2, probe_iterations=5,
+                  mlp_hidden=4, variance_kept=0.9, threads=1)
+    record = records.new_record("probe", config, status="error", reason="test only")
+    record.update(encoding="sinusoidal", d_model=16, seq_len=8, seed=0, recovery=[], wall_time_s={"total": 0.5})
+    if items is not None:
+        record["items"] = items
+    return record
+
+
+def test_write_record_validates_writes_items_first_and_reads_back(tmp_path):
+    record = small_record()
+    path = records.write_record(tmp_path / "runs" / "cell.json", record)
+    assert path == tmp_path / "runs" / "cell.json" and records.read_record(path) == record
+    assert json.loads(path.read_text()) == record and sorted(p.name for p in path.parent.iterdir()) == ["cell.json"]
+    columns = {"item": numpy.arange(4), "exact": numpy.array([1, 0, 1, 1])}
+    with_items = small_record(records.Items(columns))
+    records.write_record(path, with_items)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["cell.items.npz", "cell.json"]
+    back = records.read_record(path)
+    assert back["items"] == dict(with_items["items"])
+    assert all(numpy.array_equal(records.read_items(path, back)[k], v) for k, v in columns.items())
+    bad = {**record, "status": "finished"}
+    with pytest.raises(jsonschema.ValidationError, match="'finished' is not one of"):
+        records.write_record(tmp_path / "bad.json", bad)
+    assert not (tmp_path / "bad.json").exists()
+    path.write_text(json.dumps(bad))
+    with pytest.raises(jsonschema.ValidationError, match="'finished' is not one of"):
+        records.read_record(path)
