@@ -456,7 +456,8 @@ FIGURES = (
                "models) over 16 equal runs of positions of the longest evaluation windows (the non-overlapping "
                "windows every headline uses), mean over seeds with a ±1 sd band; the dotted line marks the "
                "training length. Falling past it: the model uses the longer context; flat: it survives it; "
-               "rising: it breaks.", 3.4, positions_missing, draw_positions),
+               "rising: it breaks. Every arm reads the same windows, so ups and downs that all arms share are the "
+               "text's own; read the gaps between arms.", 3.4, positions_missing, draw_positions),
     FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
                "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
                "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),
