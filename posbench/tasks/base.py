@@ -107,6 +107,12 @@ class Task:
         return {name: metrics.get(name).chance(counts, prior) for name in self.metrics if metrics.get(name).chance}
 
 
+def check_one_length(task: Task, length: int, what: str) -> None:
+    """A one-line ``ValueError`` unless ``task`` trains and evaluates at its one ``length`` (``what`` says why)."""
+    if task.train_length != length or task.eval_factors != (1.0,):
+        raise ValueError(f"{task.name} has one length, {what}: train_length {length}, eval_factors (1.0,)")
+
+
 def target_counts(batches: Iterator[Batch]) -> np.ndarray:
     """``(K,)`` how often each target id is scored (IGNORE left out) over ``batches``; K: the largest id + 1."""
     targets = torch.cat([batch.targets.flatten() for batch in batches])  # (N,)

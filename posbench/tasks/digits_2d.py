@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.tasks.base import Batch, Task, check_split
+from posbench.tasks.base import Batch, Task, check_one_length, check_split
 from posbench.tasks.registry import register
 
 IMAGE_SIZE = 8
@@ -79,9 +79,7 @@ class Digits2D(Task):
     eval_batch_size: int = 128
 
     def __post_init__(self):
-        if self.train_length != GRID[0] * GRID[1] or self.eval_factors != (1.0,):
-            raise ValueError(f"digits_2d has one length, its {GRID[0]}×{GRID[1]} grid of patches: "
-                             f"train_length {GRID[0] * GRID[1]}, eval_factors (1.0,)")
+        check_one_length(self, GRID[0] * GRID[1], f"its {GRID[0]}×{GRID[1]} grid of patches")
 
     def model_options(self) -> dict:
         return {"patch_dim": PATCH * PATCH, "n_classes": 10, "causal": False, "grid": GRID}

@@ -36,7 +36,7 @@ import torch
 
 from posbench.encodings.per_modality import IMAGE, TEXT
 from posbench.positions import Positions
-from posbench.tasks.base import Batch, Task, eval_rng
+from posbench.tasks.base import Batch, Task, check_one_length, eval_rng
 from posbench.tasks.digits_2d import IMAGE_SIZE, splits, to_patches
 from posbench.tasks.digits_2d import PATCH as STORED_PATCH
 from posbench.tasks.registry import register
@@ -69,9 +69,8 @@ class MosaicQA(Task):
     eval_batch_size: int = 128
 
     def __post_init__(self):
-        if self.train_length != GRID * GRID + QUESTION_LENGTH or self.eval_factors != (1.0,):
-            raise ValueError(f"mosaic_qa has one length, {GRID}×{GRID} patches and a {QUESTION_LENGTH}-token "
-                             f"question: train_length {GRID * GRID + QUESTION_LENGTH}, eval_factors (1.0,)")
+        check_one_length(self, GRID * GRID + QUESTION_LENGTH,
+                         f"{GRID}×{GRID} patches and a {QUESTION_LENGTH}-token question")
 
     def model_options(self) -> dict:
         return {"patch_dim": PIXELS + len(WORDS), "n_classes": 12, "causal": False}
