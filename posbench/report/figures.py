@@ -232,17 +232,23 @@ def extrapolation_missing(tables: Tables) -> str | None:
     return why
 
 
-def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
-    rows = _curves(tables)
+def task_curves(figure: Figure, rect: Rect, rows: pd.DataFrame, x: str, y: str, **style):
+    """The shared encoding legend, then one panel per task (two columns) with a line per encoding (mean,
+    ±1 sd band over seeds) of ``y`` against ``x``; yields ``(ax, task, that task's rows)`` for the labels."""
     tasks = sorted(rows["task"].unique())
     encoding_legend(figure, rect, list(rows["encoding"].unique()))
     for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.6, wspace=0.3,
                                top=legend_top(rows["encoding"])), tasks):
         cell = rows[rows["task"] == task]
-        sns.lineplot(cell, x="length_ratio", y="value", hue="encoding", palette=palette(rows["encoding"].unique()),
-                     marker="o",
-                     errorbar="sd", ax=ax, markersize=4)
+        sns.lineplot(cell, x=x, y=y, hue="encoding", palette=palette(rows["encoding"].unique()), errorbar="sd",
+                     ax=ax, **style)
         _no_legend(ax)
+        yield ax, task, cell
+
+
+def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
+    for ax, task, cell in task_curves(figure, rect, _curves(tables), "length_ratio", "value", marker="o",
+                                      markersize=4):
         ratios = sorted(cell["length_ratio"].unique())
         ax.set(xscale="log", xlabel="evaluation length / training length (×)", ylabel=metric_label(cell),
                title=f"{task} ({direction(cell)})")
@@ -284,15 +290,7 @@ def positions_missing(tables: Tables) -> str | None:
 
 
 def draw_positions(figure: Figure, rect: Rect, tables: Tables) -> None:
-    rows = position_curves(tables)
-    tasks = sorted(rows["task"].unique())
-    encoding_legend(figure, rect, list(rows["encoding"].unique()))
-    for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.6, wspace=0.3,
-                               top=legend_top(rows["encoding"])), tasks):
-        cell = rows[rows["task"] == task]
-        sns.lineplot(cell, x="x", y="bits", hue="encoding", palette=palette(rows["encoding"].unique()),
-                     errorbar="sd", ax=ax, lw=1)
-        _no_legend(ax)
+    for ax, task, cell in task_curves(figure, rect, position_curves(tables), "x", "bits", lw=1):
         ax.set(xlabel="position in the window", ylabel="loss (bits per scored target)",
                title=f"{task} at {cell['eval_len'].iloc[0]:g} (lower is better)")
         ax.axvline(cell["train_len"].iloc[0], color="#888888", lw=0.6, ls=":")
