@@ -468,8 +468,9 @@ def _row_verdicts(verdicts: pd.DataFrame, rows: list[str]) -> list[str]:
     for row in rows:
         mine = verdicts[verdicts["row"] == row] if "row" in verdicts.columns else verdicts.iloc[0:0]
         mine = mine[mine["decides"].astype(bool)] if "decides" in mine.columns else mine  # the run's preset decides
-        if mine.empty:
+        if mine.empty:  # nothing to group: verdicts.csv may hold no comparison, and then no columns to group by
             found.append(f"{row}: no declared comparison of this row has results in verdicts.csv")
+            continue
         for size, group in mine.groupby("size", sort=False):
             stability = group["row_stability"].iloc[0] if "row_stability" in group else math.nan
             shown = f"{row} ({size}): {group['row_verdict'].iloc[0]}"

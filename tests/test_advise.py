@@ -232,3 +232,12 @@ def test_a_missing_core_table_is_one_line_and_exit_2(tables, tmp_path, capsys, m
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert f"argument --tables: {tmp_path} has no {missing}.csv; allowed: a folder with verdicts.csv" in err
+
+
+def test_guidance_without_any_judged_comparison_says_so_instead_of_failing():
+    """verdicts.csv of tables where no declared comparison has results holds only the hash and ``decides``
+    columns (no ``row``, no ``size``): each row is reported as without evidence."""
+    empty = pd.DataFrame(columns=["declaration_sha256", "decides"])
+    assert advise._row_verdicts(empty, ["long_sequences", "precise_position"]) == [
+        "long_sequences: no declared comparison of this row has results in verdicts.csv",
+        "precise_position: no declared comparison of this row has results in verdicts.csv"]
