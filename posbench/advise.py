@@ -40,7 +40,8 @@ import pandas as pd
 from scipy import stats
 
 from posbench import evidence, metrics, tasks
-from posbench.comparisons import Comparison
+from posbench.aggregate import plain
+from posbench.comparisons import ArmSpec, Comparison
 from posbench.tasks.base import KINDS
 
 CORE = ("verdicts", "accuracy", "cost")
@@ -326,7 +327,7 @@ def _task_rows(situation: Situation, rows: pd.DataFrame, task: str) -> tuple[dic
     probe = Comparison("advise", "standard_nlp", task, metric, ratio, BASELINE, BASELINE, 1.0, 1.0, ())
     found, gated = {}, []
     for encoding in dict.fromkeys(rows["encoding"]):
-        arm = evidence.arm(rows, probe, encoding, size)
+        arm = evidence.arm(rows, probe, ArmSpec(task, encoding), size)
         if arm.n == 0:
             if arm.diverged:
                 gated.append((encoding, f"{task}: did not learn ({arm.diverged} seed(s) diverged)"))
@@ -357,7 +358,8 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
 
 
 def _parameters(situation, accuracy, candidates, excluded, no_evidence) -> None:
-    """Extra parameters over sinusoidal per candidate (same task and size); the budget filters."""
+    """Extra parameters over sinusoidal per candidate (same task and size, the plain cells); the budget filters."""
+    accuracy = plain(accuracy)
     if accuracy.empty or "params_total" not in accuracy.columns or accuracy["params_total"].dropna().empty:
         if situation.param_budget is not None:
             no_evidence.append(("parameter budget", "accuracy.csv has no params_total",

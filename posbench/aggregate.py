@@ -37,7 +37,7 @@ import pandas as pd
 from posbench import metrics, records
 
 TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "probe")  # CSV and Parquet; items is Parquet only
-ITEM_KEYS = ("machine", "task", "encoding", "size", "seed")  # as in the accuracy table
+ITEM_KEYS = ("machine", "task", "encoding", "size", "train_len", "d_model", "seed")  # as in the accuracy table
 
 
 def load_records(root: Path) -> tuple[list[dict], list[str]]:
@@ -103,9 +103,11 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
     metric = (record.get("metrics") or [None])[0]
     evals = record.get("eval") or []
     cell = {**_common(record), "task": cfg.get("task"), "encoding": cfg.get("encoding"), "size": cfg.get("size"),
-            "seed": cfg.get("seed"), "metric": metric,
+            **_shape(cfg), "seed": cfg.get("seed"), "metric": metric,
             "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
-            "train_len": cfg.get("train_length"), "steps": cfg.get("steps"), "batch_size": cfg.get("batch_size")}
+            "steps": cfg.get("steps"), "batch_size": cfg.get("batch_size"),
+            "params_total": record.get("params", {}).get("total"),
+            "params_position": record.get("params", {}).get("position")}
     at_train = next((e for e in evals if math.isclose(e["factor"], 1.0) and not e.get("eval_scaling")), None)
     curve = record.get("loss_curve") or []
     wall_time = record.get("wall_time_s") or {}
@@ -113,8 +115,6 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
            "validation_loss": (record.get("validation") or {}).get("loss", math.nan),
            "train_seconds": wall_time.get("train")}
     accuracy = {**cell, **_measured(record, metric, at_train),
-                "params_total": record.get("params", {}).get("total"),
-                "params_position": record.get("params", {}).get("position"),
                 "params_position_trained": _trained_position_params(record),
                 "wall_time_s": wall_time.get("total"),
                 "final_loss": curve[-1]["loss"] if curve else None, **run}
@@ -126,6 +126,29 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
         extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None,
                           **_measured(record, metric, None), **run}]
     return accuracy, extrapolation, positions
+
+
+def _shape(cfg: dict) -> dict:
+    """A train cell's training length (``train_len``) and model width (``d_model``: the size's unless a
+    sweep set it; a naive concat's E width): with task, encoding and size they name an arm."""
+    from posbench import SIZES
+
+    width = cfg.get("d_model") or SIZES.get(cfg.get("size"), {}).get("d_model")
+    return {"train_len": cfg.get("train_length"), "d_model": width}
+
+
+def plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a train table (accuracy, extrapolation, positions, items) trained at their task's
+    length and their size's width: what the grid and most comparisons train, without a sweep's other
+    lengths and widths (which only the sweep figures and the comparisons that declare them read).
+    A table without those columns is returned as it is."""
+    from posbench import SIZES, tasks
+
+    if frame.empty or not {"task", "size", "train_len", "d_model"} <= set(frame.columns):
+        return frame
+    length = {t: tasks.get(t).train_length if t in tasks.names() else None for t in frame["task"].unique()}
+    width = {s: SIZES.get(s, {}).get("d_model") for s in frame["size"].unique()}
+    return frame[(frame["train_len"] == frame["task"].map(length)) & (frame["d_model"] == frame["size"].map(width))]
 
 
 def _trained_position_params(record: dict) -> float | None:
@@ -172,7 +195,8 @@ def item_rows(record: dict) -> pd.DataFrame:
     """The items of one train record, read from the file beside it: ``ITEM_KEYS``, ``eval_len``,
     ``item`` and the item's sums. A ``ValueError`` when that file is missing or not the record's own."""
     cfg = record["config"]
-    keys = {"machine": record["environment"]["machine"], **{key: cfg.get(key) for key in ITEM_KEYS[1:]}}
+    cell = {**cfg, **_shape(cfg)}
+    keys = {"machine": record["environment"]["machine"], **{key: cell.get(key) for key in ITEM_KEYS[1:]}}
     items = pd.DataFrame(records.read_items(record["_path"], record)).rename(columns={"length": "eval_len"})
     return pd.concat([pd.DataFrame(keys, index=items.index), items], axis=1)
 

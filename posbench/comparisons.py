@@ -7,7 +7,7 @@ which the report prints, so a reader can tell which declaration a verdict was ju
 
 >>> declared = load()
 >>> [c.id for c in declared.of_row("standard_nlp") if "default" in c.presets]
-['prose-rope']
+['scan-rope']
 """
 
 from __future__ import annotations
@@ -34,7 +34,21 @@ ROW_CLAIMS = {  # the article's six rows (section 九), in its order, and what e
 PRESETS = ("default", "full")
 FIELDS = {"id": str, "task": str, "metric": str, "length_ratio": (int, float), "added": str, "comparator": str,
           "margin": (int, float), "reference_spread": (int, float), "presets": list}
+# Where an arm is trained away from its task's length or its size's width (rows 2 and 3): the training
+# length of both arms, and each arm's model width (d_model; a naive concat's E width). Left out: the defaults.
+AXES = {"train_length": int, "added_d_model": int, "comparator_d_model": int}
 POWER_Z = 1.9600 + 0.8416  # z_0.975 + z_0.80: a one-sided 2.5 % test (one side of a 95 % interval), 80 % power
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """What one arm trains: an encoding on a task, at a training length and a model width (``None``:
+    the task's length, the size's width)."""
+
+    task: str
+    encoding: str
+    train_length: int | None = None
+    d_model: int | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,9 @@ class Comparison:
     margin: float
     reference_spread: float  # the larger seed spread of the two arms in the reference the margin was sized on
     presets: tuple[str, ...]
+    train_length: int | None = None  # both arms' training length; None: the task's
+    added_d_model: int | None = None  # the added arm's model width; None: the size's
+    comparator_d_model: int | None = None
 
     @property
     def claim(self) -> str:
@@ -61,8 +78,9 @@ class Comparison:
         return metrics.get(self.metric).higher_is_better
 
     @property
-    def arms(self) -> tuple[str, str]:
-        return self.added, self.comparator
+    def arms(self) -> tuple[ArmSpec, ArmSpec]:
+        return (ArmSpec(self.task, self.added, self.train_length, self.added_d_model),
+                ArmSpec(self.task, self.comparator, self.train_length, self.comparator_d_model))
 
     def detectable(self, seeds: int, spread: float | None = None) -> float:
         """The smallest difference a one-sided 2.5 % test finds with 80 % power at ``seeds`` per
@@ -72,7 +90,10 @@ class Comparison:
 
     def describe(self) -> str:
         at = "" if self.length_ratio == 1 else f" at {self.length_ratio:g}× the training length"
-        return f"{self.task} {self.metric}{at}: {self.added} (added) vs {self.comparator}, δ = {self.margin:g}"
+        trained = "" if self.train_length is None else f", trained at {self.train_length}"
+        added, comparator = (f"{arm.encoding}" + ("" if arm.d_model is None else f" (d = {arm.d_model})")
+                             for arm in self.arms)
+        return f"{self.task} {self.metric}{at}{trained}: {added} (added) vs {comparator}, δ = {self.margin:g}"
 
 
 @dataclass(frozen=True)
@@ -92,15 +113,9 @@ class Declaration:
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}, all")
         return [c for c in self.comparisons if preset == "all" or preset in c.presets]
 
-    def arms(self, preset: str) -> dict[str, list[str]]:
-        """task -> the encodings a preset must train for its comparisons (first appearance order)."""
-        needed: dict[str, list[str]] = {}
-        for comparison in self.in_preset(preset):
-            for encoding in comparison.arms:
-                needed.setdefault(comparison.task, [])
-                if encoding not in needed[comparison.task]:
-                    needed[comparison.task].append(encoding)
-        return needed
+    def arms(self, preset: str) -> list[ArmSpec]:
+        """The arms a preset must train for its comparisons, each once, in first appearance order."""
+        return list(dict.fromkeys(arm for comparison in self.in_preset(preset) for arm in comparison.arms))
 
     @cached_property
     def by_id(self) -> dict[str, Comparison]:
@@ -141,12 +156,15 @@ def _entries(row: str, entries, path: Path) -> list:
 def parse(row: str, entry, path: Path) -> Comparison:
     """One entry of ``row``, every key checked (type, known task/metric/encodings, sensible numbers)."""
     where = f"{path}: row {row!r}, comparison {entry.get('id', '?') if isinstance(entry, dict) else entry!r}"
-    if not isinstance(entry, dict) or set(entry) != set(FIELDS):
+    if not isinstance(entry, dict) or not set(FIELDS) <= set(entry) <= set(FIELDS) | set(AXES):
         keys = sorted(entry) if isinstance(entry, dict) else []
-        raise ValueError(f"{where}: keys {keys}; required exactly: {', '.join(FIELDS)}")
-    for key, kind in FIELDS.items():
-        if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
+        raise ValueError(f"{where}: keys {keys}; required exactly: {', '.join(FIELDS)}; optional: {', '.join(AXES)}")
+    for key, kind in {**FIELDS, **AXES}.items():
+        if key in entry and (not isinstance(entry[key], kind) or isinstance(entry[key], bool)):
             raise ValueError(f"{where}: {key} = {entry[key]!r} has the wrong type; expected {_kind_name(kind)}")
+    for key in AXES:
+        if entry.get(key, 1) <= 0:
+            raise ValueError(f"{where}: {key} must be positive, got {entry[key]}")
     if entry["task"] not in tasks.names():
         raise ValueError(f"{where}: unknown task {entry['task']!r}; allowed: {', '.join(tasks.names())}")
     task = tasks.get(entry["task"])
@@ -160,8 +178,8 @@ def parse(row: str, entry, path: Path) -> Comparison:
     if encodings.traits(entry["added"]).combine != "add":
         added = [n for n in encodings.names() if encodings.traits(n).combine == "add"]
         raise ValueError(f"{where}: added {entry['added']!r} does not add P to E; allowed: {', '.join(added)}")
-    if entry["added"] == entry["comparator"]:
-        raise ValueError(f"{where}: added and comparator are both {entry['added']!r}")
+    if (entry["added"], entry.get("added_d_model")) == (entry["comparator"], entry.get("comparator_d_model")):
+        raise ValueError(f"{where}: added and comparator are both {entry['added']!r} at one width")
     if entry["length_ratio"] not in task.eval_factors:
         raise ValueError(f"{where}: length_ratio {entry['length_ratio']} is not one of {task.name}'s evaluation "
                          f"factors; allowed: {', '.join(f'{f:g}' for f in task.eval_factors)}")
@@ -173,7 +191,7 @@ def parse(row: str, entry, path: Path) -> Comparison:
         raise ValueError(f"{where}: presets {entry['presets']}; allowed: a non-empty list of {', '.join(PRESETS)}")
     return Comparison(entry["id"], row, entry["task"], entry["metric"], float(entry["length_ratio"]), entry["added"],
                       entry["comparator"], float(entry["margin"]), float(entry["reference_spread"]),
-                      tuple(entry["presets"]))
+                      tuple(entry["presets"]), *(entry.get(key) for key in AXES))
 
 
 def _kind_name(kind) -> str:

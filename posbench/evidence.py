@@ -37,13 +37,14 @@ import pandas as pd
 from scipy import stats
 
 from posbench import metrics
-from posbench.comparisons import ADDING_SUFFICES, POWER_Z, Comparison, Declaration
+from posbench.comparisons import ADDING_SUFFICES, POWER_Z, ArmSpec, Comparison, Declaration
 
 ALPHA = 0.025  # each one-sided test: both together are the 95 % interval
 MIN_SEEDS = 10  # a comparison with fewer ok seeds per arm decides nothing
 BOOTSTRAP = 1000
 STABLE = 0.9
 MAX_NEEDED = 1000
+PARAMS_MATCHED = 0.05  # arms at different widths are compared only when their parameter totals are this close
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 BETTER, NOT_BETTER, UNCLEAR, GATED, FEW_SEEDS = (
     "comparator better by more than δ", "comparator not better by δ", "unclear", "gated", "too few seeds")
@@ -65,6 +66,9 @@ class Arm:
     lr_note: str = ""
     budget: tuple | None = None  # (steps, batch size) when the tables have them
     eval_len: int | None = None  # the evaluated length, in the task's units
+    train_len: int | None = None  # the training length and model width the arm was trained at, where the
+    d_model: int | None = None  # tables have them (a sweep's arm; item_error reads the same cells)
+    params: float | None = None  # total parameters (the mean over ok seeds), where the tables have them
 
     @property
     def n(self) -> int:
@@ -292,11 +296,27 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
             notes.append(f"{arm.encoding}: {arm.lr_note}")
     if added.untrained_positions:
         blocked.append(f"{added.encoding}: positions at this length were never trained")
+    if comparison.added_d_model != comparison.comparator_d_model:
+        (blocked if not params_matched(added, comparator) else notes).append(
+            f"parameters: {added.encoding} (d = {added.d_model}) {_count(added.params)}, {comparator.encoding} "
+            f"(d = {comparator.d_model}) {_count(comparator.params)}; compared only within "
+            f"{PARAMS_MATCHED:.0%} of each other")
     if added.budget and comparator.budget and added.budget != comparator.budget:
         blocked.append(f"unequal budgets (steps, batch): {added.budget} vs {comparator.budget}")
     elif added.budget:
         notes.append(f"{comparison.task}: every arm trained {added.budget[0]} steps × batch {added.budget[1]}")
     return blocked, notes
+
+
+def params_matched(added: Arm, comparator: Arm) -> bool:
+    """Whether two arms' parameter totals are known and within :data:`PARAMS_MATCHED` of the larger."""
+    if added.params is None or comparator.params is None:
+        return False
+    return abs(added.params - comparator.params) <= PARAMS_MATCHED * max(added.params, comparator.params)
+
+
+def _count(params: float | None) -> str:
+    return "unknown" if params is None else f"{params:,.0f}"
 
 
 def judge_one(comparison: Comparison, size: str, added: Arm, comparator: Arm, items: pd.DataFrame | None) -> Judged:
@@ -365,12 +385,11 @@ def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict:
 
 
 # ----- from tables ----------------------------------------------------------------------------------
-def arm(results: pd.DataFrame, comparison: Comparison, encoding: str, size: str) -> Arm:
-    """An encoding's rows of ``results`` (the extrapolation table: one row per seed and length) for a
+def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str) -> Arm:
+    """An arm's rows of ``results`` (the extrapolation table: one row per seed and length) for a
     comparison at ``size``; each arm's learning rate chosen on validation where several were run."""
-    rows = results[(results["task"] == comparison.task) & (results["encoding"] == encoding)
-                   & (results["size"] == size) & np.isclose(results["length_ratio"].astype(float),
-                                                            comparison.length_ratio)]
+    rows = results[cell_rows(results, spec, size) & np.isclose(results["length_ratio"].astype(float),
+                                                                 comparison.length_ratio)]
     rows, lr, lr_note = best_rate(rows)
     ok = rows[rows["status"] == "ok"].dropna(subset=["value"]).sort_values("seed")
     gate_column, chance_column = (("token_accuracy", "token_chance") if comparison.metric == "exact_match"
@@ -380,11 +399,35 @@ def arm(results: pd.DataFrame, comparison: Comparison, encoding: str, size: str)
     if {"steps", "batch_size"} <= set(rows.columns) and len(ok):
         budget = (int(ok["steps"].max()), int(ok["batch_size"].max()))
     untrained = bool("positions_trained" in ok.columns and (ok["positions_trained"] == False).any())  # noqa: E712
-    return Arm(encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(), ok[gate_column].to_numpy(float),
+    length, width = shape(spec, size)
+    counted = ok["params_total"].dropna() if "params_total" in ok.columns else ok.iloc[:0]
+    params = float(counted.mean()) if len(counted) else None
+    return Arm(spec.encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(), ok[gate_column].to_numpy(float),
                float(chance), diverged=int((rows["status"] == "diverged").sum()),
                undertrained=int(ok["undertrained"].fillna(False).astype(bool).sum()) if "undertrained" in ok else 0,
                untrained_positions=untrained, lr=lr, lr_note=lr_note, budget=budget,
-               eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None)
+               eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
+               params=params)
+
+
+def shape(spec: ArmSpec, size: str) -> tuple[int, int]:
+    """The training length and model width an arm is trained at: its own, else the task's and the size's."""
+    from posbench import SIZES, tasks
+
+    return (spec.train_length or tasks.get(spec.task).train_length, spec.d_model or SIZES[size]["d_model"])
+
+
+def cell_rows(frame: pd.DataFrame, spec: ArmSpec, size: str) -> pd.Series:
+    """Which rows of ``frame`` (a results or items table) are the arm's: its task, encoding and size, and
+    its training length and width where the table has those columns (so a sweep's cells at other
+    lengths or widths never join the plain arm); without them, only an arm at the defaults has rows."""
+    chosen = (frame["task"] == spec.task) & (frame["encoding"] == spec.encoding) & (frame["size"] == size)
+    for column, declared, value in zip(("train_len", "d_model"), (spec.train_length, spec.d_model), shape(spec, size)):
+        if column in frame.columns:
+            chosen &= frame[column] == value
+        elif declared is not None:  # a table that cannot tell lengths or widths apart has no such arm
+            chosen &= False
+    return chosen
 
 
 def best_rate(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None, str]:
@@ -406,8 +449,8 @@ def item_error(items: pd.DataFrame, comparison: Comparison, size: str, added: Ar
     draws = None
     means = []
     for one in (added, comparator):
-        rows = items[(items["task"] == comparison.task) & (items["encoding"] == one.encoding)
-                     & (items["size"] == size) & items["seed"].isin(one.seeds)]
+        spec = ArmSpec(comparison.task, one.encoding, one.train_len, one.d_model)
+        rows = items[cell_rows(items, spec, size) & items["seed"].isin(one.seeds)]
         if rows.empty:
             return math.nan
         rows = rows[rows["eval_len"] == one.eval_len]
@@ -436,8 +479,7 @@ def judge(declaration: Declaration, results: pd.DataFrame, items: pd.DataFrame |
         mine = [c for c in chosen if c.row == row]
         sizes = sorted(set(results.loc[results["task"].isin({c.task for c in mine}), "size"].dropna()))
         for size in sizes:
-            judged = [judge_one(c, size, arm(results, c, c.added, size), arm(results, c, c.comparator, size), items)
-                      for c in mine]
+            judged = [judge_one(c, size, *(arm(results, c, spec, size) for spec in c.arms), items) for c in mine]
             judged = [j for j in judged if all(arm.n or arm.diverged for arm in (j.added, j.comparator))]
             if judged:
                 judgements.append(judge_row(row, judged[0].comparison.claim, size, judged))
@@ -454,6 +496,8 @@ def table(judgements: list[RowJudgement]) -> pd.DataFrame:
                 "row": judgement.row, "row_verdict": judgement.verdict, "row_stability": judgement.stability,
                 "comparison": c.id, "task": c.task, "metric": c.metric, "length_ratio": c.length_ratio,
                 "size": j.size, "add_arm": c.added, "comparator_arm": c.comparator,
+                "train_len": j.added.train_len, "d_model_added": j.added.d_model,
+                "d_model_comparator": j.comparator.d_model,
                 "n_added": j.added.n, "n_comparator": j.comparator.n,
                 "mean_added": j.added.values.mean() if j.added.n else math.nan,
                 "mean_comparator": j.comparator.values.mean() if j.comparator.n else math.nan,

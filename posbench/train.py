@@ -73,6 +73,7 @@ class TrainConfig:
     task: str
     encoding: str
     size: str = "tiny"
+    d_model: int | None = None  # the size's width unless set: a width sweep (a concatenating encoding's E width)
     seed: int = 0
     steps: int | None = None
     batch_size: int | None = None
@@ -100,7 +101,7 @@ class Job:
     lr: float
 
     def record_config(self) -> dict:
-        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling"))
+        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling", "d_model"))
         if "eval_scaling" in recorded:
             recorded["eval_scaling"] = list(recorded["eval_scaling"])  # JSON has arrays, not tuples
         return {**recorded, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
@@ -117,12 +118,12 @@ def resolve(config: TrainConfig) -> Job:
     if config.seed < 0:
         raise ValueError(f"seed must be >= 0, got {config.seed}")
     check_run(config.device, config.dtype)
-    for name in ("steps", "batch_size", "lr", "threads", "log_every"):
+    for name in ("d_model", "steps", "batch_size", "lr", "threads", "log_every"):
         value = getattr(config, name)
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
     task = tasks.get(config.task, **config.task_options)
-    model = model_config(task, config.encoding, config.size)
+    model = model_config(task, config.encoding, config.size, config.d_model)
     check_eval_scaling(config.encoding, config.eval_scaling, task.sequence_length(task.train_length))
     return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
                config.lr or task.lr)
@@ -137,21 +138,35 @@ def check_run(device: str, dtype: str) -> None:
         raise ValueError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPES)}")
 
 
-def model_config(task: tasks.Task, encoding: str, size: str) -> ModelConfig:
+def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None = None) -> ModelConfig:
     """The model for ``task``: its vocabulary/classes/patches, and positions for its longest evaluation.
 
-    A 2-D encoding gets the task's grid; a 1-D encoding reads the grid row by row (flattened).
-    A 2-D encoding on a task without a grid is an error rather than an arbitrary square grid.
+    ``d_model`` replaces the size's width (depth and heads stay the size's): the axis of a
+    parameter-budget sweep. A 2-D encoding gets the task's grid; a 1-D encoding reads the grid row by
+    row (flattened). A 2-D encoding on a task without a grid is an error rather than an arbitrary
+    square grid.
     """
     options = dict(task.model_options())
     grid = options.pop("grid", None)
     max_len = max(task.sequence_length(n) for n in task.eval_lengths())
+    if d_model is not None:
+        check_width(size, d_model)
+        options["d_model"] = d_model
     cfg = ModelConfig.from_size(size, max_len=max_len, encoding=encoding, **options)
     reads_grid = encodings.traits(encoding).axes == "2d"
     if reads_grid and grid is None:
         grid_tasks = [n for n in tasks.names() if "grid" in tasks.get(n).model_options()]
         raise ValueError(f"encoding {encoding!r} needs a task on a grid; tasks with a grid: {', '.join(grid_tasks)}")
     return cfg.replace(encoding_options={"grid": grid}) if reads_grid else cfg
+
+
+def check_width(size: str, d_model: int) -> None:
+    """A one-line ``ValueError`` unless ``d_model`` splits into the size's heads with an even head
+    width (rotary encodings turn pairs of a head's dimensions)."""
+    heads = SIZES[size]["n_heads"]
+    if d_model <= 0 or d_model % (2 * heads):
+        raise ValueError(f"d_model {d_model} does not fit size {size!r}: allowed: a positive multiple of "
+                         f"{2 * heads} (its {heads} heads, each an even width)")
 
 
 @contextmanager

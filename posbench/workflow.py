@@ -13,12 +13,15 @@ trains the union of its seeds in one job, so every (task, encoding, size, lr, se
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 from itertools import product
 from pathlib import Path
 
 import jsonschema
 import yaml
+
+from posbench.comparisons import ArmSpec
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
 KNOWN_DEVICES = ("cpu", "cuda", "cuda:N", "mps")
@@ -133,6 +136,7 @@ def _check_names(config: dict) -> None:
     _check_members("train.tasks", list(train["tasks"]), tasks.names())
     for task, names in train["tasks"].items():
         _check_members(f"train.tasks.{task}", names, encodings.names())
+    _check_sweeps(train)
     _check_members("train.lr", list(train["lr"]), tasks.names())
     for task, rates in train["lr"].items():
         if isinstance(rates, dict):
@@ -165,6 +169,36 @@ def _check_names(config: dict) -> None:
     if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
         raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
                           "train.comparisons and probe.encodings × widths select no cell; list at least one")
+
+
+def _check_sweeps(train: dict) -> None:
+    """Each sweep's task and encodings are known, its lengths positive, its widths fit every train size
+    (the comparisons' widths too)."""
+    from posbench import encodings, tasks
+    from posbench.train import check_width
+
+    for i, sweep in enumerate(train["sweeps"]):
+        _check_members(f"train.sweeps[{i}].task", [sweep["task"]], tasks.names(), single=True)
+        _check_members(f"train.sweeps[{i}].encodings", sweep["encodings"], encodings.names())
+        for j, length in enumerate(sweep.get("train_lengths", [])):
+            if length <= 0:
+                raise ConfigError(f"config key 'train.sweeps[{i}].train_lengths[{j}]': {length} is not a positive "
+                                  "length")
+        for j, width in enumerate(sweep.get("d_models", [])):
+            for size in train["sizes"]:
+                try:
+                    check_width(size, width)
+                except ValueError as error:
+                    raise ConfigError(f"config key 'train.sweeps[{i}].d_models[{j}]': {error}") from None
+    if train["comparisons"] != "none":
+        for spec in comparison_arms({"train": train}):
+            for size in train["sizes"]:
+                if spec.d_model is not None:
+                    try:
+                        check_width(size, spec.d_model)
+                    except ValueError as error:
+                        raise ConfigError(f"config key 'train.sizes': {error} (an arm of the comparisons "
+                                          f"'{train['comparisons']}' is at d_model {spec.d_model})") from None
 
 
 def _check_members(key: str, values, allowed, single: bool = False) -> None:
@@ -253,22 +287,48 @@ def profile_job_encodings(config: dict, key: str) -> list[str]:
 
 
 def train_jobs(config: dict) -> list[dict]:
-    """One entry per train job: ``task, encoding, size, lr, lr_dir, seeds`` (seeds sorted).
+    """One entry per train job: ``task, encoding, size, lr, lr_dir, train_length, d_model, shape_dir,
+    seeds`` (seeds sorted).
 
-    The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`) and ``train.seeds``;
-    the comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``. An
-    arm asked for twice at one rate is one job with the union of the seeds."""
+    The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`) and ``train.seeds``,
+    and so do the sweeps' (``train.sweeps``), at each of their training lengths × widths; the
+    comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``. An
+    arm asked for twice at one rate, length and width is one job with the union of the seeds; a length
+    or width equal to the task's or size's is that arm's plain cell (``None``, no folder)."""
     t = config["train"]
-    arms = [(task, e, 1, t["seeds"]) for task, names in t["tasks"].items() for e in names]
-    arms += [(task, e, f, t["comparison_seeds"]) for task, names in comparison_arms(config).items()
-             for e in names for f in t["lr_factors"]]
+    arms = [(ArmSpec(task, e), 1, t["seeds"]) for task, names in t["tasks"].items() for e in names]
+    arms += [(ArmSpec(sweep["task"], e, length, width), 1, t["seeds"]) for sweep in t["sweeps"]
+             for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
+             for width in sweep.get("d_models", [None])]
+    arms += [(spec, f, t["comparison_seeds"]) for spec in comparison_arms(config) for f in t["lr_factors"]]
     jobs: dict[tuple, set] = {}
-    for (task, encoding, factor, seeds), size in product(arms, t["sizes"]):
-        base = learning_rate(config, task, encoding)
+    for (spec, factor, seeds), size in product(arms, t["sizes"]):
+        base = learning_rate(config, spec.task, spec.encoding)
         lr = base if factor == 1 else float(f"{base * factor:.4g}")
-        jobs.setdefault((task, encoding, size, lr), set()).update(seeds)
-    return [dict(task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), seeds=sorted(seeds))
-            for (task, e, size, lr), seeds in jobs.items()]
+        jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size)), set()).update(seeds)
+    return [dict(task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), train_length=length,
+                 d_model=width, shape_dir=shape_dir(length, width), seeds=sorted(seeds))
+            for (task, e, size, lr, length, width), seeds in jobs.items()]
+
+
+def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
+    """An arm's training length and width, ``None`` where they are the task's and the size's."""
+    from posbench import SIZES, tasks
+
+    length = None if spec.train_length == tasks.get(spec.task).train_length else spec.train_length
+    return length, None if spec.d_model == SIZES[size]["d_model"] else spec.d_model
+
+
+def shape_dir(train_length: int | None, d_model: int | None) -> str:
+    """The record path's folders for a training length and a width away from the defaults
+    (``L256/``, ``d48/``, ``L256/d48/``); nothing at the defaults, so those records keep their paths."""
+    return ("" if train_length is None else f"L{train_length}/") + ("" if d_model is None else f"d{d_model}/")
+
+
+def shape_arguments(shape: str) -> str:
+    """``--train-length … --d-model …`` for a train job in :func:`shape_dir`'s folders; nothing at the defaults."""
+    length, width = re.fullmatch(r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?", shape).groups()
+    return " ".join(([f"--train-length {length}"] if length else []) + ([f"--d-model {width}"] if width else []))
 
 
 def train_cells(config: dict) -> list[dict]:
@@ -277,12 +337,12 @@ def train_cells(config: dict) -> list[dict]:
             for job in train_jobs(config) for seed in job["seeds"]]
 
 
-def comparison_arms(config: dict) -> dict[str, list[str]]:
-    """task -> the encodings the declared comparisons of ``train.comparisons`` need (none: nothing)."""
+def comparison_arms(config: dict) -> list[ArmSpec]:
+    """The arms the declared comparisons of ``train.comparisons`` need (none: nothing)."""
     from posbench import comparisons
 
     chosen = config["train"]["comparisons"]
-    return {} if chosen == "none" else comparisons.load().arms(chosen)
+    return [] if chosen == "none" else comparisons.load().arms(chosen)
 
 
 def learning_rate(config: dict, task: str, encoding: str) -> float:
@@ -324,18 +384,19 @@ def probe_cells(config: dict) -> list[dict]:
 # digest, E8-3f2a09c1): a sweep that gains a seed, width or encoding names a new manifest, so its job
 # runs whatever Snakemake's rerun triggers are.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
-TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/{lr_dir}seed{seed}.json"
+TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/{shape_dir}{lr_dir}seed{seed}.json"
 PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
                 "seed{seed}.json")
 PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
 PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/L{seq_len}/{encodings}.json"
-TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/{lr_dir}seeds{seeds}.json"
+TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/{shape_dir}{lr_dir}seeds{seeds}.json"
 PROBE_BATCH = ("{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/"
                "d{d_models}.seeds{seeds}.json")
 LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 ENCODINGS_KEY = r"E[0-9]+-[0-9a-f]{8}"  # a profile job's encodings (encodings_key) as a wildcard matches them
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
+SHAPE_DIR = r"(L[0-9]+/)?(d[0-9]+/)?"  # a length's and a width's folders (shape_dir), or nothing
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:

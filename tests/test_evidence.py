@@ -14,7 +14,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from posbench import comparisons, evidence
-from posbench.comparisons import ADDING_SUFFICES, OTHER_SCHEME_WINS
+from posbench.comparisons import ADDING_SUFFICES, OTHER_SCHEME_WINS, ArmSpec
 
 DECLARED = comparisons.load()
 PROSE = DECLARED.by_id["prose-rope"]  # lm_prose bits/char, lower is better, δ 0.05
@@ -199,7 +199,9 @@ def test_the_default_preset_declares_one_comparison_per_row():
     default = DECLARED.in_preset("default")
     assert [c.row for c in default] == list(comparisons.ROW_CLAIMS)
     assert all(c.added in ("sinusoidal", "learned", "sinusoidal_2d") for c in DECLARED.comparisons)
-    assert DECLARED.arms("default")["lm_prose"] == ["sinusoidal", "rope", "sinusoidal_concat_fixed", "alibi"]
+    assert [(a.encoding, a.train_length, a.d_model) for a in DECLARED.arms("default") if a.task == "lm_prose"] == [
+        ("sinusoidal", 128, None), ("rope", 128, None), ("sinusoidal", None, None), ("sinusoidal_concat", None, 32),
+        ("alibi", None, None)]
     assert len(DECLARED.sha256) == 64 and DECLARED.margin("lm_prose", "bits_per_char") == 0.05
 
 
@@ -210,6 +212,13 @@ def test_the_default_preset_declares_one_comparison_per_row():
     ({"margin": "0.05"}, "margin = '0.05' has the wrong type; expected int or float"),
     ({"length_ratio": 3}, "length_ratio 3 is not one of lm_prose's evaluation factors; allowed: 1, 1.25"),
     ({"presets": ["nightly"]}, "presets ['nightly']; allowed: a non-empty list of default, full"),
+    ({"comparator_d_model": "32"}, "comparator_d_model = '32' has the wrong type; expected int"),
+    ({"train_length": -64}, "train_length must be positive, got -64"),
+    ({"comparator": "sinusoidal"}, "added and comparator are both 'sinusoidal' at one width"),
+    ({"width": 32}, "keys ['added', 'comparator', 'id', 'length_ratio', 'margin', 'metric', 'presets', "
+                    "'reference_spread', 'task', 'width']; required exactly: id, task, metric, length_ratio, added, "
+                    "comparator, margin, reference_spread, presets; optional: train_length, added_d_model, "
+                    "comparator_d_model"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_key(tmp_path, change, message):
     entry = {"id": "x", "task": "lm_prose", "metric": "bits_per_char", "length_ratio": 1, "added": "sinusoidal",
@@ -221,6 +230,21 @@ def test_a_bad_declaration_is_one_line_naming_the_key(tmp_path, change, message)
     with pytest.raises(ValueError, match="row 'standard_nlp', comparison 'x': ") as error:
         comparisons.load(path)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_declared_length_and_widths_name_each_arm(tmp_path):
+    entry = {"id": "x", "task": "lm_prose", "metric": "bits_per_char", "length_ratio": 1, "added": "sinusoidal",
+             "comparator": "sinusoidal", "margin": 0.05, "reference_spread": 0.02, "presets": ["full"],
+             "train_length": 128, "added_d_model": 64, "comparator_d_model": 32}
+    path = tmp_path / "comparisons.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump({"rows": {"parameter_budget": [entry]}}))
+    (comparison,) = comparisons.load(path).comparisons
+    assert comparison.arms == (ArmSpec("lm_prose", "sinusoidal", 128, 64), ArmSpec("lm_prose", "sinusoidal", 128, 32))
+    assert comparison.describe() == ("lm_prose bits_per_char, trained at 128: sinusoidal (d = 64) (added) vs "
+                                     "sinusoidal (d = 32), δ = 0.05")
+    assert PROSE.arms == (ArmSpec("lm_prose", "sinusoidal"), ArmSpec("lm_prose", "rope"))
 
 
 def test_an_unknown_row_or_a_missing_file_is_named(tmp_path):
@@ -375,7 +399,8 @@ def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
         positions_trained=True)
     table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 9), "steps"] = 299
     comparison = DECLARED.by_id["long-range-2x-rope"]
-    added = evidence.arm(table, comparison, "sinusoidal", "tiny")
+    sinusoidal = ArmSpec(comparison.task, "sinusoidal")
+    added = evidence.arm(table, comparison, sinusoidal, "tiny")
     assert (added.n, added.budget, added.undertrained, added.untrained_positions, added.lr, added.lr_note,
             added.eval_len) == (10, (300, 32), 4, False, 1e-3, "", 16)
     assert added.values.tolist() == ten(0.5) and added.seeds.tolist() == list(range(10))
@@ -387,15 +412,15 @@ def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
                             "rope: no chance level in the tables, not gated",
                             "rope undertrained in 4 of 10 seeds (still falling)",
                             "long_range: every arm trained 300 steps × batch 32")
-    assert evidence.arm(table.drop(columns=["steps", "batch_size"]), comparison, "sinusoidal", "tiny").budget is None
+    assert evidence.arm(table.drop(columns=["steps", "batch_size"]), comparison, sinusoidal, "tiny").budget is None
     rates = table.assign(lr=np.where(table["seed"] < 5, 1e-3, 3e-3), validation_loss=np.where(table["seed"] < 5, 2, 1))
-    chosen = evidence.arm(rates, comparison, "sinusoidal", "tiny")
+    chosen = evidence.arm(rates, comparison, sinusoidal, "tiny")
     assert (chosen.n, chosen.lr) == (5, 3e-3)
     assert chosen.lr_note == "lr 0.003 chosen on validation loss among [np.float64(0.001), np.float64(0.003)]"
     table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 4), "positions_trained"] = False
-    assert evidence.arm(table, comparison, "sinusoidal", "tiny").untrained_positions is True
+    assert evidence.arm(table, comparison, sinusoidal, "tiny").untrained_positions is True
     alone = table[(table["seed"] == 0) | (table["encoding"] == "rope")]
-    assert evidence.arm(alone, comparison, "sinusoidal", "tiny").eval_len == 16  # one seed is enough
+    assert evidence.arm(alone, comparison, sinusoidal, "tiny").eval_len == 16  # one seed is enough
 
 
 def test_one_seed_is_not_compared_two_seeds_are_descriptive():
@@ -440,7 +465,8 @@ def test_a_supported_adding_row_with_its_numbers_in_line_and_table():
     frame = evidence.table([judged])
     assert list(frame.columns) == [
         "row", "row_verdict", "row_stability", "comparison", "task", "metric", "length_ratio", "size", "add_arm",
-        "comparator_arm", "n_added", "n_comparator", "mean_added", "mean_comparator", "lr_added", "lr_comparator",
+        "comparator_arm", "train_len", "d_model_added", "d_model_comparator", "n_added", "n_comparator",
+        "mean_added", "mean_comparator", "lr_added", "lr_comparator",
         "effect", "ci_low", "ci_high", "p_better", "p_not_better", "eval_se", "p_holm", "margin", "detectable",
         "outcome", "task_verdict", "stability", "needs_n", "gate_notes"]
     found = frame.iloc[0].to_dict()
@@ -555,3 +581,52 @@ def test_a_family_of_entries_holm_across_those_with_ten_seeds():
     assert few.effect == pytest.approx(0.6) and close.effect == pytest.approx(0.02)
     assert evidence.judge_family(entries[:2], OTHER_SCHEME_WINS)[0] == evidence.SUPPORTED
     assert evidence.judge_family(entries[1:2], ADDING_SUFFICES)[0] == evidence.SUPPORTED
+
+
+# ----- arms at a training length or width of their own (rows 2 and 3) --------------------------------
+def swept(arms: dict[tuple[str, int, int], list[float]], params: dict[tuple[str, int], int]) -> pd.DataFrame:
+    """An lm_prose extrapolation table over (encoding, train_len, d_model) cells, parameters per (encoding, width)."""
+    frames = []
+    for (encoding, length, width), values in arms.items():
+        frame = results({encoding: values}, task="lm_prose", metric="bits_per_char", chance=4.7)
+        frames.append(frame.assign(train_len=length, d_model=width, params_total=params[encoding, width]))
+    return pd.concat(frames, ignore_index=True)
+
+
+MATCHED = comparisons.Comparison("matched", "parameter_budget", "lm_prose", "bits_per_char", 1.0, "sinusoidal",
+                                 "sinusoidal_concat", 0.05, 0.03, ("full",), None, None, 32)
+PARAMS = {("sinusoidal", 64): 112256, ("sinusoidal", 32): 31552, ("sinusoidal_concat", 32): 108928,
+          ("sinusoidal_concat", 64): 414464}
+
+
+def test_an_arm_reads_only_its_own_length_and_width():
+    table = swept({("sinusoidal", 64, 64): ten(2.2), ("sinusoidal", 64, 32): ten(2.5),
+                   ("sinusoidal", 128, 64): ten(2.0), ("sinusoidal_concat", 64, 32): ten(2.21),
+                   ("sinusoidal_concat", 64, 64): ten(2.0)}, PARAMS)
+    added, comparator = (evidence.arm(table, MATCHED, spec, "tiny") for spec in MATCHED.arms)
+    assert added.values.mean() == pytest.approx(2.2) and (added.train_len, added.d_model) == (64, 64)
+    assert comparator.values.mean() == pytest.approx(2.21) and (comparator.train_len, comparator.d_model) == (64, 32)
+    assert (added.params, comparator.params) == (112256, 108928)
+    at_128 = evidence.arm(table, MATCHED, ArmSpec("lm_prose", "sinusoidal", 128), "tiny")
+    assert at_128.values.mean() == pytest.approx(2.0) and at_128.n == 10
+    # the plain cell (the task's length, the size's width) of the grid, as the other comparisons read it
+    assert evidence.arm(table, PROSE, ArmSpec("lm_prose", "sinusoidal"), "tiny").values.mean() == pytest.approx(2.2)
+
+
+def test_arms_at_different_widths_are_compared_only_at_matched_parameters():
+    table = swept({("sinusoidal", 64, 64): ten(2.2), ("sinusoidal_concat", 64, 32): ten(2.21)}, PARAMS)
+    (judged,) = row(evidence.judge(DECLARED, table, comparisons=[MATCHED]), "parameter_budget").judged
+    assert judged.gates == () and judged.outcome == evidence.NOT_BETTER
+    assert ("parameters: sinusoidal (d = 64) 112,256, sinusoidal_concat (d = 32) 108,928; compared only within 5% "
+            "of each other") in judged.notes  # 3.0 % apart
+    unmatched = table.assign(params_total=np.where(table["encoding"] == "sinusoidal", 114700, 108928))  # 5.03 %
+    (judged,) = row(evidence.judge(DECLARED, unmatched, comparisons=[MATCHED]), "parameter_budget").judged
+    assert judged.outcome == evidence.GATED and judged.gates == (
+        "parameters: sinusoidal (d = 64) 114,700, sinusoidal_concat (d = 32) 108,928; compared only within 5% "
+        "of each other",)
+    unknown = table.drop(columns="params_total")
+    (judged,) = row(evidence.judge(DECLARED, unknown, comparisons=[MATCHED]), "parameter_budget").judged
+    assert judged.gates == ("parameters: sinusoidal (d = 64) unknown, sinusoidal_concat (d = 32) unknown; compared "
+                            "only within 5% of each other",)
+    frame = evidence.table([row(evidence.judge(DECLARED, table, comparisons=[MATCHED]), "parameter_budget")])
+    assert frame[["train_len", "d_model_added", "d_model_comparator"]].values.tolist() == [[64, 64, 32]]

@@ -24,7 +24,7 @@ TASKS = {  # task -> (metric, higher_is_better, train_len, {encoding: mean at th
     "reverse": ("exact_match", True, 16, {"none": 0.05, "sinusoidal": 0.40, "learned": 0.35, "rope": 0.90, "t5": 0.7}),
     "index_lookup": ("exact_match", True, 24, {"sinusoidal": 0.5, "learned": 0.45, "rope": 0.8, "alibi": 0.3}),
     "long_range": ("accuracy", True, 64, {"none": 0.5, "sinusoidal": 0.7, "learned": 0.72, "rope": 0.75, "alibi": 0.8}),
-    "digits_2d": ("accuracy", True, 64, {"sinusoidal": 0.90, "sinusoidal_2d": 0.93, "rope_2d": 0.932,
+    "digits_2d": ("accuracy", True, 16, {"sinusoidal": 0.90, "sinusoidal_2d": 0.93, "rope_2d": 0.932,
                                          "sinusoidal_concat_fixed": 0.89}),
 }
 RATIOS = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)
@@ -340,3 +340,42 @@ def test_loss_by_position_curves_take_each_tasks_longest_windows_in_bits(tmp_pat
     assert ax.get_title() == "lm_prose at 512 (lower is better)" and len(ax.lines) >= 3  # two means and the mark
     (tmp_path / "positions.csv").unlink()
     assert figures.positions_missing(data.load(tmp_path)) == f"positions.csv is not in {tmp_path}"
+
+
+def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_ones(tmp_path):
+    """Width and length sweeps are drawn against parameters and training length; the accuracy figure
+    (and every other reader of ``Tables.ok``) keeps the cells at the task's length and the size's width."""
+    from posbench.report import figures
+
+    make_tables(tmp_path)
+    accuracy = pd.read_csv(tmp_path / "accuracy.csv").assign(d_model=64)
+    base = {"machine": "m", "status": "ok", "size": "tiny", "metric": "bits_per_char", "higher_is_better": False}
+    swept = [{**base, "task": "lm_prose", "encoding": encoding, "seed": seed, "train_len": 64, "d_model": width,
+              "params_total": params, "value": 3.0 - width / 100 + seed / 1000}
+             for encoding, width, params in (("sinusoidal", 32, 31552), ("sinusoidal", 128, 421120),
+                                             ("sinusoidal_concat", 32, 108928)) for seed in (0, 1)]
+    swept += [{**base, "task": "lm_prose", "encoding": "rope", "seed": seed, "train_len": length, "d_model": 64,
+               "params_total": 112256, "value": 2.0 + length / 1000} for length in (128, 256) for seed in (0, 1)]
+    pd.concat([accuracy, pd.DataFrame(swept)]).to_csv(tmp_path / "accuracy.csv", index=False)
+    tables = data.load(tmp_path)
+    plain = tables.ok("accuracy", "task", "value").query("task == 'lm_prose'")
+    assert len(plain) == 7 * len(SEEDS) and set(zip(plain["train_len"], plain["d_model"])) == {(64, 64)}
+    frontier = figures.swept_rows(tables, "d_model")
+    assert set(frontier["task"]) == {"lm_prose"} and set(frontier["train_len"]) == {64}
+    assert {("sinusoidal", 32), ("sinusoidal", 64), ("sinusoidal", 128), ("sinusoidal_concat", 32),
+            ("sinusoidal_concat", 64)} <= set(zip(frontier["encoding"], frontier["d_model"]))
+    assert ("rope", 64) in set(zip(frontier["encoding"], frontier["d_model"]))  # the grid's plain cell
+    lengths = figures.swept_rows(tables, "train_len")
+    assert set(lengths["task"]) == {"lm_prose"} and set(lengths["d_model"]) == {64}
+    assert sorted(set(lengths.loc[lengths["encoding"] == "rope", "train_len"])) == [64, 128, 256]
+    figure = figures.Figure(figsize=(8, 4))
+    figures.draw_frontier(figure, (0.0, 0.0, 1.0, 1.0), tables)
+    ax = next(a for a in figure.axes if a.get_title())
+    assert ax.get_xscale() == "log" and ax.get_title().startswith("lm_prose at widths 32, 64, 128 (lower is better)")
+    assert {t.get_text() for t in ax.texts} >= {"32", "64", "128"}
+    for axis, what in (("d_model", "width"), ("train_len", "training length")):
+        assert figures.sweep_missing(axis, what)(tables) is None
+        assert figures.sweep_missing(axis, what)(data.load(tmp_path.parent)) is not None
+    make_tables(tmp_path / "plain")
+    assert figures.sweep_missing("d_model", "width")(data.load(tmp_path / "plain")) == (
+        "accuracy.csv has no column d_model")

@@ -16,6 +16,7 @@ import posbench.train
 from posbench import encodings, metrics, records, tasks
 from posbench.__main__ import main
 from posbench.aggregate import aggregate
+from posbench.model import build_model, count_params
 from posbench.train import TrainConfig, deterministic, fit, initial_model, position_bins, resolve, train
 
 SMALL = {"train_length": 6, "eval_examples": 16}  # reverse: eval lengths 6 … 48, sequences up to 96 positions
@@ -367,6 +368,8 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
     (["--task", "copy", "--encoding", "rope", "--eval-scaling", "ntk:2"],
      "eval scaling 'ntk:2': expected TYPE:FACTOR with TYPE one of linear, dynamic, yarn, llama3"),
     (["--task", "copy", "--encoding", "rope", "--eval-scaling", "linear:0.5"], "scaling.factor must be >= 1"),
+    (["--task", "copy", "--encoding", "rope", "--d-model", "36"],
+     "d_model 36 does not fit size 'tiny': allowed: a positive multiple of 8 (its 4 heads, each an even width)"),
 ])
 def test_bad_combinations_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"
@@ -457,6 +460,30 @@ def test_a_default_record_config_keeps_the_hash_it_had_before_device_and_dtype()
     assert records.config_hash(on_gpu) != "726cf96180462ec3"
 
 
+def test_a_width_replaces_the_sizes_and_names_the_cell(tmp_path):
+    """``--d-model`` sets the model width (the size's depth and heads kept): lm_prose's 97 characters,
+    2 layers; per layer 4w² + 8w² + 4w, a final LayerNorm 2w, embedding V·t and head w·V. The plain
+    cell's config (and so its hash) is the one it had before widths existed."""
+    def total(token_width, width, task="lm_prose"):
+        vocab = tasks.get(task).model_options()["vocab_size"]
+        return vocab * token_width + 2 * (12 * width**2 + 4 * width) + 2 * width + width * vocab
+
+    for encoding, width, expected in (("sinusoidal", 48, total(48, 48)), ("sinusoidal_concat", 32, total(32, 64)),
+                                      ("sinusoidal_concat_fixed", 32, total(16, 32))):
+        job = resolve(TrainConfig(task="lm_prose", encoding=encoding, d_model=width))
+        assert count_params(build_model(job.model))["total"] == expected
+        assert job.record_config()["d_model"] == width
+    assert total(64, 64) == 112256 and total(32, 64) == 108928  # the matched pair of prose-naive-concat-matched
+    plain = resolve(TrainConfig(task="reverse", encoding="rope", steps=30, task_options={"train_length": 6}))
+    assert "d_model" not in plain.record_config() and records.config_hash(plain.record_config()) == "726cf96180462ec3"
+    out = tmp_path / "r.json"
+    assert main(["train", "--task", "copy", "--encoding", "rope", "--d-model", "16", "--steps", "2",
+                 "--train-length", "3", "--out", str(out)]) == 0
+    record = records.read_record(out)
+    assert (record["config"]["d_model"], record["model"]["width"], record["params"]["total"]) == (
+        16, 16, total(16, 16, "copy"))
+
+
 def test_a_cuda_device_this_machine_lacks_gives_a_skipped_record(tmp_path):
     device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
     out = tmp_path / "r.json"
@@ -505,3 +532,20 @@ def test_passkey_trains_and_is_scored_at_every_depth_to_16x():
     assert lengths == [(12, 16), (24, 28), (48, 52), (96, 100), (192, 196)]
     for evaluation in record["eval"]:
         assert evaluation["sequences"] == 22 and evaluation["scored_targets"] == 22 * 4
+
+
+def test_the_tables_name_each_cell_by_length_and_width_and_plain_keeps_the_defaults(tmp_path):
+    root = tmp_path / "records"
+    for name, extra in (("plain", []), ("wide", ["--d-model", "16"]), ("long", ["--train-length", "4"])):
+        assert main(["train", "--task", "copy", "--encoding", "rope", "--steps", "2", "--out",
+                     str(root / f"{name}.json"), *extra]) == 0
+    aggregate(root, tmp_path / "tables")
+    default = tasks.get("copy").train_length
+    for table in ("accuracy", "extrapolation"):
+        frame = pd.read_csv(tmp_path / "tables" / f"{table}.csv")
+        cells = sorted(set(zip(frame["train_len"], frame["d_model"], frame["params_total"])))
+        assert [cell[:2] for cell in cells] == sorted([(default, 64), (default, 16), (4, 64)])
+        assert set(zip(*posbench.aggregate.plain(frame)[["train_len", "d_model"]].values.T)) == {(default, 64)}
+    items = pd.read_parquet(tmp_path / "tables" / "items.parquet")
+    assert set(zip(items["train_len"], items["d_model"])) == {(default, 64), (default, 16), (4, 64)}
+    assert len(posbench.aggregate.plain(items)) == (items["d_model"] == 64).sum() - (items["train_len"] == 4).sum()

@@ -89,18 +89,18 @@ def test_a_row_over_two_tasks_and_two_sizes():
 def test_the_preset_decides_and_the_rest_is_descriptive():
     found = tables(extrapolation(), preset="default")
     deciding, descriptive = verdicts.judged(found), verdicts.judged(found, descriptive=True)
-    assert [j.comparison.id for j in deciding["standard_nlp"][0].judged] == ["prose-rope"]
-    assert [j.comparison.id for j in descriptive["standard_nlp"][0].judged] == ["prose-alibi", "scan-rope"]
-    (rope,), (alibi, scan) = deciding["standard_nlp"][0].judged, descriptive["standard_nlp"][0].judged
+    assert [j.comparison.id for j in deciding["standard_nlp"][0].judged] == ["scan-rope"]
+    assert [j.comparison.id for j in descriptive["standard_nlp"][0].judged] == ["prose-rope", "prose-alibi"]
+    (scan,), (rope, alibi) = deciding["standard_nlp"][0].judged, descriptive["standard_nlp"][0].judged
     assert verdicts.evidence_lines(deciding["standard_nlp"], descriptive["standard_nlp"]) == [
-        rope.line(), "note: lm_prose: every arm trained 300 steps × batch 32",
-        f"not in this preset, descriptive: {alibi.line()}", f"not in this preset, descriptive: {scan.line()}"]
+        scan.line(), "note: scan: every arm trained 300 steps × batch 32",
+        f"not in this preset, descriptive: {rope.line()}", f"not in this preset, descriptive: {alibi.line()}"]
     table = verdicts.verdict_table(found)
     assert list(table.columns[:2]) == ["declaration_sha256", "row"] and list(table.columns[-1:]) == ["decides"]
     assert table.index.tolist() == list(range(len(table)))
     decides = table.set_index("comparison")["decides"]
-    assert decides[["prose-rope", "reverse-rope"]].tolist() == [True, True]
-    assert decides[["prose-alibi", "scan-rope"]].tolist() == [False, False]
+    assert decides[["scan-rope", "reverse-rope"]].tolist() == [True, True]
+    assert decides[["prose-alibi", "prose-rope"]].tolist() == [False, False]
 
 
 def test_the_items_give_each_comparison_its_evaluation_error():

@@ -20,6 +20,8 @@ from posbench.workflow import (
     profile_records,
     record_template,
     resolve_devices,
+    shape_arguments,
+    shape_dir,
     train_cells,
     train_jobs,
     train_records,
@@ -110,6 +112,24 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                               "'train.sizes[1]': unknown 'huge'; allowed: base"),
     "negative comparison seed": (config(train={"comparisons": "default", "comparison_seeds": [0, -2]}),
                                  "'train.comparison_seeds[1]': -2 is negative"),
+    "sweep of an unknown task": (config(train={"sweeps": [{"task": "lm_pros", "encodings": ["rope"]}]}),
+                                 "'train.sweeps[0].task': unknown 'lm_pros'; allowed: babi"),
+    "sweep of an unknown encoding": (config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope", "rop"]}]}),
+                                     "'train.sweeps[0].encodings[1]': unknown 'rop'; allowed: alibi"),
+    "sweep without encodings": (config(train={"sweeps": [{"task": "lm_prose"}]}),
+                                "'train.sweeps[0]': 'encodings' is a required property"),
+    "sweep over a negative length": (
+        config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "train_lengths": [64, -128]}]}),
+        "'train.sweeps[0].train_lengths[1]': -128 is not a positive length"),
+    "sweep over a width the heads do not split": (
+        config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "d_models": [32, 36]}]}),
+        "'train.sweeps[0].d_models[1]': d_model 36 does not fit size 'tiny': allowed: a positive multiple of 8"),
+    "sweep over widths as a word": (
+        config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "d_models": "wide"}]}),
+        "'train.sweeps[0].d_models': expected array, got 'wide'"),
+    "misspelled sweep key": (
+        config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "width": [32]}]}),
+        "unknown config key 'width' in 'train.sweeps[0]'; allowed: task, encodings, train_lengths, d_models"),
 }
 
 
@@ -154,8 +174,40 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
         profile_job_encodings(cfg, "E1-fe4d55b9")
     cfg["train"]["seeds"].append(3)  # a new seed is a new job, whatever Snakemake's rerun triggers
     assert "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2-3.json" in batch_manifests(cfg, ["cpu"])
-    assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5", lr_dir="")
-            == "r/records/m/train/copy/tiny/t5/seed{seed}.json")
+    assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5", lr_dir="",
+                            shape_dir="") == "r/records/m/train/copy/tiny/t5/seed{seed}.json")
+
+
+def test_a_sweep_trains_every_length_and_width_in_folders_and_the_defaults_in_the_plain_cell():
+    cfg = validate_config(config(machine="m", train={
+        "seeds": [0, 1], "tasks": {"lm_prose": ["rope"]},
+        "sweeps": [{"task": "lm_prose", "encodings": ["rope", "alibi"], "train_lengths": [64, 128]},
+                   {"task": "lm_prose", "encodings": ["sinusoidal_concat"], "d_models": [32, 64]},
+                   {"task": "text_order", "encodings": ["none"], "train_lengths": [256], "d_models": [48]}]}))
+    jobs = {(j["task"], j["encoding"], j["shape_dir"]): j for j in train_jobs(cfg)}
+    assert sorted(jobs) == [("lm_prose", "alibi", ""), ("lm_prose", "alibi", "L128/"), ("lm_prose", "rope", ""),
+                            ("lm_prose", "rope", "L128/"), ("lm_prose", "sinusoidal_concat", ""),
+                            ("lm_prose", "sinusoidal_concat", "d32/"), ("text_order", "none", "L256/d48/")]
+    assert jobs["lm_prose", "rope", ""]["seeds"] == [0, 1]  # the grid's arm and the sweep's 64 are one job
+    assert (jobs["text_order", "none", "L256/d48/"]["train_length"], jobs["text_order", "none", "L256/d48/"]["d_model"]
+            ) == (256, 48)
+    assert (jobs["lm_prose", "rope", ""]["train_length"], jobs["lm_prose", "rope", ""]["d_model"]) == (None, None)
+    assert "results/records/m/train/text_order/tiny/none/L256/d48/seed1.json" in train_records(cfg)
+    assert "results/batches/m/train/lm_prose/tiny/sinusoidal_concat/d32/seeds0-1.json" in batch_manifests(cfg, ["cpu"])
+    assert [shape_arguments(d) for d in ("", "L128/", "d32/", "L256/d48/")] == [
+        "", "--train-length 128", "--d-model 32", "--train-length 256 --d-model 48"]
+
+
+def test_a_comparison_at_a_width_or_length_trains_its_arms_there():
+    cfg = validate_config(config(machine="m", train={"tasks": {}, "comparisons": "all", "comparison_seeds": [0]}))
+    folders = {(j["task"], j["encoding"], j["shape_dir"]) for j in train_jobs(cfg)}
+    for c in comparisons.load().comparisons:
+        for arm in c.arms:
+            length = "" if arm.train_length in (None, tasks.get(c.task).train_length) else f"L{arm.train_length}/"
+            width = "" if arm.d_model in (None, 64) else f"d{arm.d_model}/"
+            assert (c.task, arm.encoding, length + width) in folders
+    with pytest.raises(ConfigError, match="config key 'train.sizes': d_model 32 does not fit size 'large'"):
+        validate_config(config(train={"comparisons": "full", "sizes": ["large"]}))
 
 
 def test_explicit_devices_are_kept_auto_drops_what_is_missing():
@@ -179,19 +231,22 @@ def shipped(preset: str) -> dict:
 
 def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_the_grid_at_3():
     cfg = shipped("config.yaml")
-    arms = {(task, e) for task, names in comparisons.load().arms("default").items() for e in names}
-    grid = {(task, e) for task, names in cfg["train"]["tasks"].items() for e in names}
-    assert len(arms) == 10 and arms <= grid and len(grid) == 38
+    arms = {(a.task, a.encoding, shape_dir(a.train_length, a.d_model)) for a in comparisons.load().arms("default")}
+    grid = {(task, e, "") for task, names in cfg["train"]["tasks"].items() for e in names}
+    assert len(arms) == 11 and len(arms & grid) == 6 and len(grid) == 36
+    assert arms - grid == {("scan", "sinusoidal", ""), ("scan", "rope", ""), ("lm_prose", "sinusoidal", "L128/"),
+                           ("lm_prose", "rope", "L128/"), ("lm_prose", "sinusoidal_concat", "d32/")}
     jobs = train_jobs(cfg)
-    assert len(jobs) == 38 and {(j["task"], j["encoding"]) for j in jobs} == grid
+    assert len(jobs) == 41 and {(j["task"], j["encoding"], j["shape_dir"]) for j in jobs} == grid | arms
     for job in jobs:
-        assert job["seeds"] == (list(range(10)) if (job["task"], job["encoding"]) in arms else [0, 1, 2])
+        assert job["seeds"] == (list(range(10)) if (job["task"], job["encoding"], job["shape_dir"]) in arms
+                                else [0, 1, 2])
         default = tasks.get(job["task"]).lr
         lr = cfg["train"]["lr"].get(job["task"], {}).get(job["encoding"], default)  # compared arms: checked rates
         assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")
-    cells = [(c["task"], c["encoding"], c["size"], c["lr"], c["seed"]) for c in train_cells(cfg)]
-    assert len(cells) == len(set(cells)) == 10 * 10 + 28 * 3 == 184
-    assert len(set(train_records(cfg))) == 184
+    cells = [(c["task"], c["encoding"], c["size"], c["shape_dir"], c["lr"], c["seed"]) for c in train_cells(cfg)]
+    assert len(cells) == len(set(cells)) == 11 * 10 + 30 * 3 == 200
+    assert len(set(train_records(cfg))) == 200
 
 
 def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
@@ -330,9 +385,9 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
-    "config.yaml": dict(train=38, probe=6, profile=3),
-    "workflow/full.yaml": dict(train=195, probe=36, profile=14),
-    "workflow/cluster.yaml": dict(train=262, probe=36, profile=48),
+    "config.yaml": dict(train=41, probe=6, profile=3),
+    "workflow/full.yaml": dict(train=282, probe=36, profile=14),
+    "workflow/cluster.yaml": dict(train=421, probe=36, profile=48),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
 
@@ -354,8 +409,12 @@ def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_p
     preset = {"machine": "m", "profile": {"encodings": []},
               "train": {"comparisons": "default", "lr_factors": [0.333, 1, 3], "tasks": {"reverse": ["alibi"]}}}
     jobs = [job for job in dry_run(tmp_path, preset) if job["rule"] == "train"]
-    assert len(jobs) == 10 * 3 + 1
+    assert len(jobs) == 11 * 3 + 1
     shells = {job["shell"].split(" --out ")[1].split()[0].strip("'"): job["shell"] for job in jobs}
+    at_128 = shells["results/records/m/train/lm_prose/tiny/rope/L128/seed{seed}.json"]
+    assert " --train-length 128 " in at_128 and " --d-model " not in at_128
+    narrow = shells["results/records/m/train/lm_prose/tiny/sinusoidal_concat/d32/lr0.000999/seed{seed}.json"]
+    assert " --lr 0.000999 " in narrow and " --d-model 32 " in narrow and " --train-length " not in narrow
     at_default = shells["results/records/m/train/lm_prose/tiny/sinusoidal/seed{seed}.json"]
     lower = shells["results/records/m/train/lm_prose/tiny/sinusoidal/lr0.000999/seed{seed}.json"]
     assert " --seed 0 1 2 3 4 5 6 7 8 9 " in at_default and " --lr " not in at_default

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", required=True, choices=encodings.names(), metavar="ENCODING",
                         help=f"one of: {', '.join(encodings.names())}")
     parser.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default: tiny)")
+    parser.add_argument("--d-model", type=arguments.positive_int,
+                        help="model width instead of the size's (its depth and heads kept): a width sweep")
     parser.add_argument("--seed", type=arguments.non_negative_int, nargs="+", default=[0],
                         help="seed(s) for initialisation and training data, run one after another (default: 0)")
     parser.add_argument("--steps", type=arguments.positive_int, help="optimizer steps (default: the task's)")
@@ -58,8 +60,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data)) if v is not None}
-    configs = [TrainConfig(task=args.task, encoding=args.encoding, size=args.size, seed=seed, steps=args.steps,
-                           batch_size=args.batch_size, lr=args.lr, task_options=task_options,
+    configs = [TrainConfig(task=args.task, encoding=args.encoding, size=args.size, d_model=args.d_model, seed=seed,
+                           steps=args.steps, batch_size=args.batch_size, lr=args.lr, task_options=task_options,
                            threads=args.threads, log_every=args.log_every, device=args.device, dtype=args.dtype,
                            eval_scaling=tuple(dict.fromkeys(args.eval_scaling))) for seed in dict.fromkeys(args.seed)]
     try:

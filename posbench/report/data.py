@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from posbench import metrics
-from posbench.aggregate import TABLE_NAMES  # the tables aggregate writes
+from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
 
 
 @dataclass
@@ -30,14 +30,16 @@ class Tables:
     def get(self, name: str) -> pd.DataFrame:
         return self.frames.get(name, pd.DataFrame())
 
-    def ok(self, name: str, *columns: str) -> pd.DataFrame:
-        """Rows of ``name`` with status ok and every listed column present and non-empty."""
+    def ok(self, name: str, *columns: str, swept: bool = False) -> pd.DataFrame:
+        """Rows of ``name`` with status ok and every listed column present and non-empty; of a train
+        table only the cells at their task's length and size's width (:func:`posbench.aggregate.plain`)
+        unless ``swept``, which keeps a sweep's other lengths and widths too."""
         frame = self.get(name)
         if frame.empty or any(c not in frame.columns for c in columns):
             return pd.DataFrame(columns=list(dict.fromkeys([*frame.columns, *columns])))
         if "status" in frame.columns:
             frame = frame[frame["status"] == "ok"]
-        return frame.dropna(subset=list(columns))
+        return (frame if swept else plain(frame)).dropna(subset=list(columns))
 
     def missing(self, name: str, *columns: str) -> str | None:
         """Why ``ok(name, *columns)`` is empty, as a sentence; ``None`` when it has rows."""

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from posbench.aggregate import plain
 from posbench.model import SIZES, ModelConfig, count_params
 from posbench.report.claims import meta_model
 from posbench.report.data import Tables, direction, metric_label
@@ -296,6 +297,64 @@ def draw_positions(figure: Figure, rect: Rect, tables: Tables) -> None:
         ax.axvline(cell["train_len"].iloc[0], color="#888888", lw=0.6, ls=":")
 
 
+# ----- the sweeps: training length (row 2) and width (row 3) ---------------------------------------
+def swept_rows(tables: Tables, axis: str) -> pd.DataFrame:
+    """Accuracy rows (the metric at the training length) of the tasks trained at more than one value of
+    ``axis`` (``train_len`` or ``d_model``), the other axis at its default, at the size with most such rows."""
+    rows = tables.ok("accuracy", "task", "encoding", "size", "value", "train_len", "d_model", "params_total",
+                     swept=True)
+    other = "d_model" if axis == "train_len" else "train_len"
+    rows = _at_default(rows, other)
+    spans = rows.groupby(["task", "size"])[axis].nunique()
+    swept = spans[spans > 1].reset_index()
+    if swept.empty:
+        return rows.iloc[:0]
+    size = swept["size"].value_counts().index[0]
+    return rows[(rows["size"] == size) & rows["task"].isin(swept.loc[swept["size"] == size, "task"])]
+
+
+def _at_default(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """``rows`` whose ``axis`` (train_len or d_model) is its task's or size's default."""
+    from posbench import tasks
+
+    if axis == "train_len":
+        default = rows["task"].map({t: tasks.get(t).train_length for t in rows["task"].unique()})
+    else:
+        default = rows["size"].map({s: SIZES[s]["d_model"] for s in rows["size"].unique()})
+    return rows[rows[axis] == default]
+
+
+def sweep_missing(axis: str, what: str) -> Callable[[Tables], str | None]:
+    def missing(tables: Tables) -> str | None:
+        why = tables.missing("accuracy", "task", "encoding", "value", "train_len", "d_model", "params_total")
+        if why is None and swept_rows(tables, axis).empty:
+            return f"accuracy.csv has no task trained at more than one {what} (train.sweeps in workflow/full.yaml)"
+        return why
+
+    return missing
+
+
+def draw_frontier(figure: Figure, rect: Rect, tables: Tables) -> None:
+    rows = swept_rows(tables, "d_model")
+    for ax, task, cell in task_curves(figure, rect, rows, "params_total", "value", marker="o", markersize=4):
+        ax.set(xscale="log", xlabel="parameters (total, trained model)", ylabel=metric_label(cell),
+               title=f"{task} at widths {', '.join(str(int(d)) for d in sorted(cell['d_model'].unique()))} "
+                     f"({direction(cell)})")
+        for (encoding, width), point in cell.groupby(["encoding", "d_model"]):
+            ax.annotate(f"{int(width)}", (point["params_total"].mean(), point["value"].mean()), fontsize=5,
+                        color=colour(encoding), xytext=(2, 2), textcoords="offset points")
+
+
+def draw_training_length(figure: Figure, rect: Rect, tables: Tables) -> None:
+    rows = swept_rows(tables, "train_len")
+    for ax, task, cell in task_curves(figure, rect, rows, "train_len", "value", marker="o", markersize=4):
+        lengths = sorted(cell["train_len"].unique())
+        ax.set(xscale="log", xlabel="training length (= evaluation length)", ylabel=metric_label(cell),
+               title=f"{task} ({direction(cell)})")
+        ax.set_xticks(lengths, [f"{n:g}" for n in lengths])
+        ax.minorticks_off()
+
+
 # ----- the 2-D task ------------------------------------------------------------------------------
 HOW_POSITION_ENTERS = {"none": "—", "qk": "rotate q/k", "logits": "logit bias"}  # input: its combine
 
@@ -336,7 +395,7 @@ def passkey_cells(tables: Tables) -> pd.DataFrame:
     items = tables.items
     if items is None or "task" not in items.columns:
         return pd.DataFrame(columns=["encoding", "eval_len", "depth", "exact"])
-    rows = items[items["task"] == "passkey"]
+    rows = plain(items[items["task"] == "passkey"])
     rows = rows.assign(depth=rows["item"].map(Passkey.eval_depth), exact=rows["exact"].astype(float))
     return rows.groupby(["encoding", "eval_len", "depth"], as_index=False)["exact"].mean()
 
@@ -456,6 +515,18 @@ FIGURES = (
                "training length. Falling past it: the model uses the longer context; flat: it survives it; "
                "rising: it breaks. Every arm reads the same windows, so ups and downs that all arms share are the "
                "text's own; read the gaps between arms.", 3.4, positions_missing, draw_positions),
+    FigureSpec("training_length", "Fixed lengths: the metric at each training length",
+               "From accuracy.csv (train.sweeps over train_lengths): each task trained and evaluated at one fixed "
+               "length per point (log axis), mean over seeds with a ±1 sd band, at the size's width. Descriptive; "
+               "the fixed-length row is decided by its declared comparisons.", 3.4,
+               sweep_missing("train_len", "training length"), draw_training_length),
+    FigureSpec("parameter_frontier", "Parameter budget: the metric against total parameters",
+               "From accuracy.csv (train.sweeps over d_models): each encoding at every model width d (the number "
+               "by each point; naive concat runs its network at 2d, so its point at d sits near adding's at 2d), "
+               "metric against total parameters of the trained model (log axis), mean over seeds with a ±1 sd "
+               "band, at the task's training length. Descriptive; the parameter-budget row is decided by its "
+               "declared comparisons at matched parameter counts.", 3.4,
+               sweep_missing("d_model", "width"), draw_frontier),
     FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
                "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
                "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),

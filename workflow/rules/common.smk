@@ -48,3 +48,4 @@ wildcard_constraints:
     seeds=pw.NUMBER_LIST,
     d_models=pw.NUMBER_LIST,
     lr_dir=pw.LR_DIR,
+    shape_dir=pw.SHAPE_DIR,

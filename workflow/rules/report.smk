@@ -9,6 +9,8 @@ REPORT_FIGURES = {
     "accuracy": "Accuracy",
     "extrapolation": "Accuracy",
     "loss_by_position": "Accuracy",
+    "training_length": "Accuracy",
+    "parameter_frontier": "Accuracy",
     "digits_2d": "Accuracy",
     "passkey": "Accuracy",
     "cost_accuracy": "Cost",
