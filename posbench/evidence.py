@@ -66,8 +66,8 @@ class Arm:
     lr_note: str = ""
     budget: tuple | None = None  # (steps, batch size) when the tables have them
     eval_len: int | None = None  # the evaluated length, in the task's units
-    train_len: int | None = None  # the training length and model width the arm was trained at, where the
-    d_model: int | None = None  # tables have them (a sweep's arm; item_error reads the same cells)
+    train_len: int | None = None  # the training length and model width the arm was trained at (its own,
+    d_model: int | None = None  # else the task's and the size's): verdicts.csv's columns
     params: float | None = None  # total parameters (the mean over ok seeds), where the tables have them
 
     @property
@@ -448,8 +448,8 @@ def item_error(items: pd.DataFrame, comparison: Comparison, size: str, added: Ar
     metric = metrics.get(comparison.metric)
     draws = None
     means = []
-    for one in (added, comparator):
-        spec = ArmSpec(comparison.task, one.encoding, one.train_len, one.d_model)
+    for one, declared in zip((added, comparator), comparison.arms):
+        spec = ArmSpec(comparison.task, one.encoding, declared.train_length, declared.d_model)
         rows = items[cell_rows(items, spec, size) & items["seed"].isin(one.seeds)]
         if rows.empty:
             return math.nan

@@ -262,17 +262,17 @@ def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder(
                                            "lr_factors": [0.333, 1, 3], "lr": {"lm_prose": {"rope": 0.001}}}),
                            "machine": "m"})
     jobs = train_jobs(cfg)
-    assert len(jobs) == 10 * 3 and len(train_cells(cfg)) == 30
-    rates = {(j["task"], j["encoding"]): [] for j in jobs}
+    assert len(jobs) == 11 * 3 and len(train_cells(cfg)) == 33
+    rates = {(j["task"], j["encoding"], j["shape_dir"]): [] for j in jobs}
     for job in jobs:
-        rates[job["task"], job["encoding"]].append((job["lr"], job["lr_dir"]))
-    assert rates["lm_prose", "sinusoidal"] == [(0.000999, "lr0.000999/"), (0.003, ""), (0.009, "lr0.009/")]
+        rates[job["task"], job["encoding"], job["shape_dir"]].append((job["lr"], job["lr_dir"]))
+    assert rates["lm_prose", "sinusoidal", ""] == [(0.000999, "lr0.000999/"), (0.003, ""), (0.009, "lr0.009/")]
     # a rate of its own for rope: ×3 lands on the task's default, whose records have no folder
-    assert rates["lm_prose", "rope"] == [(0.000333, "lr0.000333/"), (0.001, "lr0.001/"), (0.003, "")]
+    assert rates["lm_prose", "rope", "L128/"] == [(0.000333, "lr0.000333/"), (0.001, "lr0.001/"), (0.003, "")]
     records = train_records(cfg)
     assert "results/records/m/train/lm_prose/tiny/sinusoidal/lr0.000999/seed0.json" in records
-    assert "results/records/m/train/lm_prose/tiny/sinusoidal/seed0.json" in records and len(set(records)) == 30
-    assert "results/batches/m/train/lm_prose/tiny/rope/lr0.001/seeds0.json" in batch_manifests(cfg, ["cpu"])
+    assert "results/records/m/train/lm_prose/tiny/sinusoidal/seed0.json" in records and len(set(records)) == 33
+    assert "results/batches/m/train/lm_prose/tiny/rope/L128/lr0.001/seeds0.json" in batch_manifests(cfg, ["cpu"])
 
 
 def test_a_learning_rate_per_task_or_per_encoding_and_sizes():
@@ -386,7 +386,7 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
     "config.yaml": dict(train=41, probe=6, profile=3),
-    "workflow/full.yaml": dict(train=282, probe=36, profile=14),
+    "workflow/full.yaml": dict(train=290, probe=36, profile=14),
     "workflow/cluster.yaml": dict(train=421, probe=36, profile=48),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
