@@ -131,10 +131,10 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
 def _shape(cfg: dict) -> dict:
     """A train cell's training length (``train_len``) and model width (``d_model``: the size's unless a
     sweep set it; a naive concat's E width): with task, encoding and size they name an arm."""
-    from posbench import SIZES
+    from posbench.comparisons import default_shape
 
-    width = cfg.get("d_model") or SIZES.get(cfg.get("size"), {}).get("d_model")
-    return {"train_len": cfg.get("train_length"), "d_model": width}
+    return {"train_len": cfg.get("train_length"),
+            "d_model": cfg.get("d_model") or default_shape(cfg.get("task"), cfg.get("size"))[1]}
 
 
 def plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -142,13 +142,14 @@ def plain(frame: pd.DataFrame) -> pd.DataFrame:
     length and their size's width: what the grid and most comparisons train, without a sweep's other
     lengths and widths (which only the sweep figures and the comparisons that declare them read).
     A table without those columns is returned as it is."""
-    from posbench import SIZES, tasks
+    from posbench.comparisons import default_shape
 
     if frame.empty or not {"task", "size", "train_len", "d_model"} <= set(frame.columns):
         return frame
-    length = {t: tasks.get(t).train_length if t in tasks.names() else None for t in frame["task"].unique()}
-    width = {s: SIZES.get(s, {}).get("d_model") for s in frame["size"].unique()}
-    return frame[(frame["train_len"] == frame["task"].map(length)) & (frame["d_model"] == frame["size"].map(width))]
+    defaults = {cell: default_shape(*cell) for cell in set(zip(frame["task"], frame["size"]))}
+    length, width = (pd.Series([defaults[cell][i] for cell in zip(frame["task"], frame["size"])], index=frame.index)
+                     for i in (0, 1))
+    return frame[(frame["train_len"] == length) & (frame["d_model"] == width)]
 
 
 def _trained_position_params(record: dict) -> float | None:

@@ -399,7 +399,7 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str)
     if {"steps", "batch_size"} <= set(rows.columns) and len(ok):
         budget = (int(ok["steps"].max()), int(ok["batch_size"].max()))
     untrained = bool("positions_trained" in ok.columns and (ok["positions_trained"] == False).any())  # noqa: E712
-    length, width = shape(spec, size)
+    length, width = spec.resolved(size)
     counted = ok["params_total"].dropna() if "params_total" in ok.columns else ok.iloc[:0]
     params = float(counted.mean()) if len(counted) else None
     return Arm(spec.encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(), ok[gate_column].to_numpy(float),
@@ -410,19 +410,13 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str)
                params=params)
 
 
-def shape(spec: ArmSpec, size: str) -> tuple[int, int]:
-    """The training length and model width an arm is trained at: its own, else the task's and the size's."""
-    from posbench import SIZES, tasks
-
-    return (spec.train_length or tasks.get(spec.task).train_length, spec.d_model or SIZES[size]["d_model"])
-
-
 def cell_rows(frame: pd.DataFrame, spec: ArmSpec, size: str) -> pd.Series:
     """Which rows of ``frame`` (a results or items table) are the arm's: its task, encoding and size, and
     its training length and width where the table has those columns (so a sweep's cells at other
     lengths or widths never join the plain arm); without them, only an arm at the defaults has rows."""
     chosen = (frame["task"] == spec.task) & (frame["encoding"] == spec.encoding) & (frame["size"] == size)
-    for column, declared, value in zip(("train_len", "d_model"), (spec.train_length, spec.d_model), shape(spec, size)):
+    for column, declared, value in zip(("train_len", "d_model"), (spec.train_length, spec.d_model),
+                                       spec.resolved(size)):
         if column in frame.columns:
             chosen &= frame[column] == value
         elif declared is not None:  # a table that cannot tell lengths or widths apart has no such arm

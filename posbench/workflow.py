@@ -313,10 +313,10 @@ def train_jobs(config: dict) -> list[dict]:
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
     """An arm's training length and width, ``None`` where they are the task's and the size's."""
-    from posbench import SIZES, tasks
+    from posbench.comparisons import default_shape
 
-    length = None if spec.train_length == tasks.get(spec.task).train_length else spec.train_length
-    return length, None if spec.d_model == SIZES[size]["d_model"] else spec.d_model
+    return tuple(None if own == default else own for own, default in zip(spec.resolved(size),
+                                                                           default_shape(spec.task, size)))
 
 
 def shape_dir(train_length: int | None, d_model: int | None) -> str:

@@ -315,13 +315,11 @@ def swept_rows(tables: Tables, axis: str) -> pd.DataFrame:
 
 def _at_default(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
     """``rows`` whose ``axis`` (train_len or d_model) is its task's or size's default."""
-    from posbench import tasks
+    from posbench.comparisons import default_shape
 
-    if axis == "train_len":
-        default = rows["task"].map({t: tasks.get(t).train_length for t in rows["task"].unique()})
-    else:
-        default = rows["size"].map({s: SIZES[s]["d_model"] for s in rows["size"].unique()})
-    return rows[rows[axis] == default]
+    i = ("train_len", "d_model").index(axis)
+    default = [default_shape(task, size)[i] for task, size in zip(rows["task"], rows["size"])]
+    return rows[rows[axis] == pd.Series(default, index=rows.index, dtype=float)]
 
 
 def sweep_missing(axis: str, what: str) -> Callable[[Tables], str | None]:
