@@ -253,3 +253,111 @@ def test_four_is_the_shortest_run_length_and_a_fractional_extension_is_refused()
     assert _extended({2: 1, 4: 4, 6: 9, 8: 16}, 10, "torch") == 25  # L²/4 through even lengths
     with pytest.raises(ValueError, match=r"^torch counts \{2: 1, 4: 4, 6: 9, 8: 16\} extend to a fraction at L=5$"):
         _extended({2: 1, 4: 4, 6: 9, 8: 16}, 5, "torch")
+
+
+class Attention(torch.nn.Module):
+    """One SDPA call, for counting attention alone (fvcore traces a module)."""
+
+    def __init__(self, mask=None):
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+
+
+def fvcore_by_operator(module, inputs) -> dict[str, int]:
+    from posbench.flops import FVCORE_HANDLES
+
+    analysis = FlopCountAnalysis(module, inputs).clear_op_handles().set_op_handle(**FVCORE_HANDLES)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    with torch.no_grad():
+        return dict(analysis.by_operator())
+
+
+def torch_by_operator(module, inputs, mode="infer") -> dict[str, int]:
+    counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+    if mode == "infer":
+        with torch.no_grad(), counter:
+            module(*inputs)
+    else:
+        inputs = [t.clone().requires_grad_() for t in inputs]
+        with counter:
+            module(*inputs).sum().backward()
+    return {str(op): flops for op, flops in counter.get_flop_counts()["Global"].items()}
+
+
+def test_attention_of_fewer_queries_than_keys_by_formula():
+    """Queries of a cached step (Lq = 1 or 3) against 37 keys: q·kᵀ is 2 · B · h · Lq · Lk · d_qk, attn·v
+    2 · B · h · Lq · Lk · d_v, a float mask one add per logit; backward twice the two matmuls."""
+    from posbench.flops import _attention_flops, _attention_matmul_flops
+
+    # the formulas on shapes: B 2, h 3, d_qk 20, d_v 12 (SDPA allows d_v ≠ d_qk), and without the batch dimension
+    assert _attention_matmul_flops((2, 3, 1, 20), (2, 3, 37, 20), (2, 3, 37, 12)) == 2 * 2 * 3 * 1 * 37 * 32 == 14_208
+    assert _attention_matmul_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12)) == 2 * 2 * 3 * 3 * 37 * 32 == 42_624
+    assert _attention_matmul_flops((3, 3, 20), (3, 37, 20), (3, 37, 12)) == 2 * 3 * 3 * 37 * 32 == 21_312
+    assert _attention_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12), None) == 42_624
+    assert _attention_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12), ()) == 42_624  # a 0-d mask: a constant
+    assert _attention_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12), (1, 3, 3, 37)) == 42_624 + 2 * 3 * 3 * 37
+    assert _attention_flops((3, 3, 20), (3, 37, 20), (3, 37, 12), (3, 37)) == 21_312 + 3 * 3 * 37
+
+    torch.manual_seed(0)
+    for q_len in (1, 3):
+        matmuls = 2 * 2 * 3 * q_len * 37 * (20 + 20)  # B 2, h 3, d 20 (equal d: the CPU flash kernel)
+        q, k, v = torch.randn(2, 3, q_len, 20), torch.randn(2, 3, 37, 20), torch.randn(2, 3, 37, 20)
+        for mask, bias_adds in ((None, 0), (torch.randn(1, 3, q_len, 37), 2 * 3 * q_len * 37)):
+            assert fvcore_by_operator(Attention(mask), (q, k, v)) == {
+                "scaled_dot_product_attention": matmuls + bias_adds}
+            kernel = "aten._scaled_dot_product_flash_attention_for_cpu"
+            assert torch_by_operator(Attention(mask), (q, k, v)) == {kernel: matmuls + bias_adds}
+            assert torch_by_operator(Attention(mask), (q, k, v), "train") == {
+                kernel: matmuls + bias_adds, kernel + "_backward": 2 * matmuls}
+        # fvcore's one op for (h, L, d) inputs too (torch's CPU dispatch runs those as bmm, counted by torch's own)
+        q3, k3 = q[0], k[0]
+        assert fvcore_by_operator(Attention(torch.randn(q_len, 37)), (q3, k3, k3)) == {
+            "scaled_dot_product_attention": 3 * q_len * 37 * (2 * 2 * 20 + 1)}
+
+
+class CachedStep(torch.nn.Module):
+    """The model's step on new tokens after a filled cache, each call against a fresh copy (fvcore traces once)."""
+
+    def __init__(self, model, cache):
+        super().__init__()
+        self.model, self.cache = model, cache
+
+    def forward(self, tokens):
+        from posbench.model import KVCache
+
+        cache = KVCache(list(self.cache.keys), list(self.cache.values), self.cache.positions)
+        return self.model(tokens, cache=cache)
+
+
+# several queries of an unbiased causal model reach SDPA with a boolean causal mask: only the biased ones at 3
+@pytest.mark.parametrize("encoding, new_tokens", [("none", 1), ("rope", 1), ("alibi", 1), ("t5", 1), ("alibi", 3),
+                                                  ("t5", 3)])
+def test_a_cached_decode_step_is_counted_by_formula_by_every_counter(encoding, new_tokens):
+    """B 2, 37 − Lq cached tokens, Lq new ones (37 keys), d 60, 3 heads (d_head 20), 2 layers: SDPA's count is
+    per layer 2 · 2 · B · h · Lq · 37 · d_head, plus B · h · Lq · 37 bias adds for a biased encoding; the whole
+    step of one token is decode_flops' total."""
+    from posbench.flops import decode_flops
+    from posbench.model import KVCache
+
+    options = dict(vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
+    model = tiny_model(encoding, **options)
+    cache = KVCache.empty(2)
+    with torch.no_grad():
+        model(torch.randint(23, (2, 37 - new_tokens)), cache=cache)
+    step = CachedStep(model, cache)
+    tokens = torch.randint(23, (2, new_tokens))
+    biased = encoding in ("alibi", "t5")
+    per_layer = 2 * 2 * 2 * 3 * new_tokens * 37 * 20 + (2 * 3 * new_tokens * 37 if biased else 0)
+    assert per_layer == {1: {False: 17_760, True: 17_982}, 3: {True: 53_946}}[new_tokens][biased]
+    fvcore, torch_counts = fvcore_by_operator(step, (tokens,)), torch_by_operator(step, (tokens,))
+    assert fvcore["scaled_dot_product_attention"] == 2 * per_layer
+    assert torch_counts["aten._scaled_dot_product_flash_attention_for_cpu"] == 2 * per_layer
+    assert sum(fvcore.values()) == sum(torch_counts.values())
+    if new_tokens == 1:
+        terms = decode_flops(model, 2, 36)
+        assert terms["attention_scores"] + terms["attention_values"] + terms["attention_bias"] == 2 * per_layer
+        assert sum(torch_counts.values()) == sum(terms.values())
+    assert len(cache) == 37 - new_tokens  # the counted steps left the cache alone
