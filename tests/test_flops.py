@@ -69,6 +69,10 @@ def test_a_count_that_is_not_quadratic_in_length_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"^torch counts are not quadratic in the sequence length \("
                                          r"\{4: 64, 8: 512, 12: 1728, 16: 4096\}\); count at full length instead$"):
         count_flops(model, 1, 100, max_run_len=16)
+    monkeypatch.setattr(flops, "fvcore_flops", lambda model, inputs: inputs.shape[1] ** 3)  # counted first
+    with pytest.raises(ValueError, match=r"^fvcore counts are not quadratic in the sequence length \("
+                                         r"\{4: 64, 8: 512, 12: 1728, 16: 4096\}\); count at full length instead$"):
+        count_flops(model, 1, 100, max_run_len=16)
     assert count_flops(model, 1, 16, max_run_len=16).torch == 16 ** 3  # not above it: counted as run
 
 
@@ -184,7 +188,11 @@ def test_analytic_from_config_equals_analytic_from_model():
 
 def test_counts_are_json_ready_with_ratios():
     model = tiny_model("rope", vocab_size=11, d_model=24, n_heads=3, n_layers=1)
-    infer = json.loads(json.dumps(count_flops(model, 1, 10).as_dict()))
+    counts = count_flops(model, 1, 10)
+    assert (counts.mode, counts.batch_size, counts.seq_len) == ("infer", 1, 10)
+    assert all(type(n) is int for n in (counts.analytic, counts.analytic_causal_half, counts.fvcore, counts.torch,
+                                        *counts.terms.values()))  # exact counts, not floats
+    infer = json.loads(json.dumps(counts.as_dict()))
     assert infer["fvcore_over_analytic"] == infer["torch_over_analytic"] == 1.0
     assert sum(infer["terms"].values()) == infer["analytic"] > infer["analytic_causal_half"]
     train = json.loads(json.dumps(count_flops(model, 1, 10, "train").as_dict()))
@@ -361,3 +369,42 @@ def test_a_cached_decode_step_is_counted_by_formula_by_every_counter(encoding, n
         assert terms["attention_scores"] + terms["attention_values"] + terms["attention_bias"] == 2 * per_layer
         assert sum(torch_counts.values()) == sum(terms.values())
     assert len(cache) == 37 - new_tokens  # the counted steps left the cache alone
+
+
+def test_the_causal_half_by_hand_in_both_modes():
+    """Causal, B 2, L 37, width 60, 2 layers: the causal half counts q·kᵀ and attn·v over 37 · 38 / 2 = 703
+    logits per (batch, head) instead of 37² = 1,369, 666 fewer; a training step's backward twice that again."""
+    options, batch, seq_len = CONFIGS["causal-lm-3-heads-L37"]
+    model = tiny_model("alibi", **options)
+    fewer = 2 * 2 * 2 * batch * (37 * 37 - 37 * 38 // 2) * 60  # layers · (scores, values) · 2 · B · logits · width
+    assert fewer == 639_360
+    infer, train = count_flops(model, batch, seq_len), count_flops(model, batch, seq_len, "train")
+    assert infer.analytic - infer.analytic_causal_half == fewer
+    assert train.analytic - train.analytic_causal_half == 3 * fewer
+    bidirectional = count_flops(tiny_model("alibi", **{**options, "causal": False}), batch, seq_len)
+    assert bidirectional.analytic_causal_half == bidirectional.analytic  # nothing to halve
+
+
+def test_count_flops_defaults_to_one_sequence_of_1024():
+    model = tiny_model("none", max_len=1024, vocab_size=11, d_model=8, n_heads=2, n_layers=1)
+    counts = count_flops(model)
+    assert (counts.mode, counts.batch_size, counts.seq_len, counts.counted_at) == ("infer", 1, 1024, (1024,))
+    assert counts.torch == counts.fvcore == counts.analytic == sum(analytic_flops(model, 1, 1024).values())
+
+
+def test_a_float64_model_is_counted_on_inputs_of_its_dtype_and_device():
+    from posbench.flops import _example_inputs, _meta_model
+
+    patches = dict(d_model=8, n_heads=2, n_layers=1, patch_dim=3, n_classes=4, causal=False)
+    model = tiny_model("sinusoidal", **patches).double()
+    infer, train = count_flops(model, 2, 9), count_flops(model, 2, 9, "train")
+    assert infer.fvcore == infer.torch == infer.analytic == sum(analytic_flops(model, 2, 9).values())
+    assert train.torch == train.analytic == sum(analytic_flops(model, 2, 9, "train").values())
+    inputs = _example_inputs(model, 2, 9)
+    assert (inputs.shape, inputs.dtype, inputs.device.type) == ((2, 9, 3), torch.float64, "cpu")
+    for config in (ModelConfig(encoding="none", **patches), ModelConfig(encoding="none", vocab_size=11, d_model=8,
+                                                                         n_heads=2, n_layers=1)):
+        inputs = _example_inputs(_meta_model(config).double(), 2, 5)  # a model on the meta device: inputs there too
+        assert inputs.device.type == "meta"
+        assert (inputs.shape, inputs.dtype) == (((2, 5, 3), torch.float64) if config.patch_dim
+                                                else ((2, 5), torch.int64))
