@@ -1,6 +1,7 @@
 """The three FLOP counts agree, the handles are needed, and the analytic terms mean what they say."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -408,3 +409,93 @@ def test_a_float64_model_is_counted_on_inputs_of_its_dtype_and_device():
         assert inputs.device.type == "meta"
         assert (inputs.shape, inputs.dtype) == (((2, 5, 3), torch.float64) if config.patch_dim
                                                 else ((2, 5), torch.int64))
+
+
+def test_elementwise_arithmetic_by_dtype_and_operand():
+    """1 FLOP per output element for float add, sub, mul (in place too, broadcast by the output), a complex
+    multiply 6, a complex add or sub 2; integers, Python numbers and 0-d tensors count 0; both counters."""
+
+    class Arithmetic(torch.nn.Module):
+        def forward(self, a, b, row, z, w, i, j):
+            c = a.clone()
+            c.add_(b)
+            c.mul_(b)
+            return (a + b, a - b, a * b, c, z * w, z + w, z - w, i + j, i * j, a + 2.0, a * torch.tensor(3.0),
+                    a + row)
+
+    inputs = (torch.randn(3, 4), torch.randn(3, 4), torch.randn(4), torch.randn(5, dtype=torch.complex64),
+              torch.randn(5, dtype=torch.complex64), torch.arange(7), torch.arange(7))
+    expected = {"add": 12 + 2 * 5 + 12, "sub": 12 + 2 * 5, "mul": 12 + 6 * 5, "add_": 12, "mul_": 12}
+    assert {op.removeprefix("aten."): n for op, n in torch_by_operator(Arithmetic(), inputs).items() if n} == expected
+    assert {op: n for op, n in fvcore_by_operator(Arithmetic(), inputs).items() if n} == expected
+
+
+def test_the_gpu_kernels_mask_is_counted_from_its_positional_argument():
+    """The efficient and cudnn SDPA kernels take the mask 4th, positionally (the CPU one as ``attn_mask=``);
+    run on the meta device, FlopCounterMode counts each as 2 · 2 · B · h · Lq · Lk · d plus the mask adds."""
+    aten = torch.ops.aten
+    q, k = torch.empty(2, 3, 3, 20, device="meta"), torch.empty(2, 3, 37, 20, device="meta")
+    bias = torch.empty(1, 3, 3, 37, device="meta")
+    matmuls, bias_adds = 2 * 2 * 2 * 3 * 3 * 37 * 20, 2 * 3 * 3 * 37
+    for kernel, mask, flops in (
+            (aten._scaled_dot_product_efficient_attention, bias, matmuls + bias_adds),
+            (aten._scaled_dot_product_efficient_attention, None, matmuls),
+            (aten._scaled_dot_product_cudnn_attention, bias, matmuls + bias_adds)):
+        counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+        with counter:
+            kernel(q, k, k, mask, True)  # compute_log_sumexp: a bool after the mask, not a tensor
+        assert counter.get_total_flops() == flops == {True: 53_946, False: 53_280}[mask is not None]
+
+
+def test_counting_prints_and_logs_nothing(capsys, caplog):
+    """FlopCounterMode prints its table unless told not to; fvcore logs every op it has no handle for."""
+    caplog.set_level("DEBUG")
+    for encoding in ("rope", "t5"):
+        for mode in ("infer", "train"):
+            count_flops(tiny_model(encoding, vocab_size=11, d_model=24, n_heads=3, n_layers=1), 1, 10, mode)
+    assert capsys.readouterr() == ("", "")
+    assert [record.getMessage() for record in caplog.records if record.levelno >= 30] == []
+
+
+def test_fvcore_silences_the_tracers_warnings_only():
+    """Tracing warns where a model turns a tensor into a Python value; fvcore_flops hides those, not the model's own."""
+    from posbench.flops import fvcore_flops
+
+    class Branching(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3, bias=False)
+
+        def forward(self, x):
+            warnings.warn("the model's own warning", UserWarning, stacklevel=2)
+            y = self.linear(x)
+            return y * 2 if bool(y.sum() > -1e9) else y  # a Python bool from a traced tensor: a TracerWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fvcore_flops(Branching(), torch.randn(5, 4)) == 2 * 5 * 4 * 3  # the linear; * 2 is a constant
+    assert {(type(w.message), str(w.message)) for w in caught} == {(UserWarning, "the model's own warning")}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.jit.trace(Branching(), torch.randn(5, 4))
+    assert torch.jit.TracerWarning in {type(w.message) for w in caught}  # what there was to hide
+
+
+def test_the_counters_run_sdpa_even_where_a_cuda_model_would_take_flex(monkeypatch):
+    """No counter sees inside FlexAttention, a biased encoding's default path on CUDA: while counting, that
+    path is switched off and one SDPA call covers all keys (this CPU run asks which path CUDA would take)."""
+    from posbench import flops
+
+    model = tiny_model("alibi", vocab_size=11, d_model=24, n_heads=3, n_layers=1)
+    seen = []
+
+    def path_on_cuda(*args):
+        seen.append((attention.choose_path(model.encoding, 40, 40, True, device="cuda"), attention.SETTINGS.block_size))
+        return 0
+
+    monkeypatch.setattr(flops, "fvcore_flops", path_on_cuda)
+    monkeypatch.setattr(flops, "torch_flops", path_on_cuda)
+    assert attention.choose_path(model.encoding, 40, 40, True, device="cuda") == "flex"  # outside a count
+    count_flops(model, 1, 40)
+    count_flops(model, 1, 40, "train")
+    assert seen == [("relative", 40)] * 3  # fvcore and torch, then torch alone for the training step
