@@ -74,7 +74,15 @@ MODULES: dict[str, list[str]] = {
             "analytic_from_config_equals_analytic_from_model", "counts_are_json_ready_with_ratios",
             "counting_a_training_step_leaves_gradients_alone", "bad_arguments_name_the_argument",
             "a_count_that_is_not_quadratic_in_length_is_refused", "decode_flops_of_one_token_against_a_cache_by_hand",
-            "four_is_the_shortest_run_length_and_a_fractional_extension_is_refused")),
+            "four_is_the_shortest_run_length_and_a_fractional_extension_is_refused",
+            "attention_of_fewer_queries_than_keys_by_formula",  # a cached step: Lq ≠ Lk
+            "a_cached_decode_step_is_counted_by_formula_by_every_counter", "the_causal_half_by_hand_in_both_modes",
+            "count_flops_defaults_to_one_sequence_of_1024",
+            "a_float64_model_is_counted_on_inputs_of_its_dtype_and_device",
+            "elementwise_arithmetic_by_dtype_and_operand",
+            "the_gpu_kernels_mask_is_counted_from_its_positional_argument", "counting_prints_and_logs_nothing",
+            "fvcore_silences_the_tracers_warnings_only",
+            "the_counters_run_sdpa_even_where_a_cuda_model_would_take_flex")),
         *(f"tests/test_flops.py::test_counts_extended_from_short_lengths_equal_the_counts_at_full_length[{case}]"
           for case in ("none-causal-lm-3-heads-L37-infer", "alibi-bidirectional-patches-5-heads-L100-train")),
         *(f"tests/test_flops.py::test_three_counts_agree[{encoding}-{config}-{mode}]"

@@ -1,6 +1,7 @@
 """The three FLOP counts agree, the handles are needed, and the analytic terms mean what they say."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -67,6 +68,10 @@ def test_a_count_that_is_not_quadratic_in_length_is_refused(monkeypatch):
     monkeypatch.setattr(flops, "torch_flops", lambda model, inputs, mode: inputs.shape[1] ** 3)
     model = tiny_model("none", vocab_size=11, d_model=8, n_heads=2, n_layers=1)
     with pytest.raises(ValueError, match=r"^torch counts are not quadratic in the sequence length \("
+                                         r"\{4: 64, 8: 512, 12: 1728, 16: 4096\}\); count at full length instead$"):
+        count_flops(model, 1, 100, max_run_len=16)
+    monkeypatch.setattr(flops, "fvcore_flops", lambda model, inputs: inputs.shape[1] ** 3)  # counted first
+    with pytest.raises(ValueError, match=r"^fvcore counts are not quadratic in the sequence length \("
                                          r"\{4: 64, 8: 512, 12: 1728, 16: 4096\}\); count at full length instead$"):
         count_flops(model, 1, 100, max_run_len=16)
     assert count_flops(model, 1, 16, max_run_len=16).torch == 16 ** 3  # not above it: counted as run
@@ -184,7 +189,11 @@ def test_analytic_from_config_equals_analytic_from_model():
 
 def test_counts_are_json_ready_with_ratios():
     model = tiny_model("rope", vocab_size=11, d_model=24, n_heads=3, n_layers=1)
-    infer = json.loads(json.dumps(count_flops(model, 1, 10).as_dict()))
+    counts = count_flops(model, 1, 10)
+    assert (counts.mode, counts.batch_size, counts.seq_len) == ("infer", 1, 10)
+    assert all(type(n) is int for n in (counts.analytic, counts.analytic_causal_half, counts.fvcore, counts.torch,
+                                        *counts.terms.values()))  # exact counts, not floats
+    infer = json.loads(json.dumps(counts.as_dict()))
     assert infer["fvcore_over_analytic"] == infer["torch_over_analytic"] == 1.0
     assert sum(infer["terms"].values()) == infer["analytic"] > infer["analytic_causal_half"]
     train = json.loads(json.dumps(count_flops(model, 1, 10, "train").as_dict()))
@@ -253,3 +262,240 @@ def test_four_is_the_shortest_run_length_and_a_fractional_extension_is_refused()
     assert _extended({2: 1, 4: 4, 6: 9, 8: 16}, 10, "torch") == 25  # L²/4 through even lengths
     with pytest.raises(ValueError, match=r"^torch counts \{2: 1, 4: 4, 6: 9, 8: 16\} extend to a fraction at L=5$"):
         _extended({2: 1, 4: 4, 6: 9, 8: 16}, 5, "torch")
+
+
+class Attention(torch.nn.Module):
+    """One SDPA call, for counting attention alone (fvcore traces a module)."""
+
+    def __init__(self, mask=None):
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+
+
+def fvcore_by_operator(module, inputs) -> dict[str, int]:
+    from posbench.flops import FVCORE_HANDLES
+
+    analysis = FlopCountAnalysis(module, inputs).clear_op_handles().set_op_handle(**FVCORE_HANDLES)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    with torch.no_grad():
+        return dict(analysis.by_operator())
+
+
+def torch_by_operator(module, inputs, mode="infer") -> dict[str, int]:
+    counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+    if mode == "infer":
+        with torch.no_grad(), counter:
+            module(*inputs)
+    else:
+        inputs = [t.clone().requires_grad_() for t in inputs]
+        with counter:
+            module(*inputs).sum().backward()
+    return {str(op): flops for op, flops in counter.get_flop_counts()["Global"].items()}
+
+
+def test_attention_of_fewer_queries_than_keys_by_formula():
+    """Queries of a cached step (Lq = 1 or 3) against 37 keys: q·kᵀ is 2 · B · h · Lq · Lk · d_qk, attn·v
+    2 · B · h · Lq · Lk · d_v, a float mask one add per logit; backward twice the two matmuls."""
+    from posbench.flops import _attention_flops, _attention_matmul_flops
+
+    # the formulas on shapes: B 2, h 3, d_qk 20, d_v 12 (SDPA allows d_v ≠ d_qk), and without the batch dimension
+    assert _attention_matmul_flops((2, 3, 1, 20), (2, 3, 37, 20), (2, 3, 37, 12)) == 2 * 2 * 3 * 1 * 37 * 32 == 14_208
+    assert _attention_matmul_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12)) == 2 * 2 * 3 * 3 * 37 * 32 == 42_624
+    assert _attention_matmul_flops((3, 3, 20), (3, 37, 20), (3, 37, 12)) == 2 * 3 * 3 * 37 * 32 == 21_312
+    assert _attention_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12), None) == 42_624
+    assert _attention_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12), ()) == 42_624  # a 0-d mask: a constant
+    assert _attention_flops((2, 3, 3, 20), (2, 3, 37, 20), (2, 3, 37, 12), (1, 3, 3, 37)) == 42_624 + 2 * 3 * 3 * 37
+    assert _attention_flops((3, 3, 20), (3, 37, 20), (3, 37, 12), (3, 37)) == 21_312 + 3 * 3 * 37
+
+    torch.manual_seed(0)
+    for q_len in (1, 3):
+        matmuls = 2 * 2 * 3 * q_len * 37 * (20 + 20)  # B 2, h 3, d 20 (equal d: the CPU flash kernel)
+        q, k, v = torch.randn(2, 3, q_len, 20), torch.randn(2, 3, 37, 20), torch.randn(2, 3, 37, 20)
+        for mask, bias_adds in ((None, 0), (torch.randn(1, 3, q_len, 37), 2 * 3 * q_len * 37)):
+            assert fvcore_by_operator(Attention(mask), (q, k, v)) == {
+                "scaled_dot_product_attention": matmuls + bias_adds}
+            kernel = "aten._scaled_dot_product_flash_attention_for_cpu"
+            assert torch_by_operator(Attention(mask), (q, k, v)) == {kernel: matmuls + bias_adds}
+            assert torch_by_operator(Attention(mask), (q, k, v), "train") == {
+                kernel: matmuls + bias_adds, kernel + "_backward": 2 * matmuls}
+        # fvcore's one op for (h, L, d) inputs too (torch's CPU dispatch runs those as bmm, counted by torch's own)
+        q3, k3 = q[0], k[0]
+        assert fvcore_by_operator(Attention(torch.randn(q_len, 37)), (q3, k3, k3)) == {
+            "scaled_dot_product_attention": 3 * q_len * 37 * (2 * 2 * 20 + 1)}
+
+
+class CachedStep(torch.nn.Module):
+    """The model's step on new tokens after a filled cache, each call against a fresh copy (fvcore traces once)."""
+
+    def __init__(self, model, cache):
+        super().__init__()
+        self.model, self.cache = model, cache
+
+    def forward(self, tokens):
+        from posbench.model import KVCache
+
+        cache = KVCache(list(self.cache.keys), list(self.cache.values), self.cache.positions)
+        return self.model(tokens, cache=cache)
+
+
+# several queries of an unbiased causal model reach SDPA with a boolean causal mask: only the biased ones at 3
+@pytest.mark.parametrize("encoding, new_tokens", [("none", 1), ("rope", 1), ("alibi", 1), ("t5", 1), ("alibi", 3),
+                                                  ("t5", 3)])
+def test_a_cached_decode_step_is_counted_by_formula_by_every_counter(encoding, new_tokens):
+    """B 2, 37 − Lq cached tokens, Lq new ones (37 keys), d 60, 3 heads (d_head 20), 2 layers: SDPA's count is
+    per layer 2 · 2 · B · h · Lq · 37 · d_head, plus B · h · Lq · 37 bias adds for a biased encoding; the whole
+    step of one token is decode_flops' total."""
+    from posbench.flops import decode_flops
+    from posbench.model import KVCache
+
+    options = dict(vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
+    model = tiny_model(encoding, **options)
+    cache = KVCache.empty(2)
+    with torch.no_grad():
+        model(torch.randint(23, (2, 37 - new_tokens)), cache=cache)
+    step = CachedStep(model, cache)
+    tokens = torch.randint(23, (2, new_tokens))
+    biased = encoding in ("alibi", "t5")
+    per_layer = 2 * 2 * 2 * 3 * new_tokens * 37 * 20 + (2 * 3 * new_tokens * 37 if biased else 0)
+    assert per_layer == {1: {False: 17_760, True: 17_982}, 3: {True: 53_946}}[new_tokens][biased]
+    fvcore, torch_counts = fvcore_by_operator(step, (tokens,)), torch_by_operator(step, (tokens,))
+    assert fvcore["scaled_dot_product_attention"] == 2 * per_layer
+    assert torch_counts["aten._scaled_dot_product_flash_attention_for_cpu"] == 2 * per_layer
+    assert sum(fvcore.values()) == sum(torch_counts.values())
+    if new_tokens == 1:
+        terms = decode_flops(model, 2, 36)
+        assert terms["attention_scores"] + terms["attention_values"] + terms["attention_bias"] == 2 * per_layer
+        assert sum(torch_counts.values()) == sum(terms.values())
+    assert len(cache) == 37 - new_tokens  # the counted steps left the cache alone
+
+
+def test_the_causal_half_by_hand_in_both_modes():
+    """Causal, B 2, L 37, width 60, 2 layers: the causal half counts q·kᵀ and attn·v over 37 · 38 / 2 = 703
+    logits per (batch, head) instead of 37² = 1,369, 666 fewer; a training step's backward twice that again."""
+    options, batch, seq_len = CONFIGS["causal-lm-3-heads-L37"]
+    model = tiny_model("alibi", **options)
+    fewer = 2 * 2 * 2 * batch * (37 * 37 - 37 * 38 // 2) * 60  # layers · (scores, values) · 2 · B · logits · width
+    assert fewer == 639_360
+    infer, train = count_flops(model, batch, seq_len), count_flops(model, batch, seq_len, "train")
+    assert infer.analytic - infer.analytic_causal_half == fewer
+    assert train.analytic - train.analytic_causal_half == 3 * fewer
+    bidirectional = count_flops(tiny_model("alibi", **{**options, "causal": False}), batch, seq_len)
+    assert bidirectional.analytic_causal_half == bidirectional.analytic  # nothing to halve
+
+
+def test_count_flops_defaults_to_one_sequence_of_1024():
+    model = tiny_model("none", max_len=1024, vocab_size=11, d_model=8, n_heads=2, n_layers=1)
+    counts = count_flops(model)
+    assert (counts.mode, counts.batch_size, counts.seq_len, counts.counted_at) == ("infer", 1, 1024, (1024,))
+    assert counts.torch == counts.fvcore == counts.analytic == sum(analytic_flops(model, 1, 1024).values())
+
+
+def test_a_float64_model_is_counted_on_inputs_of_its_dtype_and_device():
+    from posbench.flops import _example_inputs, _meta_model
+
+    patches = dict(d_model=8, n_heads=2, n_layers=1, patch_dim=3, n_classes=4, causal=False)
+    model = tiny_model("sinusoidal", **patches).double()
+    infer, train = count_flops(model, 2, 9), count_flops(model, 2, 9, "train")
+    assert infer.fvcore == infer.torch == infer.analytic == sum(analytic_flops(model, 2, 9).values())
+    assert train.torch == train.analytic == sum(analytic_flops(model, 2, 9, "train").values())
+    inputs = _example_inputs(model, 2, 9)
+    assert (inputs.shape, inputs.dtype, inputs.device.type) == ((2, 9, 3), torch.float64, "cpu")
+    for config in (ModelConfig(encoding="none", **patches), ModelConfig(encoding="none", vocab_size=11, d_model=8,
+                                                                         n_heads=2, n_layers=1)):
+        inputs = _example_inputs(_meta_model(config).double(), 2, 5)  # a model on the meta device: inputs there too
+        assert inputs.device.type == "meta"
+        assert (inputs.shape, inputs.dtype) == (((2, 5, 3), torch.float64) if config.patch_dim
+                                                else ((2, 5), torch.int64))
+
+
+def test_elementwise_arithmetic_by_dtype_and_operand():
+    """1 FLOP per output element for float add, sub, mul (in place too, broadcast by the output), a complex
+    multiply 6, a complex add or sub 2; integers, Python numbers and 0-d tensors count 0; both counters."""
+
+    class Arithmetic(torch.nn.Module):
+        def forward(self, a, b, row, z, w, i, j):
+            c = a.clone()
+            c.add_(b)
+            c.mul_(b)
+            return (a + b, a - b, a * b, c, z * w, z + w, z - w, i + j, i * j, a + 2.0, a * torch.tensor(3.0),
+                    a + row)
+
+    inputs = (torch.randn(3, 4), torch.randn(3, 4), torch.randn(4), torch.randn(5, dtype=torch.complex64),
+              torch.randn(5, dtype=torch.complex64), torch.arange(7), torch.arange(7))
+    expected = {"add": 12 + 2 * 5 + 12, "sub": 12 + 2 * 5, "mul": 12 + 6 * 5, "add_": 12, "mul_": 12}
+    assert {op.removeprefix("aten."): n for op, n in torch_by_operator(Arithmetic(), inputs).items() if n} == expected
+    assert {op: n for op, n in fvcore_by_operator(Arithmetic(), inputs).items() if n} == expected
+
+
+def test_the_gpu_kernels_mask_is_counted_from_its_positional_argument():
+    """The efficient and cudnn SDPA kernels take the mask 4th, positionally (the CPU one as ``attn_mask=``);
+    run on the meta device, FlopCounterMode counts each as 2 · 2 · B · h · Lq · Lk · d plus the mask adds."""
+    aten = torch.ops.aten
+    q, k = torch.empty(2, 3, 3, 20, device="meta"), torch.empty(2, 3, 37, 20, device="meta")
+    bias = torch.empty(1, 3, 3, 37, device="meta")
+    matmuls, bias_adds = 2 * 2 * 2 * 3 * 3 * 37 * 20, 2 * 3 * 3 * 37
+    for kernel, mask, flops in (
+            (aten._scaled_dot_product_efficient_attention, bias, matmuls + bias_adds),
+            (aten._scaled_dot_product_efficient_attention, None, matmuls),
+            (aten._scaled_dot_product_cudnn_attention, bias, matmuls + bias_adds)):
+        counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+        with counter:
+            kernel(q, k, k, mask, True)  # compute_log_sumexp: a bool after the mask, not a tensor
+        assert counter.get_total_flops() == flops == {True: 53_946, False: 53_280}[mask is not None]
+
+
+def test_counting_prints_and_logs_nothing(capsys, caplog):
+    """FlopCounterMode prints its table unless told not to; fvcore logs every op it has no handle for."""
+    caplog.set_level("DEBUG")
+    for encoding in ("rope", "t5"):
+        for mode in ("infer", "train"):
+            count_flops(tiny_model(encoding, vocab_size=11, d_model=24, n_heads=3, n_layers=1), 1, 10, mode)
+    assert capsys.readouterr() == ("", "")
+    assert [record.getMessage() for record in caplog.records if record.levelno >= 30] == []
+
+
+def test_fvcore_silences_the_tracers_warnings_only():
+    """Tracing warns where a model turns a tensor into a Python value; fvcore_flops hides those, not the model's own."""
+    from posbench.flops import fvcore_flops
+
+    class Branching(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3, bias=False)
+
+        def forward(self, x):
+            warnings.warn("the model's own warning", UserWarning, stacklevel=2)
+            y = self.linear(x)
+            return y * 2 if bool(y.sum() > -1e9) else y  # a Python bool from a traced tensor: a TracerWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fvcore_flops(Branching(), torch.randn(5, 4)) == 2 * 5 * 4 * 3  # the linear; * 2 is a constant
+    assert {(type(w.message), str(w.message)) for w in caught} == {(UserWarning, "the model's own warning")}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.jit.trace(Branching(), torch.randn(5, 4))
+    assert torch.jit.TracerWarning in {type(w.message) for w in caught}  # what there was to hide
+
+
+def test_the_counters_run_sdpa_even_where_a_cuda_model_would_take_flex(monkeypatch):
+    """No counter sees inside FlexAttention, a biased encoding's default path on CUDA: while counting, that
+    path is switched off and one SDPA call covers all keys (this CPU run asks which path CUDA would take)."""
+    from posbench import flops
+
+    model = tiny_model("alibi", vocab_size=11, d_model=24, n_heads=3, n_layers=1)
+    seen = []
+
+    def path_on_cuda(*args):
+        seen.append((attention.choose_path(model.encoding, 40, 40, True, device="cuda"), attention.SETTINGS.block_size))
+        return 0
+
+    monkeypatch.setattr(flops, "fvcore_flops", path_on_cuda)
+    monkeypatch.setattr(flops, "torch_flops", path_on_cuda)
+    assert attention.choose_path(model.encoding, 40, 40, True, device="cuda") == "flex"  # outside a count
+    count_flops(model, 1, 40)
+    count_flops(model, 1, 40, "train")
+    assert seen == [("relative", 40)] * 3  # fvcore and torch, then torch alone for the training step
