@@ -102,12 +102,20 @@ class Comparison:
         spread = self.reference_spread if spread is None else spread
         return POWER_Z * (2 / seeds) ** 0.5 * spread
 
+    @property
+    def trained(self) -> str:
+        """``", trained at 128"`` for a declared training length, else nothing."""
+        return "" if self.train_length is None else f", trained at {self.train_length}"
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        """The added arm's and the comparator's names, each with its width where the comparison declares one."""
+        return tuple(arm.encoding + ("" if arm.d_model is None else f" (d = {arm.d_model})") for arm in self.arms)
+
     def describe(self) -> str:
         at = "" if self.length_ratio == 1 else f" at {self.length_ratio:g}× the training length"
-        trained = "" if self.train_length is None else f", trained at {self.train_length}"
-        added, comparator = (f"{arm.encoding}" + ("" if arm.d_model is None else f" (d = {arm.d_model})")
-                             for arm in self.arms)
-        return f"{self.task} {self.metric}{at}{trained}: {added} (added) vs {comparator}, δ = {self.margin:g}"
+        added, comparator = self.labels
+        return f"{self.task} {self.metric}{at}{self.trained}: {added} (added) vs {comparator}, δ = {self.margin:g}"
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,8 @@ class Judged:
     def line(self) -> str:
         """The comparison in one line: effect, interval, margin, Holm p, seeds, stability, gates."""
         c = self.comparison
-        head = f"{c.task} {c.metric} at {c.length_ratio:g}× ({self.size}): {c.comparator} vs {c.added}"
+        added, comparator = c.labels
+        head = f"{c.task} {c.metric} at {c.length_ratio:g}×{c.trained} ({self.size}): {comparator} vs {added}"
         if self.gates:
             return f"{head}: not compared — {'; '.join(self.gates)}"
         if self.numbers is None:

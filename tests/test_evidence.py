@@ -617,6 +617,11 @@ def test_arms_at_different_widths_are_compared_only_at_matched_parameters():
     table = swept({("sinusoidal", 64, 64): ten(2.2), ("sinusoidal_concat", 64, 32): ten(2.21)}, PARAMS)
     (judged,) = row(evidence.judge(DECLARED, table, comparisons=[MATCHED]), "parameter_budget").judged
     assert judged.gates == () and judged.outcome == evidence.NOT_BETTER
+    assert judged.line().startswith("lm_prose bits_per_char at 1× (tiny): sinusoidal_concat (d = 32) vs sinusoidal: "
+                                    "effect ")
+    at_128 = replace(DECLARED.by_id["prose-rope-L128"], presets=("full",))
+    assert evidence.Judged(at_128, "tiny", judged.added, judged.comparator, gates=("g",)).line() == (
+        "lm_prose bits_per_char at 1×, trained at 128 (tiny): rope vs sinusoidal: not compared — g")
     assert ("parameters: sinusoidal (d = 64) 112,256, sinusoidal_concat (d = 32) 108,928; compared only within 5% "
             "of each other") in judged.notes  # 3.0 % apart
     unmatched = table.assign(params_total=np.where(table["encoding"] == "sinusoidal", 114700, 108928))  # 5.03 %

@@ -472,13 +472,25 @@ def draw_forest(figure: Figure, rect: Rect, tables: Tables) -> None:
         ax.errorbar(row["effect"], y, xerr=[[row["effect"] - row["ci_low"]], [row["ci_high"] - row["effect"]]],
                     fmt="o", ms=4, capsize=2, lw=1.2, color=OUTCOME_COLOURS.get(outcome, "#333333"))
     sizes = data["size"].nunique() > 1
-    labels = [f"{r.row} · {r.comparator_arm} vs {r.add_arm} · {r.task} {r.length_ratio:g}×"
-              + (f" ({r.size})" if sizes else "") for r in data.itertuples()]
+    labels = [f"{r.row} · {_arms_label(r)} · {r.task} {r.length_ratio:g}×" + (f" ({r.size})" if sizes else "")
+              for r in data.itertuples()]
     ax.set_yticks(range(len(data)), labels, fontsize=6.5)
     ax.set_ylim(-0.7, len(data) - 0.3)
     ax.set_xlabel("effect / δ (positive: comparator better; band: ±δ; 95 % Welch interval)", fontsize=7)
     handles = [Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items() if o in set(data["outcome"])]
     ax.legend(handles=handles, fontsize=6, loc="lower right", frameon=False)
+
+
+def _arms_label(row) -> str:
+    """``comparator vs added`` of a verdicts.csv row, with the widths and training length its comparison
+    declares (so prose-rope and prose-rope-L128 read apart)."""
+    from posbench import comparisons
+
+    declared = comparisons.load().by_id.get(row.comparison)
+    if declared is None:
+        return f"{row.comparator_arm} vs {row.add_arm}"
+    added, comparator = declared.labels
+    return f"{comparator} vs {added}{declared.trained}"
 
 
 FOREST = FigureSpec("verdicts_forest", "Declared comparisons",
