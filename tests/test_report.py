@@ -373,6 +373,11 @@ def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_one
     ax = next(a for a in figure.axes if a.get_title())
     assert ax.get_xscale() == "log" and ax.get_title().startswith("lm_prose at widths 32, 64, 128 (lower is better)")
     assert {t.get_text() for t in ax.texts} >= {"32", "64", "128"}
+    figure = figures.Figure(figsize=(8, 4))
+    figures.draw_training_length(figure, (0.0, 0.0, 1.0, 1.0), tables)
+    ax = next(a for a in figure.axes if a.get_title())
+    assert ax.get_title() == "lm_prose (lower is better)" and ax.get_xscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["64", "128", "256"]
     for axis, what in (("d_model", "width"), ("train_len", "training length")):
         assert figures.sweep_missing(axis, what)(tables) is None
         assert figures.sweep_missing(axis, what)(data.load(tmp_path.parent)) is not None
