@@ -22,6 +22,7 @@ from posbench.model import SIZES, ModelConfig, count_params
 from posbench.report.claims import meta_model
 from posbench.report.data import Tables, direction, metric_label
 from posbench.report.style import colour, palette
+from posbench.tasks.digits_2d import PATCH
 
 Rect = tuple[float, float, float, float]  # left, bottom, right, top (figure fractions)
 CONCAT_FAMILY = ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")
@@ -381,7 +382,9 @@ def draw_digits(figure: Figure, rect: Rect, tables: Tables) -> None:
     rows = accuracy[accuracy["task"] == "digits_2d"]
     (ax,) = panels(figure, rect, 1, 1, left=2.3, top=0.2)
     _bars(ax, rows, grid_labels(rows).get)
-    ax.set(xlabel=metric_label(rows), title=f"digits_2d: 8×8 images as 64 patches ({direction(rows)})")
+    grid = 8 // PATCH
+    ax.set(xlabel=metric_label(rows), title=f"digits_2d: 8×8 images as {grid}×{grid} patches of {PATCH}×{PATCH} "
+                                            f"pixels ({direction(rows)})")
 
 
 # ----- passkey: depth × length ---------------------------------------------------------------------
@@ -538,7 +541,8 @@ FIGURES = (
                "declared comparisons at matched parameter counts.", 3.4,
                sweep_missing("d_model", "width"), draw_frontier),
     FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
-               "From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of 64 patches; diamond = mean over "
+               f"From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of {(8 // PATCH) ** 2} patches of "
+               f"{PATCH}×{PATCH} pixels; diamond = mean over "
                "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),
     FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
                "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
