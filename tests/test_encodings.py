@@ -8,6 +8,7 @@ import torch
 from posbench import encodings
 from posbench.encodings import PositionalEncoding
 from posbench.encodings.alibi import alibi_slopes
+from posbench.encodings.grid import Rope2D, Sinusoidal2D
 from posbench.encodings.t5 import relative_position_bucket
 from posbench.positions import Positions
 
@@ -332,6 +333,69 @@ def test_sinusoidal_2d_is_row_sinusoid_then_column_sinusoid(float64):
     table = enc.table((8, 8))  # (8, 8, 32)
     one_d = build("sinusoidal", d_model=16, max_len=8).table(8)  # (8, 16)
     assert torch.allclose(table[5, 2, :16], one_d[5]) and torch.allclose(table[5, 2, 16:], one_d[2])
+
+
+def test_a_grid_is_the_one_given_else_the_smallest_square_ish_that_holds_max_len():
+    for name in ("sinusoidal_2d", "rope_2d"):
+        assert build(name, max_len=10).grid == (3, 4)  # 4 columns (ceil √10), ceil(10 / 4) rows
+        assert build(name, max_len=16).grid == (4, 4)
+        assert build(name, max_len=64, grid=(2, 8)).grid == (2, 8)
+        assert build(name, max_len=8, grid=(1, 5)).grid == (1, 5) and build(name, max_len=8, grid=(5, 1)).grid == (5, 1)
+        for bad in ((0, 4), (4, 0), (-1, 3)):
+            with pytest.raises(ValueError) as error:
+                build(name, max_len=16, grid=bad)
+            assert str(error.value) == f"grid must be two positive integers (rows, cols), got {bad!r}"
+    assert Sinusoidal2D(32, 4, 16).causal is False and Rope2D(32, 4, 16).causal is False  # unmasked by default
+
+
+def test_grid_positions_after_a_cache_continue_row_by_row():
+    enc = build("rope_2d", max_len=12, grid=(3, 4))
+    assert enc.positions(3, offset=5).ids.tolist() == [[1, 1], [1, 2], [1, 3]]
+
+
+def test_2d_refusals_name_the_widths():
+    with pytest.raises(ValueError, match=r"^rope_2d needs d_model/n_heads divisible by 4, got 24/4$"):
+        build("rope_2d", d_model=24, n_heads=4)  # 6 per head: even, not a multiple of 4
+    with pytest.raises(ValueError, match=r"^sinusoidal_2d needs d_model divisible by 4, got 18$"):
+        build("sinusoidal_2d", d_model=18, n_heads=2)
+
+
+def test_rope_2d_turns_by_its_base_and_caches_the_longest_axis():
+    """Pair j of the first half of a head turns by row · base^(-2j/(d_head/2)), of the second by column;
+    the cache holds one row per position of the longest grid axis."""
+    enc = build("rope_2d", d_model=32, n_heads=2, max_len=64, grid=(4, 8), base=100.0)  # d_head 16
+    turns, keys = enc.rows(Positions.grid(32, 8))  # (32, 8): token 13 sits at row 1, column 5
+    assert turns.shape == (32, 8) and torch.equal(turns, keys)
+    theta = 100.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)  # (4,)
+    expected = torch.polar(torch.ones(8, dtype=torch.float64), torch.cat([1 * theta, 5 * theta]))
+    assert torch.allclose(turns[13].to(torch.complex128), expected, atol=1e-6)
+    assert enc.angles.turns.shape == (8, 4, 2) and enc.angles.inv_freq.dtype == torch.float64
+    assert isinstance(enc.angles.width, int) and enc.angles.width == 8
+
+
+def test_sinusoidal_2d_halves_are_integer_widths():
+    enc = build("sinusoidal_2d", d_model=32, max_len=16, grid=(4, 4))
+    vectors = enc.lookup(Positions.grid(16, 4))
+    assert vectors.shape == (16, 32) and vectors.dtype == torch.get_default_dtype()
+    assert torch.equal(vectors[5, :16], build("sinusoidal", d_model=16, max_len=8).table(8)[1].to(vectors.dtype))
+
+
+def test_the_registry_adds_a_name_once_and_names_every_encoding_when_one_is_unknown():
+    from posbench.encodings import registry
+    from posbench.encodings.absolute import Sinusoidal
+
+    name = "test_only_sinusoidal_concat"
+    try:
+        assert registry.register(name, mode="concat")(Sinusoidal) is Sinusoidal
+        assert name in encodings.names() and encodings.build(name, d_model=16, n_heads=2, max_len=4).model_width == 32
+        with pytest.raises(ValueError) as error:
+            registry.register(name)(Sinusoidal)
+        assert str(error.value) == f"encoding {name!r} is registered twice"
+    finally:
+        registry._REGISTRY.pop(name, None)
+    with pytest.raises(ValueError) as error:
+        encodings.build("rotary", d_model=16, n_heads=2, max_len=4)
+    assert str(error.value) == f"unknown encoding 'rotary'; allowed: {', '.join(encodings.names())}"
 
 
 # ----- ALiBi --------------------------------------------------------------------------------
