@@ -281,3 +281,33 @@ def test_decode_part_times_each_encoding_against_none_at_each_context(monkeypatc
         "none@16": 2, "alibi@16": 2, "none@32": 2, "alibi@32": 2}
     target = next(row for row in result.rows if row.item == "alibi C=16" and row.metric == "ratio")
     assert target.target == "<= 1.1" and target.meets == (target.value <= 1.10)
+
+
+def manual_attention(q, k, v, sees=None):
+    """softmax(q kᵀ / √d, where ``sees``) v, from its definition."""
+    logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, h, q, k)
+    if sees is not None:
+        logits = logits.masked_fill(~sees, float("-inf"))
+    return torch.softmax(logits, dim=-1) @ v
+
+
+def test_unbiased_attention_is_the_definition_bidirectional_causal_and_after_a_cache():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, dtype=torch.float64) for _ in range(3))
+    assert torch.allclose(attention.attend(q, k, v, None, causal=False), manual_attention(q, k, v), atol=1e-12)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert torch.allclose(attention.attend(q, k, v, None, causal=True), manual_attention(q, k, v, causal), atol=1e-12)
+    late = q[..., 3:, :]  # two queries after a cache of three: each sees the keys up to its own position
+    after_cache = torch.ones(2, 5, dtype=torch.bool).tril(3)
+    assert torch.allclose(attention.attend(late, k, v, None, causal=True), manual_attention(late, k, v, after_cache),
+                          atol=1e-12)
+    assert torch.allclose(attention.attend(late, k, v, None, causal=False), manual_attention(late, k, v), atol=1e-12)
+
+
+def test_attention_settings_take_one_and_refuse_zero_in_one_line():
+    assert attention.AttentionSettings(block_size=1, max_mask_bytes=1).block_size == 1
+    for block_size, max_mask_bytes in ((0, 1), (1, 0)):
+        with pytest.raises(ValueError) as error:
+            attention.AttentionSettings(block_size=block_size, max_mask_bytes=max_mask_bytes)
+        assert str(error.value) == (f"block_size and max_mask_bytes must be positive, got {block_size}, "
+                                    f"{max_mask_bytes}")
