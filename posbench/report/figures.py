@@ -529,12 +529,14 @@ FIGURES = (
                "rising: it breaks. Every arm reads the same windows, so ups and downs that all arms share are the "
                "text's own; read the gaps between arms.", 3.4, positions_missing, draw_positions),
     FigureSpec("training_length", "Fixed lengths: the metric at each training length",
-               "From accuracy.csv (train.sweeps over train_lengths): each task trained and evaluated at one fixed "
+               "From accuracy.csv (cells at several training lengths: train.sweeps, or a comparison's train_length): "
+               "each task trained and evaluated at one fixed "
                "length per point (log axis), mean over seeds with a ±1 sd band, at the size's width. Descriptive; "
                "the fixed-length row is decided by its declared comparisons.", 3.4,
                sweep_missing("train_len", "training length"), draw_training_length),
     FigureSpec("parameter_frontier", "Parameter budget: the metric against total parameters",
-               "From accuracy.csv (train.sweeps over d_models): each encoding at every model width d (the number "
+               "From accuracy.csv (cells at several widths: train.sweeps, or a comparison's d_model): each encoding at "
+               "every model width d (the number "
                "by each point; naive concat runs its network at 2d, so its point at d sits near adding's at 2d), "
                "metric against total parameters of the trained model (log axis), mean over seeds with a ±1 sd "
                "band, at the task's training length. Descriptive; the parameter-budget row is decided by its "
