@@ -311,3 +311,20 @@ def test_attention_settings_take_one_and_refuse_zero_in_one_line():
             attention.AttentionSettings(block_size=block_size, max_mask_bytes=max_mask_bytes)
         assert str(error.value) == (f"block_size and max_mask_bytes must be positive, got {block_size}, "
                                     f"{max_mask_bytes}")
+
+
+def test_a_relative_bias_takes_its_table_only_when_queries_and_keys_are_both_contiguous():
+    alibi = encodings.build("alibi", d_model=16, n_heads=2, max_len=64, causal=True)
+    plain, spread = Positions.arange(6), Positions.from_ids(torch.tensor([0, 3, 5, 9, 12, 20]))
+    assert attention.build_mask(alibi, plain, plain, True).path == "relative"
+    for query, key in ((plain, spread), (spread, plain), (spread, spread)):
+        assert attention.build_mask(alibi, query, key, True).path == "general_dense"
+    assert attention.build_mask(encodings.build("rope", d_model=16, n_heads=2, max_len=64), plain, plain, True) is None
+
+
+def test_forcing_the_relative_path_on_a_general_bias_names_the_encoding():
+    fire = encodings.build("fire", d_model=16, n_heads=2, max_len=64, causal=True)
+    with attention.configured(force_path="relative"), pytest.raises(ValueError) as error:
+        attention.choose_path(fire, 8, 8, True)
+    assert str(error.value) == ("force_path 'relative' needs a bias that depends on j − i alone, on contiguous "
+                                "positions; Fire has a general bias or the positions are not")
