@@ -142,14 +142,24 @@ def plain(frame: pd.DataFrame) -> pd.DataFrame:
     length and their size's width: what the grid and most comparisons train, without a sweep's other
     lengths and widths (which only the sweep figures and the comparisons that declare them read).
     A table without those columns is returned as it is."""
-    from posbench.comparisons import default_shape
-
     if frame.empty or not {"task", "size", "train_len", "d_model"} <= set(frame.columns):
         return frame
+    return at_defaults(frame, ("train_len", "d_model"))
+
+
+def at_defaults(frame: pd.DataFrame, axes: tuple[str, ...]) -> pd.DataFrame:
+    """The rows of ``frame`` whose ``axes`` (``train_len``, ``d_model``) hold their task's training length
+    and their size's width (:func:`posbench.comparisons.default_shape`)."""
+    from posbench.comparisons import default_shape
+
     defaults = {cell: default_shape(*cell) for cell in set(zip(frame["task"], frame["size"]))}
-    length, width = (pd.Series([defaults[cell][i] for cell in zip(frame["task"], frame["size"])], index=frame.index)
-                     for i in (0, 1))
-    return frame[(frame["train_len"] == length) & (frame["d_model"] == width)]
+    chosen = pd.Series(True, index=frame.index)
+    for axis in axes:
+        i = ("train_len", "d_model").index(axis)
+        default = pd.Series([defaults[cell][i] for cell in zip(frame["task"], frame["size"])], index=frame.index,
+                            dtype=float)
+        chosen &= frame[axis] == default
+    return frame[chosen]
 
 
 def _trained_position_params(record: dict) -> float | None:

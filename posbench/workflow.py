@@ -175,7 +175,6 @@ def _check_sweeps(train: dict) -> None:
     """Each sweep's task and encodings are known, its lengths positive, its widths fit every train size
     (the comparisons' widths too)."""
     from posbench import encodings, tasks
-    from posbench.train import check_width
 
     for i, sweep in enumerate(train["sweeps"]):
         _check_members(f"train.sweeps[{i}].task", [sweep["task"]], tasks.names(), single=True)
@@ -185,20 +184,23 @@ def _check_sweeps(train: dict) -> None:
                 raise ConfigError(f"config key 'train.sweeps[{i}].train_lengths[{j}]': {length} is not a positive "
                                   "length")
         for j, width in enumerate(sweep.get("d_models", [])):
-            for size in train["sizes"]:
-                try:
-                    check_width(size, width)
-                except ValueError as error:
-                    raise ConfigError(f"config key 'train.sweeps[{i}].d_models[{j}]': {error}") from None
+            _check_width(f"train.sweeps[{i}].d_models[{j}]", width, train["sizes"])
     if train["comparisons"] != "none":
         for spec in comparison_arms({"train": train}):
-            for size in train["sizes"]:
-                if spec.d_model is not None:
-                    try:
-                        check_width(size, spec.d_model)
-                    except ValueError as error:
-                        raise ConfigError(f"config key 'train.sizes': {error} (an arm of the comparisons "
-                                          f"'{train['comparisons']}' is at d_model {spec.d_model})") from None
+            if spec.d_model is not None:
+                _check_width("train.sizes", spec.d_model, train["sizes"],
+                             f" (an arm of the comparisons '{train['comparisons']}' is at d_model {spec.d_model})")
+
+
+def _check_width(key: str, width: int, sizes: list[str], why: str = "") -> None:
+    """``width`` fits every one of ``sizes`` (:func:`posbench.train.check_width`), else a one-line error at ``key``."""
+    from posbench.train import check_width
+
+    for size in sizes:
+        try:
+            check_width(size, width)
+        except ValueError as error:
+            raise ConfigError(f"config key '{key}': {error}{why}") from None
 
 
 def _check_members(key: str, values, allowed, single: bool = False) -> None:
@@ -327,7 +329,7 @@ def shape_dir(train_length: int | None, d_model: int | None) -> str:
 
 def shape_arguments(shape: str) -> str:
     """``--train-length … --d-model …`` for a train job in :func:`shape_dir`'s folders; nothing at the defaults."""
-    length, width = re.fullmatch(r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?", shape).groups()
+    length, width = re.fullmatch(SHAPE_DIR, shape).groups()
     return " ".join(([f"--train-length {length}"] if length else []) + ([f"--d-model {width}"] if width else []))
 
 
@@ -396,7 +398,7 @@ LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 ENCODINGS_KEY = r"E[0-9]+-[0-9a-f]{8}"  # a profile job's encodings (encodings_key) as a wildcard matches them
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
-SHAPE_DIR = r"(L[0-9]+/)?(d[0-9]+/)?"  # a length's and a width's folders (shape_dir), or nothing
+SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (shape_dir), or nothing
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from posbench.aggregate import plain
+from posbench.aggregate import at_defaults, plain
 from posbench.model import SIZES, ModelConfig, count_params
 from posbench.report.claims import meta_model
 from posbench.report.data import Tables, direction, metric_label
@@ -305,22 +305,13 @@ def swept_rows(tables: Tables, axis: str) -> pd.DataFrame:
     rows = tables.ok("accuracy", "task", "encoding", "size", "value", "train_len", "d_model", "params_total",
                      swept=True)
     other = "d_model" if axis == "train_len" else "train_len"
-    rows = _at_default(rows, other)
+    rows = at_defaults(rows, (other,))
     spans = rows.groupby(["task", "size"])[axis].nunique()
     swept = spans[spans > 1].reset_index()
     if swept.empty:
         return rows.iloc[:0]
     size = swept["size"].value_counts().index[0]
     return rows[(rows["size"] == size) & rows["task"].isin(swept.loc[swept["size"] == size, "task"])]
-
-
-def _at_default(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
-    """``rows`` whose ``axis`` (train_len or d_model) is its task's or size's default."""
-    from posbench.comparisons import default_shape
-
-    i = ("train_len", "d_model").index(axis)
-    default = [default_shape(task, size)[i] for task, size in zip(rows["task"], rows["size"])]
-    return rows[rows[axis] == pd.Series(default, index=rows.index, dtype=float)]
 
 
 def sweep_missing(axis: str, what: str) -> Callable[[Tables], str | None]:
