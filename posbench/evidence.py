@@ -12,11 +12,12 @@ For one comparison at one model size:
   read off the 95 % interval: "comparator better by more than δ" (the interval lies above δ) and
   "comparator not better by δ" (the interval lies below δ, a non-inferiority result for the added
   arm). Their p-values are Holm-adjusted across the comparisons of a row (statsmodels).
-* **Gates**: an arm that does not beat its task's chance level (one-sided 95 % bound over seeds; for
-  exact match the token accuracy against the token chance), that diverged, or whose positions at the
-  evaluated length were never trained (a learned table beyond its training length), "did not learn"
-  and is not compared; arms with different training budgets are not compared. An undertrained arm
-  is flagged, never gated.
+* **Gates**: an arm that does not beat its task's chance level at the training length (one-sided 95 %
+  bound over seeds; for exact match the token accuracy against the token chance), that diverged, or
+  whose positions at the evaluated length were never trained (a learned table beyond its training
+  length), "did not learn" and is not compared; one that learned and is at chance beyond its training
+  length did not extrapolate: that is compared, with a note. Arms with different training budgets are
+  not compared. An undertrained arm is flagged, never gated.
 * **Decisions**: with fewer than :data:`MIN_SEEDS` seeds per arm a comparison is descriptive only.
   "Adding suffices" rows: a task *supports* the row when every comparator there is shown not better
   by δ, *contradicts* it when some comparator is shown better by more than δ. "Another scheme wins"
@@ -57,8 +58,8 @@ class Arm:
     encoding: str
     values: np.ndarray  # (n,) the comparison's metric per ok seed
     seeds: np.ndarray  # (n,) those seeds
-    gate_values: np.ndarray  # (n,) the metric the chance gate reads (token accuracy for exact match)
-    chance: float  # that metric's chance level (NaN: the tables do not have it)
+    gate_values: np.ndarray  # (m,) the metric the chance gate reads (token accuracy for exact match) at the
+    chance: float  # training length, where the arm learned or not, and its chance level there (NaN: unknown)
     diverged: int = 0
     undertrained: int = 0
     untrained_positions: bool = False
@@ -69,6 +70,8 @@ class Arm:
     train_len: int | None = None  # the training length and model width the arm was trained at (its own,
     d_model: int | None = None  # else the task's and the size's): verdicts.csv's columns
     params: float | None = None  # total parameters (the mean over ok seeds), where the tables have them
+    gate_at_length: np.ndarray | None = None  # (n,) the gate's metric at the comparison's length, beyond
+    chance_at_length: float = math.nan  # the training length only: a note, never a gate
 
     @property
     def n(self) -> int:
@@ -266,14 +269,21 @@ def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margi
 
 
 def beats_chance(arm: Arm, higher_is_better: bool) -> bool | None:
-    """Whether the arm's one-sided 95 % bound over seeds beats chance; ``None`` when chance is unknown."""
-    if math.isnan(arm.chance) or np.isnan(arm.gate_values).any():
+    """Whether the arm learned: the one-sided 95 % bound over seeds of its gate metric at the training
+    length beats chance there; ``None`` when chance is unknown."""
+    return above_chance(arm.gate_values, arm.chance, higher_is_better)
+
+
+def above_chance(values: np.ndarray, chance: float, higher_is_better: bool) -> bool | None:
+    """Whether the one-sided 95 % bound over seeds of ``values (n,)`` beats ``chance``; ``None`` when
+    chance (or a value) is unknown."""
+    if math.isnan(chance) or np.isnan(values).any():
         return None
-    if arm.n == 0:
+    if len(values) == 0:
         return False
-    values = arm.gate_values
-    margin = stats.t.ppf(0.95, arm.n - 1) * values.std(ddof=1) / math.sqrt(arm.n) if arm.n > 1 else 0.0
-    return bool(values.mean() - margin > arm.chance if higher_is_better else values.mean() + margin < arm.chance)
+    n = len(values)
+    margin = stats.t.ppf(0.95, n - 1) * values.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
+    return bool(values.mean() - margin > chance if higher_is_better else values.mean() + margin < chance)
 
 
 def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str], list[str]]:
@@ -291,6 +301,10 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
                            f"chance {arm.chance:.4g}")
         elif learned is None:
             notes.append(f"{arm.encoding}: no chance level in the tables, not gated")
+        elif arm.gate_at_length is not None and above_chance(arm.gate_at_length, arm.chance_at_length, higher) is False:
+            notes.append(f"{arm.encoding} is at chance at {comparison.length_ratio:g}× ({gate_metric} "
+                         f"{arm.gate_at_length.mean():.4g}, chance {arm.chance_at_length:.4g}), though it learned "
+                         "at the training length")
         if arm.undertrained:
             notes.append(f"{arm.encoding} undertrained in {arm.undertrained} of {arm.n} seeds (still falling)")
         if arm.lr_note:
@@ -388,14 +402,20 @@ def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict:
 # ----- from tables ----------------------------------------------------------------------------------
 def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str) -> Arm:
     """An arm's rows of ``results`` (the extrapolation table: one row per seed and length) for a
-    comparison at ``size``; each arm's learning rate chosen on validation where several were run."""
-    rows = results[cell_rows(results, spec, size) & np.isclose(results["length_ratio"].astype(float),
-                                                                 comparison.length_ratio)]
-    rows, lr, lr_note = best_rate(rows)
-    ok = rows[rows["status"] == "ok"].dropna(subset=["value"]).sort_values("seed")
+    comparison at ``size``; each arm's learning rate chosen on validation where several were run.
+
+    Whether the arm learned is read at the training length (where the table has it), at the rate
+    chosen: an arm that learned and fails beyond its training length did not extrapolate, which is the
+    comparison's data, not a reason to leave it out (a note says it is at chance there)."""
+    cell = results[cell_rows(results, spec, size)]
+    ratios = cell["length_ratio"].astype(float)
+    rows, lr, lr_note = best_rate(cell[np.isclose(ratios, comparison.length_ratio)])
+    ok = finished(rows)
     gate_column, chance_column = (("token_accuracy", "token_chance") if comparison.metric == "exact_match"
                                   else ("value", "chance"))
-    chance = ok[chance_column].mean() if chance_column in ok.columns and len(ok) else math.nan
+    trained = finished(cell[np.isclose(ratios, 1.0) & (cell["lr"] == lr if lr is not None else True)])
+    beyond = comparison.length_ratio != 1 and len(trained) > 0  # the gate reads the training length's rows
+    learned = trained if beyond else ok
     budget = None
     if {"steps", "batch_size"} <= set(rows.columns) and len(ok):
         budget = (int(ok["steps"].max()), int(ok["batch_size"].max()))
@@ -403,12 +423,24 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str)
     length, width = spec.resolved(size)
     counted = ok["params_total"].dropna() if "params_total" in ok.columns else ok.iloc[:0]
     params = float(counted.mean()) if len(counted) else None
-    return Arm(spec.encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(), ok[gate_column].to_numpy(float),
-               float(chance), diverged=int((rows["status"] == "diverged").sum()),
+    return Arm(spec.encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(),
+               learned[gate_column].to_numpy(float), mean_chance(learned, chance_column),
+               diverged=int((rows["status"] == "diverged").sum()),
                undertrained=int(ok["undertrained"].fillna(False).astype(bool).sum()) if "undertrained" in ok else 0,
                untrained_positions=untrained, lr=lr, lr_note=lr_note, budget=budget,
                eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
-               params=params)
+               params=params, gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
+               chance_at_length=mean_chance(ok, chance_column) if beyond else math.nan)
+
+
+def mean_chance(rows: pd.DataFrame, column: str) -> float:
+    """The chance level of ``rows`` (their evaluation sets'), NaN where the table has none."""
+    return float(rows[column].mean()) if column in rows.columns and len(rows) else math.nan
+
+
+def finished(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of seeds that finished with a value, by seed."""
+    return rows[rows["status"] == "ok"].dropna(subset=["value"]).sort_values("seed")
 
 
 def cell_rows(frame: pd.DataFrame, spec: ArmSpec, size: str) -> pd.Series:

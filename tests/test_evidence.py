@@ -138,6 +138,31 @@ def test_an_arm_at_chance_is_not_compared():
     assert "sinusoidal did not learn: token_accuracy" in comparison.line()
 
 
+def test_learning_is_read_at_the_training_length_and_chance_beyond_it_is_data():
+    """Passkey at 16×: sinusoidal learned at 1× (token accuracy 0.8) and is at chance at 16× (0.12 against
+    0.125): it did not extrapolate, which is what the comparison asks; ALiBi is compared with it, and a
+    note says sinusoidal is at chance there. An arm at chance at 1× is gated whatever the length."""
+    trained = results({"sinusoidal": ten(0.5), "alibi": ten(0.9)}, task="passkey", token={"sinusoidal": 0.8,
+                                                                                             "alibi": 0.95})
+    far = results({"sinusoidal": ten(0.0, 0.0), "alibi": ten(0.3)}, task="passkey", ratio=16.0,
+                  token={"sinusoidal": 0.12, "alibi": 0.6})
+    comparison = DECLARED.by_id["passkey-16x-alibi"]
+    added = evidence.arm(pd.concat([trained, far]), comparison, ArmSpec("passkey", "sinusoidal"), "tiny")
+    assert added.values.tolist() == ten(0.0, 0.0) and added.gate_values.tolist() == [0.8] * 10
+    assert added.gate_at_length.tolist() == [0.12] * 10 and added.chance_at_length == 0.125
+    (judged,) = [j for j in row(evidence.judge(DECLARED, pd.concat([trained, far])), "long_sequences").judged
+                 if j.comparison.id == "passkey-16x-alibi"]
+    assert judged.outcome == evidence.BETTER and judged.gates == ()
+    assert ("sinusoidal is at chance at 16× (token_accuracy 0.12, chance 0.125), though it learned at the "
+            "training length") in judged.notes
+    trained.loc[trained["encoding"] == "sinusoidal", "token_accuracy"] = 0.12  # at chance where it was trained
+    (judged,) = [j for j in row(evidence.judge(DECLARED, pd.concat([trained, far])), "long_sequences").judged
+                 if j.comparison.id == "passkey-16x-alibi"]
+    assert judged.outcome == evidence.GATED and judged.gates[0].startswith("sinusoidal did not learn: token_accuracy")
+    only_far = evidence.arm(far, comparison, ArmSpec("passkey", "sinusoidal"), "tiny")  # no 1× rows: gate at 16×
+    assert only_far.gate_values.tolist() == [0.12] * 10 and only_far.gate_at_length is None
+
+
 def test_a_bits_per_char_arm_must_fall_below_the_unigram_chance():
     table = results({"sinusoidal": ten(4.2), "rope": ten(2.3)}, task="lm_prose", metric="bits_per_char", chance=4.1)
     (comparison,) = row(evidence.judge(DECLARED, table), "standard_nlp").judged
@@ -200,8 +225,10 @@ def test_the_default_preset_declares_one_comparison_per_row():
     assert [c.row for c in default] == list(comparisons.ROW_CLAIMS)
     assert all(c.added in ("sinusoidal", "learned", "sinusoidal_2d") for c in DECLARED.comparisons)
     assert [(a.encoding, a.train_length, a.d_model) for a in DECLARED.arms("default") if a.task == "lm_prose"] == [
-        ("sinusoidal", 128, None), ("rope", 128, None), ("sinusoidal", None, None), ("sinusoidal_concat", None, 32),
-        ("alibi", None, None)]
+        ("sinusoidal", 128, None), ("rope", 128, None), ("sinusoidal", None, None), ("sinusoidal_concat", None, 32)]
+    assert [(c.id, c.task) for c in default][3:] == [("passkey-16x-alibi", "passkey"),
+                                                     ("code-brackets-rope", "code_brackets"),
+                                                     ("mosaic-mrope", "mosaic_qa")]
     assert len(DECLARED.sha256) == 64 and DECLARED.margin("lm_prose", "bits_per_char") == 0.05
 
 

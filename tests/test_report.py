@@ -26,8 +26,10 @@ TASKS = {  # task -> (metric, higher_is_better, train_len, {encoding: mean at th
     "long_range": ("accuracy", True, 64, {"none": 0.5, "sinusoidal": 0.7, "learned": 0.72, "rope": 0.75, "alibi": 0.8}),
     "digits_2d": ("accuracy", True, 16, {"sinusoidal": 0.90, "sinusoidal_2d": 0.93, "rope_2d": 0.932,
                                          "sinusoidal_concat_fixed": 0.89}),
+    "passkey": ("exact_match", True, 64, {"sinusoidal": 0.60, "alibi": 0.95, "rope": 0.90}),
 }
 RATIOS = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)
+TASK_RATIOS = {"digits_2d": (1.0,), "passkey": (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)}  # else RATIOS
 DECAY = {"alibi": 0.0, "t5": 0.01, "rope": 0.05, "none": 0.02}  # per doubling of length; others 0.15
 
 
@@ -53,7 +55,7 @@ def make_tables(folder, seeds=SEEDS) -> None:
                                  "params_total": 100_000 * (2 if encoding == "sinusoidal_concat" else 1),
                                  "params_position": 0, "wall_time_s": 20.0 + len(encoding) + seed, "steps": 300,
                                  "final_loss": 1.0})
-                for ratio in (RATIOS if task != "digits_2d" else (1.0,)):
+                for ratio in TASK_RATIOS.get(task, RATIOS):
                     worse = DECAY.get(encoding, 0.15) * np.log2(ratio) * (-1 if higher else 1)
                     extrapolation.append({**cell, "eval_len": int(train_len * ratio), "length_ratio": ratio,
                                           "value": value + worse, "token_accuracy": np.nan})
@@ -97,7 +99,7 @@ EXPECTED = {  # the declared comparisons on make_tables' means (seed sd 0.004)
     "standard_nlp": "not supported",  # rope 2.20 beats sinusoidal 2.30 by 0.10 > δ 0.05
     "fixed_length": "supported",  # lm_code: rope 1.99 and alibi 2.01 within δ 0.05 of sinusoidal 2.0
     "parameter_budget": "supported",  # concat_fixed 2.35 is worse than sinusoidal 2.30 and learned 2.31
-    "long_sequences": "supported",  # at 4× sinusoidal decays by 0.30, alibi not at all, rope by 0.10
+    "long_sequences": "supported",  # at 4× sinusoidal decays by 0.30, alibi not at all, rope by 0.10; passkey at 16×
     "precise_position": "supported",  # reverse: rope 0.90 vs sinusoidal 0.40
     "multimodal": "supported",  # rope_2d 0.932 beats sinusoidal 0.90 by more than δ 0.02
 }
@@ -113,7 +115,7 @@ def test_guidance_rows_on_synthetic_tables(tmp_path):
 
 
 def test_only_the_presets_comparisons_decide_a_row(tmp_path):
-    """Run by the default preset, long_sequences is decided by prose-4x-alibi alone; long_range's
+    """Run by the default preset, long_sequences is decided by passkey-16x-alibi alone; long_range's
     comparison (full preset only) is shown as descriptive and cannot change the verdict."""
     make_tables(tmp_path)
     rows = pd.read_csv(tmp_path / "extrapolation.csv")
@@ -128,7 +130,8 @@ def test_only_the_presets_comparisons_decide_a_row(tmp_path):
                                     verdicts.judged(tables, descriptive=True)["long_sequences"])
     assert any(line.startswith("not in this preset, descriptive: long_range") for line in lines)
     frame = verdicts.verdict_table(tables).set_index("comparison")
-    assert frame.loc["prose-4x-alibi", "decides"] and not frame.loc["long-range-2x-rope", "decides"]
+    assert frame.loc["passkey-16x-alibi", "decides"] and not frame.loc["long-range-2x-rope", "decides"]
+    assert not frame.loc["prose-4x-alibi", "decides"]
 
 
 def test_the_verdict_table_lists_every_comparison_with_results(tmp_path):
@@ -136,7 +139,8 @@ def test_the_verdict_table_lists_every_comparison_with_results(tmp_path):
     frame = verdicts.verdict_table(data.load(tmp_path))
     assert set(frame["comparison"]) == {"prose-rope", "prose-alibi", "code-rope", "code-alibi", "prose-concat-fixed",
                                         "prose-learned-concat-fixed", "prose-4x-alibi", "prose-4x-rope",
-                                        "long-range-2x-rope", "reverse-rope", "digits-rope-2d",
+                                        "long-range-2x-rope", "passkey-16x-alibi", "passkey-16x-rope",
+                                        "reverse-rope", "digits-rope-2d",
                                         "digits-2d-added-rope-2d", "digits-concat-fixed"}
     prose = frame.set_index("comparison").loc["prose-rope"]
     assert prose["effect"] == pytest.approx(0.10) and prose["outcome"] == "comparator better by more than δ"
@@ -384,3 +388,18 @@ def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_one
     make_tables(tmp_path / "plain")
     assert figures.sweep_missing("d_model", "width")(data.load(tmp_path / "plain")) == (
         "accuracy.csv has no column d_model")
+
+
+def test_layout_figure_names_how_each_arm_sees_the_grid_and_the_text():
+    from posbench.report import figures
+
+    names = ["none", "sinusoidal", "sinusoidal_concat_fixed", "rope_2d", "mrope", "sinusoidal_per_modality"]
+    traits = [encodings.traits(name) for name in names]  # the columns aggregate writes from each encoding's traits
+    rows = pd.DataFrame({"encoding": names, "pe_hook": [t.hook for t in traits],
+                         "pe_combine": [t.combine for t in traits], "pe_axes": [t.axes for t in traits]})
+    assert figures.grid_labels(rows) == {
+        "none": "none (none, —)", "sinusoidal": "sinusoidal (1-D, add)",
+        "sinusoidal_concat_fixed": "sinusoidal_concat_fixed (1-D, concat (fixed width))",
+        "rope_2d": "rope_2d (2-D, rotate q/k)", "mrope": "mrope (per modality, rotate q/k)",
+        "sinusoidal_per_modality": "sinusoidal_per_modality (per modality, add)",
+    }

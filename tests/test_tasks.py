@@ -121,9 +121,9 @@ def test_passkey_answer_is_the_key_hidden_once_in_filler():
         assert len(set(phase.tolist())) == 1
 
 
-def test_passkey_evaluation_cycles_through_depths_and_reaches_16x():
+def test_passkey_evaluation_cycles_through_depths_and_reaches_32x():
     task = tasks.get("passkey")
-    assert task.eval_lengths() == [128, 256, 512, 1024, 2048]
+    assert task.eval_lengths() == [64, 128, 256, 512, 1024, 2048]
     batch = next(task.eval_batches(256))  # items 0 … 63
     starts = (batch.inputs == task.key_id).int().argmax(dim=1)  # (B,)
     span = 256 - 5  # where KEY d1…d4 can start

@@ -345,37 +345,49 @@ def draw_training_length(figure: Figure, rect: Rect, tables: Tables) -> None:
         ax.minorticks_off()
 
 
-# ----- the 2-D task ------------------------------------------------------------------------------
+# ----- grids and multimodal: the tasks with a layout ----------------------------------------------
 HOW_POSITION_ENTERS = {"none": "—", "qk": "rotate q/k", "logits": "logit bias"}  # input: its combine
+DIMENSIONS = {"2d": "2-D", "multimodal": "per modality"}  # pe_axes -> how the label names it; else 1-D
+LAYOUT_TASKS = ("digits_2d", "mosaic_qa")  # image patches on a grid; the mosaic adds a question after them
 
 
 def grid_labels(rows: pd.DataFrame) -> dict[str, str]:
-    """How each digits encoding sees the 8×8 grid — 1-D or 2-D positions, and where they enter —
-    from the tables' trait columns."""
+    """How each encoding sees a task's layout — none, 1-D (the flat sequence), 2-D (the grid) or per
+    modality (grid and text each their own) — and where positions enter, from the trait columns."""
     traits = rows.groupby("encoding")[["pe_hook", "pe_combine", "pe_axes"]].first()
     labels = {}
     for encoding, (hook, combine, axes) in traits.iterrows():
-        dims = "none" if hook == "none" else "2-D" if axes == "2d" else "1-D"
+        dims = "none" if hook == "none" else DIMENSIONS.get(axes, "1-D")
         how = HOW_POSITION_ENTERS.get(hook, combine.replace("_fixed", " (fixed width)"))
         labels[encoding] = f"{encoding} ({dims}, {how})"
     return labels
 
 
-def digits_missing(tables: Tables) -> str | None:
+def layout_rows(tables: Tables) -> pd.DataFrame:
+    accuracy = tables.ok("accuracy", "task", "encoding", "value")
+    return accuracy[accuracy["task"].isin(LAYOUT_TASKS)]
+
+
+def layout_missing(tables: Tables) -> str | None:
     why = accuracy_missing(tables) or tables.missing("accuracy", "pe_hook", "pe_combine", "pe_axes")
-    if why is None and "digits_2d" not in set(tables.ok("accuracy", "task", "encoding", "value")["task"]):
-        return "accuracy.csv has no ok digits_2d rows"
+    if why is None and layout_rows(tables).empty:
+        return f"accuracy.csv has no ok rows of {' or '.join(LAYOUT_TASKS)}"
     return why
 
 
-def draw_digits(figure: Figure, rect: Rect, tables: Tables) -> None:
-    accuracy = tables.ok("accuracy", "task", "encoding", "value")
-    rows = accuracy[accuracy["task"] == "digits_2d"]
-    (ax,) = panels(figure, rect, 1, 1, left=2.3, top=0.2)
-    _bars(ax, rows, grid_labels(rows).get)
-    grid = 8 // PATCH
-    ax.set(xlabel=metric_label(rows), title=f"digits_2d: 8×8 images as {grid}×{grid} patches of {PATCH}×{PATCH} "
-                                            f"pixels ({direction(rows)})")
+LAYOUT_TITLES = {
+    "digits_2d": f"digits_2d: 8×8 images as {(8 // PATCH) ** 2} patches of {PATCH}×{PATCH} pixels",
+    "mosaic_qa": "mosaic_qa: 2×2 digits as 16 patches of 4×4 pixels, then a 6-word question",
+}
+
+
+def draw_layout(figure: Figure, rect: Rect, tables: Tables) -> None:
+    rows = layout_rows(tables)
+    present = [task for task in LAYOUT_TASKS if task in set(rows["task"])]
+    for ax, task in zip(panels(figure, rect, len(present), 1, left=2.9, top=0.25, hspace=0.75), present):
+        cell = rows[rows["task"] == task]
+        _bars(ax, cell, grid_labels(cell).get)
+        ax.set(xlabel=metric_label(cell), title=f"{LAYOUT_TITLES[task]} ({direction(cell)})")
 
 
 # ----- passkey: depth × length ---------------------------------------------------------------------
@@ -533,10 +545,11 @@ FIGURES = (
                "band, at the task's training length. Descriptive; the parameter-budget row is decided by its "
                "declared comparisons at matched parameter counts.", 3.4,
                sweep_missing("d_model", "width"), draw_frontier),
-    FigureSpec("digits_2d", "The 2-D task: 1-D vs 2-D positions, add vs concat",
-               f"From accuracy.csv (digits_2d): sklearn's 8×8 digits as a sequence of {(8 // PATCH) ** 2} patches of "
-               f"{PATCH}×{PATCH} pixels; diamond = mean over "
-               "seeds, error bar = seed sd, grey dots = seeds.", 2.6, digits_missing, draw_digits),
+    FigureSpec("layouts", "Grids and vision + language: 1-D vs 2-D vs per-modality positions, add vs concat",
+               f"From accuracy.csv: digits_2d (sklearn's 8×8 digits as {(8 // PATCH) ** 2} patches of {PATCH}×{PATCH} "
+               "pixels) and mosaic_qa (four digits tiling a 16×16 image as 16 patches, then a question in words: "
+               "patches and words in one sequence), each arm labelled by how it sees the layout; diamond = mean "
+               "over seeds, error bar = seed sd, grey dots = seeds.", 4.4, layout_missing, draw_layout),
     FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
                "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
                "per key depth (0: the key opens the sequence, 1: it ends just before the question) and evaluation "

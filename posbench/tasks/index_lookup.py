@@ -7,6 +7,10 @@ Queried positions stay below the training length at every evaluation length: ind
 positions never trained would be untrained embeddings for every encoding and decide nothing. A
 longer evaluation therefore asks the same kind of question in a longer sequence, and the index
 must still be found by its absolute position, the row of the guidance on precise position.
+
+The budget, 1,200 steps, is one at which an arm is past 95 % in distribution (tiny, 3 seeds: sinusoidal
+0.993, fixed-width concat 1.000 exact match; at the earlier 600 steps sinusoidal had 0.74), so numbers
+beyond the training length compare trained models; about 21 s a seed on one core.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class IndexLookup(SequenceTask):
     min_length: int = 4
     n_symbols: int = 16
     n_queries: int = 4
+    steps: int = 1200
 
     @property
     def sep_id(self) -> int:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -128,8 +128,10 @@ class MosaicQA(Task):
             yield self.batch(rng, split, min(self.eval_batch_size, self.eval_examples - start))
 
 
+@cache
 def split_images(split: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(images (N, 8, 8) in [0, 1], labels (N,))`` of ``digits_2d``'s ``split`` (train, test or validation)."""
+    """``(images (N, 8, 8) in [0, 1], labels (N,))`` of ``digits_2d``'s ``split`` (train, test or validation),
+    built once per split: rebuilt for every example, it took 8 of the 11 ms of a training batch of 32."""
     patches, labels = splits()[split]  # (N, 16, 4): digits_2d's 2×2-pixel patches in row-major grid order
     grid = IMAGE_SIZE // STORED_PATCH
     blocks = patches.reshape(-1, grid, grid, STORED_PATCH, STORED_PATCH)  # (N, rows, cols, p, p)

@@ -14,9 +14,11 @@ The problem size ``length`` is the haystack — filler plus the key — and the 
 start at (0: first, 1: just before the query). Training draws depths uniformly; an evaluation set
 cycles through :data:`EVAL_DEPTHS` item by item (item ``i`` at ``EVAL_DEPTHS[i % 11]``), so the
 pooled score weighs every depth equally and a depth × length map can be read from per-item results
-(:meth:`Passkey.eval_depth`). Trained at ``train_length`` and evaluated to 16× it, this is the
-long-sequence question asked as retrieval: does the model find the key beyond its training length,
-or only survive the length?
+(:meth:`Passkey.eval_depth`). Trained at ``train_length`` (64) and evaluated to 32× it (2,048
+positions), this is the long-sequence question asked as retrieval: does the model find the key
+beyond its training length, or only survive the length? The budget: 600 steps at 64 (tiny, one core:
+about 23 s a seed on this project's 2-core AMD EPYC; at 128, the earlier default, about 70 s), where
+ALiBi's exact match reaches 0.98 at 1× and sinusoidal's 0.56 (3 seeds each).
 """
 
 from __future__ import annotations
@@ -40,12 +42,12 @@ class Passkey(SequenceTask):
     name = "passkey"
     kind = "long"
 
-    train_length: int = 128
+    train_length: int = 64
     min_length: int = 16
     n_digits: int = 4
     n_filler: int = 5
     steps: int = 600
-    eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+    eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
     @property
     def key_id(self) -> int:

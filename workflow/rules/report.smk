@@ -11,7 +11,7 @@ REPORT_FIGURES = {
     "loss_by_position": "Accuracy",
     "training_length": "Accuracy",
     "parameter_frontier": "Accuracy",
-    "digits_2d": "Accuracy",
+    "layouts": "Accuracy",
     "passkey": "Accuracy",
     "cost_accuracy": "Cost",
     "decode_latency": "Cost",
