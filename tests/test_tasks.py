@@ -13,9 +13,9 @@ from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
 from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
 
-ALL = ["babi", "code_brackets", "copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "long_range",
-       "mlm_prose", "mosaic_qa", "passkey", "reverse", "scan", "table_lookup", "table_lookup_json", "text_order",
-       "text_source"]
+ALL = ["babi", "code_brackets", "copy", "digits_2d", "dyck", "index_lookup", "lm_code", "lm_prose", "lm_prose_varlen",
+       "long_range", "mlm_prose", "mosaic_qa", "passkey", "reverse", "scan", "table_lookup", "table_lookup_json",
+       "text_order", "text_source"]
 
 
 def examples(task, length, count=50, seed=0):
@@ -274,3 +274,22 @@ def test_token_chance_is_the_most_frequent_scored_target_and_exact_match_has_non
     scored = targets[targets != IGNORE]
     assert len(scored) == 400 and task.chance(10) == {"token_accuracy": np.bincount(scored).max() / 400}
     assert list(target_counts(task.eval_batches(10))) == list(np.bincount(scored))
+
+
+def test_lm_prose_varlen_trains_on_lengths_from_16_to_64_and_is_evaluated_as_lm_prose():
+    varied, fixed = tasks.get("lm_prose_varlen"), tasks.get("lm_prose")
+    rng = np.random.default_rng(0)
+    lengths = [varied.train_batch(rng, 2).inputs.shape[1] for _ in range(400)]
+    assert min(lengths) == 16 and max(lengths) == 64 and len(set(lengths)) == 49  # every length, uniformly
+    assert abs(np.mean(lengths) - 40) < 1.5
+    batch = varied.train_batch(np.random.default_rng(3), 4)  # windows of the training text: a length, then starts
+    rng, text = np.random.default_rng(3), varied.training_text
+    length = rng.integers(16, 65)
+    windows = text[rng.integers(0, len(text) - length, size=4)[:, None] + np.arange(length + 1)]  # (4, length + 1)
+    assert np.array_equal(batch.inputs, windows[:, :-1]) and np.array_equal(batch.targets, windows[:, 1:])
+    for length in (64, 256):
+        (ours, theirs) = (next(task.eval_batches(length, split)) for task in (varied, fixed) for split in ["test"])
+        assert torch.equal(ours.inputs, theirs.inputs) and torch.equal(ours.targets, theirs.targets)
+    assert varied.eval_lengths() == fixed.eval_lengths() and varied.chance(64) == fixed.chance(64)
+    with pytest.raises(ValueError, match=r"lm_prose_varlen: min_length must lie in 1 … train_length \(64\); got 65"):
+        tasks.get("lm_prose_varlen", min_length=65)

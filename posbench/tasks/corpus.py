@@ -88,9 +88,13 @@ class LanguageModelTask(Task):
         return counts / counts.sum()
 
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
-        text = self.training_text
-        starts = rng.integers(0, len(text) - self.train_length, size=batch_size)
-        return self._windows(text, starts, self.train_length)
+        text, length = self.training_text, self.window_length(rng)
+        starts = rng.integers(0, len(text) - length, size=batch_size)
+        return self._windows(text, starts, length)
+
+    def window_length(self, rng: np.random.Generator) -> int:
+        """The length of a training batch's windows: the training length (a variant varies it)."""
+        return self.train_length
 
     def eval_windows(self, length: int, split: str) -> tuple[np.ndarray, np.ndarray]:
         """The ``split`` text ``(N,)`` and the starts of its evaluation windows at ``length``:
