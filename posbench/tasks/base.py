@@ -86,6 +86,12 @@ class Task:
         lengths = [self.valid_length(round(self.train_length * f)) for f in self.eval_factors]
         return list(dict.fromkeys(lengths))
 
+    @property
+    def sliding_window(self) -> bool:
+        """Whether the task is also scored on sliding windows (``sliding_batches``): a causal character
+        LM's, see :mod:`posbench.tasks.corpus`."""
+        return False
+
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
         raise NotImplementedError
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from posbench.tasks.base import IGNORE, Batch, eval_rng
-from posbench.tasks.corpus import UNK
+from posbench.tasks.corpus import UNK, window_ids
 from posbench.tasks.lm_prose import ProseLM
 from posbench.tasks.registry import register
 
@@ -72,7 +72,7 @@ class MaskedProseLM(ProseLM):
         return {"vocab_size": self.corpus.vocab_size + 1, "causal": False}  # + MASK
 
     def _masked(self, text: np.ndarray, starts: np.ndarray, length: int, rng: np.random.Generator) -> Batch:
-        windows = text[starts[:, None] + np.arange(length)]  # (B, length)
+        windows = window_ids(text, starts, length)  # (B, length)
         return mask_windows(windows, rng, self.mask_rate, self.mask_id, self.corpus.vocab_size)
 
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
