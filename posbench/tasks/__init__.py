@@ -21,6 +21,7 @@ from posbench.tasks import (  # noqa: F401
     lm_code,
     lm_masked,
     lm_prose,
+    lm_prose_long,
     long_range,
     mosaic_qa,
     passkey,

@@ -2,7 +2,9 @@
 
 Train and test are split by *file* (a stable hash of the file name), never by line, so no file
 contributes to both sides. The default corpus is the top-level ``*.py`` modules of the running
-Python's standard library; ``data=DIR`` uses every ``*.py`` file under a directory instead.
+Python's standard library; ``data=DIR`` uses every ``*.py`` file under a directory instead. Its test
+split (518,036 characters) holds the ``eval_chars`` (16,384) side by side at every length, so it is
+evaluated to 16× its training length (1024: 16 windows).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from posbench.tasks.base import EXTRAPOLATION_FACTORS
 from posbench.tasks.corpus import LanguageModelTask
 from posbench.tasks.registry import register
 
@@ -37,6 +40,7 @@ class CodeLM(LanguageModelTask):
     kind = "code"
 
     test_percent: int = 10
+    eval_factors: tuple[float, ...] = (*EXTRAPOLATION_FACTORS, 16.0)
 
     def files(self) -> tuple[list[Path], list[Path]]:
         files = source_files(Path(self.data) if self.data else None)
