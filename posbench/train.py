@@ -19,6 +19,9 @@ lacks gives a ``skipped`` record with the reason, as ``posbench profile`` does.
 :func:`evaluate` scores every evaluation sequence (an *item*) on its own as well as the whole set, so
 that intervals can include the evaluation set's own sampling error; the metrics are those of
 :mod:`posbench.metrics`, each test entry beside its chance level (:meth:`posbench.tasks.Task.chance`).
+A causal character LM (``task.sliding_window``) is also scored at every length on sliding windows
+(:func:`evaluate_sliding`, stride a quarter of the length, see :mod:`posbench.tasks.corpus`): the
+entry's ``sliding`` beside the non-overlapping headline; its windows keep no items.
 
 While it trains, :func:`fit` draws a held-out loss curve on a small fixed validation set (see
 :func:`validation_set`); the record keeps it, the final validation metrics at the training length,
@@ -54,6 +57,7 @@ from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
 from posbench.profile import missing_device
 from posbench.tasks.base import IGNORE
+from posbench.tasks.corpus import sliding_stride
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 DEVICE_ALLOWED = "cpu, cuda, cuda:N"
@@ -375,6 +379,19 @@ def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = "fp32
     return score(model, task.eval_batches(length, split), task.metrics, dtype)
 
 
+def evaluate_sliding(model: nn.Module, task: tasks.Task, length: int, dtype: str = "fp32") -> Evaluation:
+    """The task's metrics on its sliding windows of the test split at ``length``: each scored character
+    after the first window reads at least ``length - stride`` characters of context."""
+    return score(model, task.sliding_batches(length), task.metrics, dtype)
+
+
+def sliding_summary(length: int, evaluation: Evaluation) -> dict:
+    """What an evaluation entry keeps of the sliding windows: the stride, the windows, the characters
+    they score and the metrics (no loss by position: past the first window only the last positions score)."""
+    return {"stride": sliding_stride(length), "windows": evaluation.sums["sequences"],
+            "scored_targets": evaluation.sums["scored"], "metrics": evaluation.metrics}
+
+
 def score(model: nn.Module, eval_batches: Iterable[tasks.Batch], names: tuple[str, ...], dtype: str) -> Evaluation:
     """``loss`` and the metrics ``names`` on ``eval_batches``, in eval mode (no randomness drawn); the
     model goes back to training mode. One scorer for the test sets, the validation set and the curve."""
@@ -493,6 +510,10 @@ def _run(job: Job, log: TextIO) -> dict:
     fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
     finished = fitted.status == "ok"
     evaluations = {n: evaluate(model, task, n, config.dtype) for n in task.eval_lengths()} if finished else {}
+    before_sliding = time.perf_counter()
+    sliding = ({n: sliding_summary(n, evaluate_sliding(model, task, n, config.dtype)) for n in evaluations}
+               if task.sliding_window else {})
+    sliding_seconds = time.perf_counter() - before_sliding
     validation = evaluate(model, task, task.train_length, config.dtype, "validation").metrics if finished else None
     chances = {n: task.chance(n) for n in evaluations}
     scaled = ({label: scaled_evaluations(model, task, label, config.dtype) for label in config.eval_scaling}
@@ -512,12 +533,14 @@ def _run(job: Job, log: TextIO) -> dict:
         "undertrained": trend(fitted.validation_curve, job.steps) if finished else None,
         "validation": validation,
         "eval": [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
-                  "chance": chances[n], **evaluation.summary()} for n, evaluation in evaluations.items()]
+                  "chance": chances[n], **evaluation.summary(), **({"sliding": sliding[n]} if n in sliding else {})}
+                 for n, evaluation in evaluations.items()]
                 + [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
                     "eval_scaling": label, "chance": chances[n], **evaluation.summary()}
                    for label, by_length in scaled.items() for n, evaluation in by_length.items()],
         "wall_time_s": {"train": fitted.seconds, "validation_curve": fitted.validation_seconds,
-                        "eval": total_seconds - fitted.seconds, "total": total_seconds},
+                        "eval": total_seconds - fitted.seconds, "total": total_seconds,
+                        **({"sliding": sliding_seconds} if sliding else {})},
     })
     if evaluations:
         record["items"] = item_table(evaluations)
