@@ -10,7 +10,9 @@ Tables (CSV and Parquet) under the output folder:
 * ``extrapolation``  one row per (train record, evaluation length);
 
   both with the learning rate (``lr``), the headline metric's and token accuracy's chance levels on
-  that evaluation set (``chance``, NaN for exact_match, which has none; ``token_chance``), whether
+  that evaluation set (``chance``, NaN for exact_match, which has none; ``token_chance``), the
+  headline metric on a character LM's sliding windows (``value_sliding``, at stride
+  ``sliding_stride``; NaN where the evaluation has none, see :mod:`posbench.tasks.corpus`), whether
   the validation loss was still falling at the end (``undertrained``), the final validation loss
   (``validation_loss``), the training time (``train_seconds``) and whether every position evaluated
   has a trained row in a bounded table (``positions_trained``: false for a learned table read past
@@ -175,10 +177,13 @@ def _trained_position_params(record: dict) -> float | None:
 
 def _measured(record: dict, metric: str | None, evaluation: dict | None) -> dict:
     """What one evaluation entry gives a row: the headline metric (``value``), token accuracy, their
-    chance levels and ``positions_trained``; NaN (None for the flag) without an entry."""
+    chance levels, the headline metric on sliding windows and their stride, and ``positions_trained``;
+    NaN (None for the flag) without an entry."""
     chance = (evaluation or {}).get("chance") or {}
+    sliding = (evaluation or {}).get("sliding")
     return {"value": _metric(evaluation, metric), "token_accuracy": _metric(evaluation, "token_accuracy"),
             "chance": chance.get(metric, math.nan), "token_chance": chance.get("token_accuracy", math.nan),
+            "value_sliding": _metric(sliding, metric), "sliding_stride": (sliding or {}).get("stride", math.nan),
             "positions_trained": _positions_trained(record, evaluation)}
 
 

@@ -288,6 +288,28 @@ def test_a_training_free_scaling_is_an_arm_of_the_extrapolation_figure(tmp_path)
     assert style.palette(["rope+yarn:4"])["rope+yarn:4"] not in {style.colour(e) for e in ("rope", "none")}
 
 
+def test_the_sliding_score_is_a_dashed_line_beside_each_character_lm_curve(tmp_path):
+    """Each lm_prose arm gets a dashed line through its seeds' mean sliding score at every length; a
+    task without one (reverse: NaN) gets none."""
+    from posbench.report import figures
+
+    make_tables(tmp_path)
+    rows = pd.read_csv(tmp_path / "extrapolation.csv")
+    lm = rows["task"] == "lm_prose"
+    rows.loc[lm, "value_sliding"] = rows.loc[lm, "value"] - 0.1 * np.log2(rows.loc[lm, "length_ratio"])
+    rows.to_csv(tmp_path / "extrapolation.csv", index=False)
+    figure = figures.Figure(figsize=(8, 10))
+    figures.draw_extrapolation(figure, (0.05, 0.05, 0.95, 0.95), data.load(tmp_path))
+    panels = {ax.get_title().split(" (")[0]: ax for ax in figure.axes}
+    dashed = [line for line in panels["lm_prose"].get_lines() if line.get_linestyle() == "--"]
+    means = rows[lm].groupby(["encoding", "length_ratio"])["value_sliding"].mean()
+    assert len(dashed) == rows.loc[lm, "encoding"].nunique()
+    for line in dashed:
+        encoding = next(e for e in means.index.levels[0] if style.palette([e])[e] == line.get_color())
+        assert np.allclose(line.get_ydata(), means[encoding].to_numpy())
+    assert not [line for line in panels["reverse"].get_lines() if line.get_linestyle() == "--"]
+
+
 def test_cost_panels_never_mix_gpu_models_or_modes():
     from posbench.report import figures
 

@@ -257,7 +257,22 @@ def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
         ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
         ax.minorticks_off()
         ax.axvline(1.0, color="#888888", lw=0.6, ls=":")
+        draw_sliding(ax, cell)
         mark_untrained_positions(ax, cell)
+
+
+def draw_sliding(ax, cell: pd.DataFrame) -> None:
+    """A dashed line per encoding (mean over seeds) of the metric on sliding windows, where the task
+    has them (the character LMs): the headline's characters again, each with at least three quarters
+    of a window before it."""
+    if "value_sliding" not in cell.columns:
+        return
+    rows = cell.dropna(subset=["value_sliding"])
+    if rows.empty:
+        return
+    sns.lineplot(rows, x="length_ratio", y="value_sliding", hue="encoding", palette=palette(rows["encoding"].unique()),
+                 errorbar=None, ls="--", lw=0.9, ax=ax)
+    _no_legend(ax)
 
 
 def mark_untrained_positions(ax, cell: pd.DataFrame) -> None:
@@ -522,7 +537,10 @@ FIGURES = (
     FigureSpec("extrapolation", "Length extrapolation",
                "From extrapolation.csv: metric against evaluation length / training length (log axis), "
                "mean over seeds with a ±1 sd band; the dotted line marks the training length; a cross marks a "
-               "learned table read past the rows training reached (untrained positions).",
+               "learned table read past the rows training reached (untrained positions). Character LMs: solid = "
+               "non-overlapping windows of length m (the headline), dashed = the same characters scored with "
+               "sliding windows of m at stride m/4, each window scoring its last m/4 characters, so every scored "
+               "character (but the first window's) sees at least 3m/4 characters of context: the gap is context.",
                6.5, extrapolation_missing, draw_extrapolation),
     FigureSpec("loss_by_position", "Loss by position beyond the training length",
                "From positions.csv: the loss in bits per scored target (bits per character for the language "
