@@ -1,6 +1,7 @@
 """The attention paths: every path gives the plain softmax(q·kᵀ/√d + bias) · v of the public hook."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -457,3 +458,26 @@ def test_the_mask_is_held_in_its_own_dtype_and_reaches_sdpa_in_the_queries(path,
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=0)
     held = {"relative": "table", "general_dense": "full"}.get(path)
     assert held is None or getattr(mask, held).dtype == mask_dtype
+
+
+def test_build_mask_chooses_the_path_for_the_keys_device(monkeypatch):
+    """The device decides flex (CUDA) against the SDPA paths, so build_mask must pass the keys' own."""
+    seen, choose = [], attention.choose_path
+    monkeypatch.setattr(attention, "choose_path", lambda *args: seen.append(args[-1]) or choose(*args))
+    meta = torch.device("meta")
+    enc = encodings.build("alibi", d_model=16, n_heads=2, max_len=64, causal=True).to(meta)
+    assert attention.build_mask(enc, P(6, device=meta), P(6, device=meta), True).path == "relative"
+    assert seen == [meta]
+
+
+def test_eager_flex_silences_its_user_warning_only(monkeypatch):
+    def flex(*args, **kwargs):
+        warnings.warn("slow path", UserWarning, stacklevel=1)
+        warnings.warn("going away", FutureWarning, stacklevel=1)
+        return "out"
+
+    monkeypatch.setattr("torch.nn.attention.flex_attention.flex_attention", flex)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert attention.eager_flex() == "out"
+    assert [(w.category, str(w.message)) for w in caught] == [(FutureWarning, "going away")]
