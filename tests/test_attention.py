@@ -1,6 +1,7 @@
 """The attention paths: every path gives the plain softmax(q·kᵀ/√d + bias) · v of the public hook."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -8,7 +9,7 @@ import torch
 import posbench
 from posbench import attention, bench, encodings
 from posbench.__main__ import main
-from posbench.encodings import PositionalEncoding
+from posbench.encodings import PositionalEncoding, alibi
 from posbench.positions import Positions
 
 P = Positions.arange
@@ -328,3 +329,155 @@ def test_forcing_the_relative_path_on_a_general_bias_names_the_encoding():
         attention.choose_path(fire, 8, 8, True)
     assert str(error.value) == ("force_path 'relative' needs a bias that depends on j − i alone, on contiguous "
                                 "positions; Fire has a general bias or the positions are not")
+
+
+@pytest.mark.parametrize("path", ["relative", "general_dense", "general_blocked"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_causal_blocks_run_only_the_keys_up_to_their_last_query(path, causal, monkeypatch):
+    """Causal: one SDPA call per block of 16 queries against the keys up to its last query (the
+    relative path runs them last block first); not causal: one call of every query and key."""
+    torch.manual_seed(0)
+    enc = build("alibi", causal)
+    sdpa, calls = torch.nn.functional.scaled_dot_product_attention, []
+
+    def spy(q, k, v, attn_mask):
+        calls.append((q.shape[-2], k.shape[-2], tuple(attn_mask.shape)))
+        return sdpa(q, k, v, attn_mask=attn_mask)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    q, k, v = (torch.randn(1, 4, 37, 8) for _ in range(3))
+    with attention.configured(force_path=path, block_size=16):
+        got = attention.attend(q, k, v, attention.build_mask(enc, P(37), P(37), causal), causal)
+    blocks = [(16, 16), (16, 32), (5, 37)] if causal else [(37, 37)]
+    expected = [(rows, keys, (1, 4, rows, keys)) for rows, keys in blocks]
+    assert calls == (expected[::-1] if path == "relative" else expected)
+    torch.testing.assert_close(got, plain_attention(q, k, v, enc.attention_bias(P(37), P(37)), causal),
+                               atol=1e-5, rtol=0)
+
+
+def test_the_blocked_path_takes_as_many_query_rows_as_max_mask_bytes_holds():
+    enc = build("query_scaled", causal=False)
+    row = 4 * 48 * 4  # one query's float32 mask: 4 heads · 48 keys · 4 bytes
+    for max_mask_bytes, dtype, rows in ((8 * row, torch.float32, 8), (8 * row - 1, torch.float32, 7),
+                                        (8 * row, torch.float64, 4), (1, torch.float32, 1)):
+        with attention.configured(force_path="general_blocked", max_mask_bytes=max_mask_bytes):
+            mask = attention.build_mask(enc, P(48), P(48), False, dtype)
+        sizes = [rows] * (48 // rows) + ([48 % rows] if 48 % rows else [])
+        assert [stop - start for start, stop, _ in mask.blocks()] == sizes
+
+
+def test_alibi_past_its_cached_offsets_is_the_formula_on_the_table_paths():
+    """ALiBi caches −m_h·|j − i| for |j − i| < max_len = 8 and computes longer offsets."""
+    enc = encodings.build("alibi", d_model=32, n_heads=4, max_len=8, causal=False)
+    slopes = torch.tensor(alibi.alibi_slopes(4), dtype=torch.float64)[:, None, None]
+    for length in (8, 9, 10):
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 4, length, 8, dtype=torch.float64) for _ in range(3))
+        i, j = torch.arange(length)[:, None], torch.arange(length)[None, :]
+        for path in ("relative", "flex"):
+            with attention.configured(force_path=path):
+                mask = attention.build_mask(enc, P(length), P(length), False, torch.float64)
+                got = attention.attend(q, k, v, mask, False)
+            expected = plain_attention(q, k, v, -slopes * (j - i).abs(), False)
+            torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name,path", [("kerple", "relative"), ("kerple", "general_dense"), ("fire", "general_dense"),
+                                       ("fire", "general_blocked")])
+@pytest.mark.parametrize("causal", [True, False])
+def test_every_sdpa_path_stays_on_the_keys_device(name, path, causal):
+    """On the meta device (shapes, no data) a tensor made on the CPU instead of the keys' device
+    raises when it meets the others, which CPU runs never show: three queries after a cache of three."""
+    meta = torch.device("meta")
+    enc = encodings.build(name, d_model=16, n_heads=2, max_len=64, causal=causal).to(meta)
+    keys = P(6, device=meta)
+    q = torch.randn(1, 2, 3, 8, device=meta)
+    k, v = (torch.randn(1, 2, 6, 8, device=meta) for _ in range(2))
+    with attention.configured(force_path=path, block_size=2, max_mask_bytes=2 * 6 * 4 * 2):
+        got = attention.attend(q, k, v, attention.build_mask(enc, keys[3:], keys, causal), causal)
+    assert got.shape == (1, 2, 3, 8) and got.device == meta
+
+
+def test_unbiased_queries_after_a_cache_stay_on_the_keys_device():
+    meta = torch.device("meta")
+    q = torch.randn(1, 2, 3, 8, device=meta)
+    k, v = (torch.randn(1, 2, 6, 8, device=meta) for _ in range(2))
+    got = attention.attend(q, k, v, None, causal=True)
+    assert got.shape == (1, 2, 3, 8) and got.device == meta
+
+
+@pytest.mark.parametrize("name", ["kerple", "fire"])
+def test_the_flex_mask_is_built_on_the_keys_device(name):
+    """FlexAttention does not run on meta, but its mask is built there: the bias and the causal block mask."""
+    meta = torch.device("meta")
+    enc = encodings.build(name, d_model=16, n_heads=2, max_len=64, causal=True).to(meta)
+    keys = P(6, device=meta)
+    with attention.configured(force_path="flex"):
+        mask = attention.build_mask(enc, keys[3:], keys, True)
+    assert mask.block_mask.kv_num_blocks.device == meta and mask.block_mask.shape == (1, 1, 3, 6)
+
+
+@pytest.mark.parametrize("name,path", CASES)
+def test_queries_after_a_cache_equal_plain_attention(name, path):
+    torch.manual_seed(0)
+    enc = build(name, causal=True)
+    keys = P(37)
+    q = torch.randn(1, 4, 8, 8)  # 8 queries after a cache of 29
+    k, v = (torch.randn(1, 4, 37, 8) for _ in range(2))
+    expected = plain_attention(q, k, v, enc.attention_bias(keys[29:], keys), True)
+    with attention.configured(force_path=path, block_size=3, max_mask_bytes=4 * 37 * 4 * 3):
+        got = attention.attend(q, k, v, attention.build_mask(enc, keys[29:], keys, True), True)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", RELATIVE)
+def test_flex_reads_a_relative_bias_from_its_table_never_the_full_bias(name, monkeypatch):
+    enc = build(name, causal=True)
+    expected_bias = enc.attention_bias(P(37), P(37))
+    monkeypatch.setattr(enc, "attention_bias", lambda query, key: pytest.fail("the (h, L, L) bias was built"))
+    q, k, v = (torch.randn(1, 4, 37, 8) for _ in range(3))
+    with attention.configured(force_path="flex"):
+        got = attention.attend(q, k, v, attention.build_mask(enc, P(37), P(37), True), True)
+    torch.testing.assert_close(got, plain_attention(q, k, v, expected_bias, True), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("path", ["relative", "general_dense", "general_blocked"])
+@pytest.mark.parametrize("encoding_dtype,mask_dtype", [(torch.float64, torch.float32), (torch.float32, torch.float64)])
+def test_the_mask_is_held_in_its_own_dtype_and_reaches_sdpa_in_the_queries(path, encoding_dtype, mask_dtype):
+    """SDPA refuses a float64 mask for float32 queries: a bias is cast to the dtype the mask is built
+    for (the size choose_path budgets), and each block to the queries' dtype."""
+    torch.manual_seed(0)
+    enc = build("t5", causal=True).to(encoding_dtype)
+    q, k, v = (torch.randn(1, 4, 37, 8) for _ in range(3))
+    with attention.configured(force_path=path, block_size=16):
+        mask = attention.build_mask(enc, P(37), P(37), True, mask_dtype)
+        got = attention.attend(q, k, v, mask, True)
+    bias = enc.attention_bias(P(37), P(37)).double()
+    expected = plain_attention(q.double(), k.double(), v.double(), bias, True)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=0)
+    held = {"relative": "table", "general_dense": "full"}.get(path)
+    assert held is None or getattr(mask, held).dtype == mask_dtype
+
+
+def test_build_mask_chooses_the_path_for_the_keys_device(monkeypatch):
+    """The device decides flex (CUDA) against the SDPA paths, so build_mask must pass the keys' own."""
+    seen, choose = [], attention.choose_path
+    monkeypatch.setattr(attention, "choose_path", lambda *args: seen.append(args[-1]) or choose(*args))
+    meta = torch.device("meta")
+    enc = encodings.build("alibi", d_model=16, n_heads=2, max_len=64, causal=True).to(meta)
+    assert attention.build_mask(enc, P(6, device=meta), P(6, device=meta), True).path == "relative"
+    assert seen == [meta]
+
+
+def test_eager_flex_silences_its_user_warning_only(monkeypatch):
+    def flex(*args, **kwargs):
+        warnings.warn("slow path", UserWarning, stacklevel=1)
+        warnings.warn("going away", FutureWarning, stacklevel=1)
+        return "out"
+
+    monkeypatch.setattr("torch.nn.attention.flex_attention.flex_attention", flex)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert attention.eager_flex() == "out"
+    assert [(w.category, str(w.message)) for w in caught] == [(FutureWarning, "going away")]
