@@ -99,7 +99,7 @@ def test_the_preset_decides_and_the_rest_is_descriptive():
     assert list(table.columns[:2]) == ["declaration_sha256", "row"] and list(table.columns[-1:]) == ["decides"]
     assert table.index.tolist() == list(range(len(table)))
     decides = table.set_index("comparison")["decides"]
-    assert decides[["scan-rope", "reverse-rope"]].tolist() == [True, True]
+    assert decides[["scan-rope", "reverse-rope"]].tolist() == [True, False]  # reverse-rope: full preset only
     assert decides[["prose-alibi", "prose-rope"]].tolist() == [False, False]
 
 
