@@ -348,6 +348,9 @@ def draw_frontier(figure: Figure, rect: Rect, tables: Tables) -> None:
         for (encoding, width), point in cell.groupby(["encoding", "d_model"]):
             ax.annotate(f"{int(width)}", (point["params_total"].mean(), point["value"].mean()), fontsize=5,
                         color=colour(encoding), xytext=(2, 2), textcoords="offset points")
+        ticks = sorted(cell.groupby("d_model")["params_total"].median())  # one a width: log minor labels overlap
+        ax.minorticks_off()
+        ax.set_xticks(ticks, [f"{t / 1000:.0f}k" for t in ticks], rotation=45, fontsize=6)
 
 
 def draw_training_length(figure: Figure, rect: Rect, tables: Tables) -> None:
@@ -392,14 +395,14 @@ def layout_missing(tables: Tables) -> str | None:
 
 LAYOUT_TITLES = {
     "digits_2d": f"digits_2d: 8×8 images as {(8 // PATCH) ** 2} patches of {PATCH}×{PATCH} pixels",
-    "mosaic_qa": "mosaic_qa: 2×2 digits as 16 patches of 4×4 pixels, then a 6-word question",
+    "mosaic_qa": "mosaic_qa: 4 digits as 16 patches, then a 6-word question",
 }
 
 
 def draw_layout(figure: Figure, rect: Rect, tables: Tables) -> None:
     rows = layout_rows(tables)
     present = [task for task in LAYOUT_TASKS if task in set(rows["task"])]
-    for ax, task in zip(panels(figure, rect, len(present), 1, left=2.9, top=0.25, hspace=0.75), present):
+    for ax, task in zip(panels(figure, rect, len(present), 1, left=2.6, top=0.25, hspace=0.75), present):
         cell = rows[rows["task"] == task]
         _bars(ax, cell, grid_labels(cell).get)
         ax.set(xlabel=metric_label(cell), title=f"{LAYOUT_TITLES[task]} ({direction(cell)})")
