@@ -9,7 +9,7 @@ measuring code or package versions, a record older than ``code_hash``, a ``skipp
 cell, or a record whose per-item results (the file beside it) are missing or not its own is measured
 again.
 
-The measuring code is named by :func:`posbench.records.code_hash`, a hash of the package's sources
+The measuring code is named by :func:`posbench.measuring_code.code_hash`, a hash of the package's sources
 less the report, not by the git commit: a commit that touches only docs, tests, the report or the
 rules under ``workflow/`` leaves every record standing, so a reference sweep survives it instead of
 being measured again; an edit to any other ``*.py`` or ``*.json`` of the package, committed or not,
@@ -80,7 +80,7 @@ def kept_record(cell: Cell, code: dict) -> dict | None:
 
 def code_identity(environment: dict) -> dict:
     """What must not have changed for a record to stand: the measuring code (``code_hash``, see
-    :func:`posbench.records.code_hash`) and the locked package versions (``packages``), since either can
+    :func:`posbench.measuring_code.code_hash`) and the locked package versions (``packages``), since either can
     change a figure. The git commit is left out: it also changes with docs and the report, which measure
     nothing. A record without ``code_hash`` (schema version 1) has ``None`` here, which no current
     environment matches, so it is measured again."""

@@ -13,6 +13,7 @@ which the report prints, so a reader can tell which declaration a verdict was ju
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -120,7 +121,8 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Declaration:
-    """Every declared comparison, in file order, and the file's SHA-256."""
+    """Every declared comparison, in file order, and the SHA-256 of the file's parsed content (its
+    comments and layout are prose: editing them keeps the hash)."""
 
     comparisons: tuple[Comparison, ...]
     sha256: str
@@ -164,7 +166,8 @@ def load(path: str | Path | None = None) -> Declaration:
     ids = [c.id for c in comparisons]
     if len(set(ids)) < len(ids):
         raise ValueError(f"{path}: comparison ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
-    return Declaration(tuple(comparisons), hashlib.sha256(text).hexdigest(), path)
+    content = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return Declaration(tuple(comparisons), hashlib.sha256(content).hexdigest(), path)
 
 
 def _entries(row: str, entries, path: Path) -> list:

@@ -3,7 +3,7 @@
 Every record carries ``schema_version``, ``kind`` (``profile``, ``train``, …), ``status``
 (``ok`` | ``oom`` | ``diverged`` | ``skipped`` | ``error``) with a ``reason``, the ``environment`` it
 ran in and a ``config_hash`` of its inputs; the environment names the code that measured it by
-:func:`code_hash` (and, for provenance, the ``git_commit``). Each kind has a JSON schema under
+:func:`~posbench.measuring_code.code_hash` (and, for provenance, the ``git_commit``). Each kind has a JSON schema under
 ``posbench/schemas/`` that extends ``common.schema.json``; records are validated when written and
 when read. Writes are atomic (temporary file in the same folder, fsync, rename), so a killed job
 leaves either no file or a complete, valid one; :func:`write_atomically` is the one writer for every file posbench
@@ -34,12 +34,11 @@ from typing import BinaryIO
 import jsonschema
 import numpy as np
 
+from posbench.measuring_code import code_hash
+
 SCHEMA_VERSION = 2  # 2: the environment carries ``code_hash`` (records of version 1 lack it)
 PACKAGE_DIR = Path(__file__).parent
 SCHEMA_DIR = PACKAGE_DIR / "schemas"
-# Sources that read records or tables and never measure: editing them keeps every record standing.
-NOT_MEASURING = ("report/", "cli/report.py", "aggregate.py", "cli/aggregate.py", "evidence.py", "comparisons.py",
-                 "workflow.py", "advise.py", "cli/advise.py", "schemas/advice.schema.json")
 STATUSES = ("ok", "oom", "diverged", "skipped", "error")  # the first three are results; the others retried
 
 
@@ -201,29 +200,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def measuring_sources(root: Path = PACKAGE_DIR) -> list[str]:
-    """The sources under ``root`` (the posbench package) that take part in measuring, as sorted relative
-    POSIX paths: every ``*.py`` and ``*.json`` (schemas included) but the report's (``NOT_MEASURING``) and
-    ``__pycache__``."""
-    found = (path.relative_to(root).as_posix() for path in root.rglob("*")
-             if path.suffix in (".py", ".json") and path.is_file() and "__pycache__" not in path.parts)
-    return sorted(name for name in found if not name.startswith(NOT_MEASURING))
-
-
-@cache
-def code_hash(root: Path = PACKAGE_DIR) -> str:
-    """SHA-256 of the measuring sources (:func:`measuring_sources`): each one's relative path, length and
-    bytes, in sorted order; hashed once per process and ``root``. A commit that touches only docs or the
-    report leaves it, and so the records a batch keeps (:mod:`posbench.batch`), as they were; uncommitted
-    edits change it as commits do."""
-    digest = hashlib.sha256()
-    for name in measuring_sources(root):
-        content = (root / name).read_bytes()
-        digest.update(f"{name}\0{len(content)}\0".encode())
-        digest.update(content)
-    return digest.hexdigest()
 
 
 @cache

@@ -232,6 +232,14 @@ def test_the_default_preset_declares_one_comparison_per_row():
     assert len(DECLARED.sha256) == 64 and DECLARED.margin("lm_prose", "bits_per_char") == 0.05
 
 
+def test_the_declarations_hash_is_of_their_content_not_their_comments_or_layout(tmp_path):
+    text = comparisons.PATH.read_text()
+    (tmp_path / "prose.yaml").write_text("# a new comment\n" + text.replace("\n", "\n\n", 3))
+    (tmp_path / "content.yaml").write_text(text.replace("margin: 0.05,", "margin: 0.051,", 1))
+    assert comparisons.load(tmp_path / "prose.yaml").sha256 == DECLARED.sha256
+    assert comparisons.load(tmp_path / "content.yaml").sha256 != DECLARED.sha256
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"comparator": "ropee"}, "comparator 'ropee' is not an encoding; allowed: "),
     ({"added": "rope"}, "added 'rope' does not add P to E; allowed: "),

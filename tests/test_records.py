@@ -1,78 +1,131 @@
 """The code hash that names the measuring code of a record: what changes it and what does not."""
 
 import hashlib
+import io
 import json
 import platform
 import shutil
+import tokenize
 
 import jsonschema
 import numpy
 import pytest
 import torch
 
-from posbench import records
+from posbench import measuring_code, records
 
 
 def package_copy(tmp_path, name="posbench"):
     """A copy of the real package's sources (no ``__pycache__``), to edit without touching the real ones."""
-    return shutil.copytree(records.PACKAGE_DIR, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return shutil.copytree(measuring_code.PACKAGE_DIR, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def edit(path, old, new):
+    """Replace the one occurrence of ``old`` in the file at ``path``."""
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} is not once in {path.name}"
+    path.write_text(text.replace(old, new))
 
 
 def test_code_hash_is_a_sha256_stable_across_calls_and_equal_to_a_fresh_one_on_a_copy(tmp_path):
     first = records.code_hash()
     assert len(first) == 64 and set(first) <= set("0123456789abcdef")
     assert records.code_hash() == first and records.environment()["code_hash"] == first
-    assert records.code_hash(package_copy(tmp_path)) == first  # a path-independent hash of the same bytes
+    assert records.code_hash(package_copy(tmp_path)) == first  # a path-independent hash of the same content
 
 
-def test_code_hash_is_the_sha256_of_each_measuring_source_path_length_and_bytes(tmp_path):
+def test_code_hash_is_the_sha256_of_each_measuring_source_path_and_content(tmp_path):
     root = tmp_path / "pkg"
     (root / "schemas").mkdir(parents=True)
-    (root / "b.py").write_bytes(b"x = 1\n")
-    (root / "schemas" / "a.schema.json").write_bytes(b"{}")
-    expected = hashlib.sha256(b"b.py\0" b"6\0" b"x = 1\n" b"schemas/a.schema.json\0" b"2\0" b"{}").hexdigest()
+    (root / "b.py").write_bytes(b'"""A module."""\nx = 1  # one\n')
+    (root / "schemas" / "a.schema.json").write_bytes(b'{"type": "object", "description": "prose"}')
+    python, schema = b"NAME x\nOP =\nNUMBER 1\nNEWLINE \nENDMARKER ", b'{"type":"object"}'
+    expected = hashlib.sha256(b"b.py\0" + str(len(python)).encode() + b"\0" + python
+                              + b"schemas/a.schema.json\0" + str(len(schema)).encode() + b"\0" + schema).hexdigest()
     assert records.code_hash(root) == expected
 
 
-def test_the_measuring_sources_are_the_packages_py_and_json_less_the_report():
-    sources = records.measuring_sources()
+def test_the_measuring_sources_are_the_packages_py_and_json_less_what_reads_records():
+    sources = measuring_code.measuring_sources()
     assert sources == sorted(sources)
     assert {"records.py", "batch.py", "train.py", "cli/train.py", "schemas/common.schema.json",
             "schemas/train.schema.json", "encodings/rope.py"} <= set(sources)
-    assert not [name for name in sources if name.startswith("report/") or name == "cli/report.py"]
+    assert not [name for name in sources if name.startswith(("report/", "bench")) or name in (
+        "cli/report.py", "verdicts.py", "advise.py", "aggregate.py", "evidence.py", "measuring_code.py")]
     assert not [name for name in sources if "__pycache__" in name or not name.endswith((".py", ".json"))]
-    assert "report/figures.py" in {p.relative_to(records.PACKAGE_DIR).as_posix()
-                                   for p in records.PACKAGE_DIR.rglob("*.py")}
+    assert "report/figures.py" in {p.relative_to(measuring_code.PACKAGE_DIR).as_posix()
+                                   for p in measuring_code.PACKAGE_DIR.rglob("*.py")}
 
 
-@pytest.mark.parametrize("edit", [
-    lambda root: (root / "encodings" / "rope.py").write_text((root / "encodings" / "rope.py").read_text() + "#\n"),
+ROPE = ("encodings", "rope.py")
+
+
+@pytest.mark.parametrize("change", [
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", "ROPE_BASE = 10001.0"),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", "ROPE_BASE = 10000.0 + 0"),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", "ROPE_BASE = 10000.0\nx = 1"),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", 'ROPE_BASE = 10000.0\nX = "a" "b"'),
     lambda root: (root / "schemas" / "train.schema.json").write_text(
-        (root / "schemas" / "train.schema.json").read_text() + "\n"),
+        (root / "schemas" / "train.schema.json").read_text().replace('"minimum": 1', '"minimum": 2', 1)),
     lambda root: (root / "tasks" / "extra.py").write_text("X = 1\n"),
     lambda root: (root / "flops.py").unlink(),
     lambda root: (root / "flops.py").rename(root / "flops2.py"),
-], ids=["edited-encoding", "edited-schema", "added-module", "removed-module", "renamed-module"])
-def test_code_hash_changes_when_a_measuring_source_changes(tmp_path, edit):
+], ids=["one-number", "one-more-token", "one-more-statement", "assigned-string", "schema-keyword",
+        "added-module", "removed-module", "renamed-module"])
+def test_code_hash_changes_with_one_token_of_a_measuring_source(tmp_path, change):
     before = records.code_hash(package_copy(tmp_path, "before"))
     edited = package_copy(tmp_path, "after")
-    edit(edited)
+    change(edited)
     assert records.code_hash(edited) != before
 
 
-@pytest.mark.parametrize("edit", [
+@pytest.mark.parametrize("change", [
+    lambda root: edit(root.joinpath(*ROPE), '"""Rotary position embedding', '"""The rotary position embedding'),
+    lambda root: edit(root.joinpath(*ROPE), "        \"\"\"A scaling dict (or ``None``)", "        \"\"\"A dict (or ``None``)"),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", "ROPE_BASE = 10000.0  # RoFormer's\n\n# more prose\n"),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", 'ROPE_BASE = 10000.0\n"""A string left as a note."""'),
+    lambda root: edit(root.joinpath(*ROPE), "def frequencies(self, width: int, base: float,",
+                      "def frequencies(self, width: int,\n                    base: float,"),
+    lambda root: (root / "schemas" / "train.schema.json").write_text(
+        (root / "schemas" / "train.schema.json").read_text().replace('"description": "Absent: cpu', '"description": "None: cpu')),
     lambda root: (root / "report" / "figures.py").write_text("# another report\n"),
     lambda root: (root / "report" / "extra.py").write_text("X = 1\n"),
-    lambda root: (root / "cli" / "report.py").write_text((root / "cli" / "report.py").read_text() + "#\n"),
+    lambda root: (root / "verdicts.py").write_text("X = 1\n"),
+    lambda root: (root / "cli" / "report.py").write_text((root / "cli" / "report.py").read_text() + "X = 1\n"),
     lambda root: (root / "NOTES.md").write_text("# a doc\n"),
     lambda root: (root / "schemas" / "README.txt").write_text("a note on the schemas\n"),
     lambda root: (root / "__pycache__").mkdir() or (root / "__pycache__" / "stale.py").write_text("X = 1\n"),
-], ids=["edited-report", "added-report-module", "edited-report-cli", "added-doc", "added-text", "pycache"])
-def test_code_hash_does_not_change_with_the_report_or_docs(tmp_path, edit):
+], ids=["module-docstring", "method-docstring", "comments-and-blank-lines", "string-statement", "line-breaks",
+        "schema-description", "edited-report", "added-report-module", "judge-step", "edited-report-cli", "added-doc",
+        "added-text", "pycache"])
+def test_code_hash_does_not_change_with_prose_layout_the_report_or_docs(tmp_path, change):
     before = records.code_hash(package_copy(tmp_path, "before"))
     edited = package_copy(tmp_path, "after")
-    edit(edited)
+    change(edited)
     assert records.code_hash(edited) == before
+
+
+def test_a_schema_property_named_description_is_content_not_prose():
+    with_property = b'{"properties": {"description": {"type": "string"}}}'
+    assert measuring_code.schema_content(with_property) == with_property.replace(b" ", b"")
+    assert measuring_code.schema_content(b'{"properties": {"x": {"description": "prose", "type": "string"}}}') == \
+        b'{"properties":{"x":{"type":"string"}}}'
+
+
+def test_python_312_fstring_parts_hash_as_the_one_string_token_of_311(monkeypatch):
+    """``x = f"{a}b"`` as Python 3.12 tokenizes it (FSTRING_START, the parts, FSTRING_END) gives the
+    content 3.11 gives for its one STRING token."""
+    start, end = 1001, 1002
+    monkeypatch.setattr(measuring_code, "FSTRING_START", start)
+    monkeypatch.setattr(measuring_code, "FSTRING_END", end)
+    line = 'x = f"{a}b"\n'
+    parts = [(tokenize.NAME, "x", 0, 1), (tokenize.OP, "=", 2, 3), (start, 'f"', 4, 6), (tokenize.OP, "{", 6, 7),
+             (tokenize.NAME, "a", 7, 8), (tokenize.OP, "}", 8, 9), (1003, "b", 9, 10), (end, '"', 10, 11),
+             (tokenize.NEWLINE, "\n", 11, 12)]
+    tokens_312 = [tokenize.TokenInfo(kind, text, (1, a), (1, b), line) for kind, text, a, b in parts]
+    joined = list(measuring_code._joined_fstrings(iter(tokens_312), [line]))
+    tokens_311 = list(tokenize.generate_tokens(io.StringIO(line).readline))[:4]
+    assert [(t.type, t.string) for t in joined] == [(t.type, t.string) for t in tokens_311]
 
 
 def test_a_new_record_needs_a_code_hash_an_old_one_may_lack_it():
