@@ -42,11 +42,12 @@ from scipy import stats
 from posbench import evidence, metrics, tasks
 from posbench.aggregate import plain
 from posbench.comparisons import ArmSpec, Comparison
+from posbench.devices import ANY_DEVICE, CPU
 from posbench.tasks.base import KINDS
 
 CORE = ("verdicts", "accuracy", "cost")
 OPTIONAL = ("extrapolation",)
-DEVICES = ("cpu", "cuda")
+DEVICES = ANY_DEVICE.kinds  # a cost row's device is read by its kind (cuda:1 is cuda)
 MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE = (
     "measured at this length", "interpolated", "extrapolated beyond the tables", "no evidence")
 SURENESS = (MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE)  # best first
@@ -69,7 +70,7 @@ class Situation:
     deploy_len: int | None = None
     param_budget: int | None = None  # most parameters the encoding may add over sinusoidal
     latency_budget_ms: float | None = None
-    device: str = "cpu"
+    device: str = CPU
     decode: bool = False
 
     def __post_init__(self):

@@ -6,7 +6,8 @@ Tables (CSV and Parquet) under the output folder:
 * ``cost``           one row per profile record: parameters, FLOPs, latency (ms), memory (MiB);
 * ``accuracy``       one row per train record: the primary metric at the training length, parameters
                      (``params_position_trained``: a learned table's rows that training reached, the
-                     part that counts toward a parameter budget);
+                     part that counts toward a parameter budget), where it trained (``device``,
+                     ``dtype``) and for how long (``steps``, ``batch_size``);
 * ``extrapolation``  one row per (train record, evaluation length);
 
   both with the learning rate (``lr``), the headline metric's and token accuracy's chance levels on
@@ -37,9 +38,11 @@ from pathlib import Path
 import pandas as pd
 
 from posbench import metrics, records
+from posbench.devices import CPU, FLOAT32, on_cuda
 
 TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "probe")  # CSV and Parquet; items is Parquet only
-ITEM_KEYS = ("machine", "task", "encoding", "size", "train_len", "d_model", "seed")  # as in the accuracy table
+ITEM_KEYS = ("machine", "device", "dtype", "task", "encoding", "size", "train_len", "d_model", "steps",
+             "seed")  # as in the accuracy table
 
 
 def load_records(root: Path) -> tuple[list[dict], list[str]]:
@@ -77,12 +80,12 @@ def cost_row(record: dict) -> dict:
     cfg, model = record["config"], record.get("model", {})
     latency, memory = record.get("latency", {}), record.get("memory", {})
     cpu_memory, cuda_memory = memory.get("cpu") or {}, memory.get("cuda") or {}
-    on_cuda = str(cfg.get("device", "")).startswith("cuda")
+    cuda = on_cuda(cfg.get("device") or CPU)
     params, flops = record.get("params", {}), record.get("flops", {})
     return {
         **_common(record),
         **{key: cfg.get(key) for key in ("encoding", "size", "device", "mode", "seq_len", "batch", "dtype", "threads")},
-        "device_name": record.get("hardware", {}).get("gpu" if on_cuda else "cpu"),
+        "device_name": record.get("hardware", {}).get("gpu" if cuda else "cpu"),
         **{key: model.get(key) for key in ("d_model", "n_layers", "n_heads", "width", "d_ff")},
         "params_total": params.get("total"), "params_position": params.get("position"),
         "params_rest": params.get("rest"),
@@ -91,8 +94,8 @@ def cost_row(record: dict) -> dict:
         "latency_median_ms": latency.get("median_ms"), "latency_p90_ms": latency.get("p90_ms"),
         "latency_mean_ms": latency.get("mean_ms"), "latency_std_ms": latency.get("stdev_ms"),
         "latency_cv": latency.get("cv"), "latency_n": latency.get("n"),
-        "memory_peak_mib": (cuda_memory.get("peak_allocated_mib") if on_cuda else cpu_memory.get("peak_mib")),
-        "memory_above_baseline_mib": (cuda_memory.get("above_baseline_allocated_mib") if on_cuda
+        "memory_peak_mib": (cuda_memory.get("peak_allocated_mib") if cuda else cpu_memory.get("peak_mib")),
+        "memory_above_baseline_mib": (cuda_memory.get("above_baseline_allocated_mib") if cuda
                                       else cpu_memory.get("above_baseline_mib")),
         "attention_path": record.get("attention", {}).get("path"),
     }
@@ -104,8 +107,8 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
     cfg = record["config"]
     metric = (record.get("metrics") or [None])[0]
     evals = record.get("eval") or []
-    cell = {**_common(record), "task": cfg.get("task"), "encoding": cfg.get("encoding"), "size": cfg.get("size"),
-            **_shape(cfg), "seed": cfg.get("seed"), "metric": metric,
+    cell = {**_common(record), **_run(cfg), "task": cfg.get("task"), "encoding": cfg.get("encoding"),
+            "size": cfg.get("size"), **_shape(cfg), "seed": cfg.get("seed"), "metric": metric,
             "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
             "steps": cfg.get("steps"), "batch_size": cfg.get("batch_size"),
             "params_total": record.get("params", {}).get("total"),
@@ -128,6 +131,12 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
         extrapolation = [{**cell, "eval_scaling": "", "eval_len": None, "length_ratio": None,
                           **_measured(record, metric, None), **run}]
     return accuracy, extrapolation, positions
+
+
+def _run(cfg: dict) -> dict:
+    """Where a train or probe cell ran: its ``device`` and ``dtype`` (a record states them only when not
+    cpu / float32)."""
+    return {"device": cfg.get("device", CPU), "dtype": cfg.get("dtype", FLOAT32)}
 
 
 def _shape(cfg: dict) -> dict:
@@ -211,7 +220,7 @@ def item_rows(record: dict) -> pd.DataFrame:
     """The items of one train record, read from the file beside it: ``ITEM_KEYS``, ``eval_len``,
     ``item`` and the item's sums. A ``ValueError`` when that file is missing or not the record's own."""
     cfg = record["config"]
-    cell = {**cfg, **_shape(cfg)}
+    cell = {**cfg, **_run(cfg), **_shape(cfg)}
     keys = {"machine": record["environment"]["machine"], **{key: cell.get(key) for key in ITEM_KEYS[1:]}}
     items = pd.DataFrame(records.read_items(record["_path"], record)).rename(columns={"length": "eval_len"})
     return pd.concat([pd.DataFrame(keys, index=items.index), items], axis=1)
@@ -223,7 +232,7 @@ def probe_rows(record: dict) -> list[dict]:
     cfg, embedding, shape = record["config"], record.get("embedding") or {}, record.get("geometry") or {}
     training = embedding.get("training") or {}
     angles = shape.get("principal_angles_deg") or [None]
-    cell = {**_common(record), "embedding": cfg.get("embedding"), "encoding": cfg.get("encoding"),
+    cell = {**_common(record), **_run(cfg), "embedding": cfg.get("embedding"), "encoding": cfg.get("encoding"),
             "family": record.get("family"), "combine": record.get("combine"), "d_model": cfg.get("d_model"),
             "width": record.get("width"), "token_width": record.get("token_width"),
             "position_width": record.get("position_width"), "vocab": record.get("vocab", cfg.get("vocab")),

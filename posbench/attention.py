@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from posbench.devices import CPU, on_cuda
 from posbench.encodings.base import PositionalEncoding
 from posbench.positions import Positions
 
@@ -99,7 +100,7 @@ def bias_kind(encoding) -> str | None:
 
 
 def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dtype = torch.float32,
-                contiguous: bool = True, device: torch.device | str = "cpu") -> str:
+                contiguous: bool = True, device: torch.device | str = CPU) -> str:
     """The attention path (one of :data:`PATHS`) a model with ``encoding`` runs at these lengths on
     ``device``; ``contiguous``: the positions are ``0 … L−1`` (or a cache's offset on), not arbitrary ids.
 
@@ -113,7 +114,7 @@ def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dty
             raise ValueError(f"force_path 'relative' needs a bias that depends on j − i alone, on contiguous "
                              f"positions; {type(encoding).__name__} has a general bias or the positions are not")
         return SETTINGS.force_path
-    if SETTINGS.flex_on_cuda and torch.device(device).type == "cuda":
+    if SETTINGS.flex_on_cuda and on_cuda(device):
         return "flex"
     if kind == "relative" and contiguous:
         return "relative"

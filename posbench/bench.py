@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from torch.profiler import record_function
 
 from posbench import attention, encodings, measure, train
+from posbench.devices import CPU
 from posbench.flops import analytic_flops
 from posbench.measure import alternate
 from posbench.model import ModelConfig, build_model, count_params
@@ -432,7 +433,7 @@ def scale_point(payload: dict, sections: dict) -> None:
     model = posbench_model(payload["encoding"], seq_len=seq_len)
     step = forward_step(model, 1, seq_len)
     sections["path"] = attention.choose_path(model.encoding, seq_len, seq_len, True)
-    _, time_step = measure.make_timer(torch.device("cpu"))
+    _, time_step = measure.make_timer(torch.device(CPU))
     with torch.inference_mode():
         with measure.CpuMemoryMonitor() as memory:
             first_ms = time_step(step)

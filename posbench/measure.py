@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from posbench import records
+from posbench.devices import CPU, MPS, on_cuda
 
 MIB = 2**20
 RSS_SAMPLE_INTERVAL_S = 0.001
@@ -68,15 +69,15 @@ def latency_stats(samples_ms: list[float]) -> dict:
 
 def synchronize(device: torch.device) -> None:
     """Wait for queued work on an asynchronous device; a no-op on CPU."""
-    if device.type == "cuda":
+    if on_cuda(device):
         torch.cuda.synchronize(device)
-    elif device.type == "mps":
+    elif device.type == MPS:
         torch.mps.synchronize()
 
 
 def make_timer(device: torch.device) -> tuple[str, Callable[[Callable[[], object]], float]]:
     """``(timer name, time(step) -> milliseconds)`` for ``device``."""
-    if device.type == "cuda":
+    if on_cuda(device):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
         def time_cuda(step):
@@ -119,7 +120,7 @@ def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int, 
     ratio of two steps is paired. Timed with ``device``'s timer (:func:`make_timer`; default CPU).
     In inference mode unless ``grad`` (training steps). ``self_timed``: each step returns its own
     milliseconds (a part of the call), which are kept instead."""
-    _, time_call = make_timer(device or torch.device("cpu"))
+    _, time_call = make_timer(device or torch.device(CPU))
     time_step = (lambda step: step()) if self_timed else time_call
     names = list(steps)
     with contextlib.nullcontext() if grad else torch.inference_mode():

@@ -48,10 +48,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from posbench import encodings, records
+from posbench.devices import CPU, FLOAT32, check_training, missing_device
 from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.positions import Positions
-from posbench.profile import missing_device
-from posbench.train import RUN_FIELDS, TrainConfig, check_run, deterministic, evaluate, fit, initial_model, resolve
+from posbench.train import RUN_FIELDS, TrainConfig, deterministic, evaluate, fit, initial_model, resolve
 
 TARGETS = ("token", "position")
 PROBES = ("linear", "mlp")
@@ -98,8 +98,8 @@ class ProbeConfig:
     mlp_hidden: int = 128
     variance_kept: float = 0.9
     threads: int = 1
-    device: str = "cpu"  # trained embeddings: where the lm_prose run trains (cpu, cuda, cuda:N)
-    dtype: str = "fp32"  # and in which precision (fp32, bf16), as in posbench train
+    device: str = CPU  # trained embeddings: where the lm_prose run trains (devices.TRAINING_DEVICES)
+    dtype: str = FLOAT32  # and in which precision (devices.TRAINING_DTYPES), as in posbench train
 
 
 def check(config: ProbeConfig) -> None:
@@ -113,10 +113,10 @@ def check(config: ProbeConfig) -> None:
         raise ValueError(f"vocab applies to random embeddings; trained ones use {TRAINING_TASK}'s vocabulary")
     if config.embedding == "random" and (config.vocab is None or config.vocab < 2):
         raise ValueError(f"vocab must be >= 2 for random embeddings, got {config.vocab}")
-    check_run(config.device, config.dtype)
-    if config.embedding == "random" and (config.device, config.dtype) != ("cpu", "fp32"):
+    check_training(config.device, config.dtype)
+    if config.embedding == "random" and (config.device, config.dtype) != (CPU, FLOAT32):
         raise ValueError(f"device {config.device!r} and dtype {config.dtype!r} apply to trained embeddings (the "
-                         f"{TRAINING_TASK} run); allowed with random ones: cpu, fp32")
+                         f"{TRAINING_TASK} run); allowed with random ones: {CPU}, {FLOAT32}")
     if config.seq_len < 2:
         raise ValueError(f"seq_len must be >= 2 (position is the target), got {config.seq_len}")
     if config.d_model % 4:
@@ -385,7 +385,7 @@ def probe(config: ProbeConfig, log: TextIO | None = None) -> dict:
 
 
 def record_config(config: ProbeConfig) -> dict:
-    """The record's ``config``: every field, ``device`` and ``dtype`` only when not cpu / fp32."""
+    """The record's ``config``: every field, ``device`` and ``dtype`` only when not cpu / float32."""
     return records.config_fields(config, RUN_FIELDS)
 
 

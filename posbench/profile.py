@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import socket
 import sys
 import time
@@ -39,13 +38,11 @@ import torch
 
 from posbench import encodings, measure, records
 from posbench.attention import choose_path
+from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, autocast, missing_device, on_cuda
 from posbench.flops import analytic_flops, count_flops, decode_flops
 from posbench.model import SIZES, KVCache, ModelConfig, build_model, count_params
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MODES = ("infer", "train", "decode")
-DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d+)?")
-DEVICE_ALLOWED = "cpu, cuda, cuda:N, mps"
 MEMORY_PASS_STEPS = 2  # the first step allocates caches and optimizer state, the second is steady
 COUNTED_UP_TO = 256  # the FLOP counters never run a cell's model longer than this (flops.count_flops)
 
@@ -58,9 +55,9 @@ class ProfileConfig:
     size: str
     seq_len: int
     max_len: int | None = None  # positions the encoding is built for (rows of a learned table); None: seq_len
-    device: str = "cpu"
+    device: str = CPU
     batch: int = 1
-    dtype: str = "float32"
+    dtype: str = FLOAT32
     mode: str = "infer"  # infer: a forward in inference mode; train: forward + backward + AdamW step;
     # decode: one new token against a KV cache holding seq_len tokens (generation's per-token cost)
     threads: int | None = None  # torch CPU threads; None: torch's default
@@ -81,11 +78,10 @@ class ProfileConfig:
 
 def check(config: ProfileConfig) -> None:
     """A one-line ``ValueError`` naming the bad field and the allowed values, before any work is done."""
-    choices = {"encoding": encodings.names(), "size": tuple(SIZES), "dtype": tuple(DTYPES), "mode": MODES}
+    choices = {"encoding": encodings.names(), "size": tuple(SIZES), "dtype": tuple(TORCH_DTYPES), "mode": MODES}
     for name, allowed in choices.items():
         _require(getattr(config, name) in allowed, config, name, ", ".join(allowed))
-    _require(isinstance(config.device, str) and DEVICE_PATTERN.fullmatch(config.device), config, "device",
-             DEVICE_ALLOWED)
+    _require(config.device in ANY_DEVICE, config, "device", ANY_DEVICE.allowed)
     for name in ("seq_len", "max_len", "batch", "min_repeats"):
         _require(_is_integer(getattr(config, name), 1), config, name, "a positive integer")
     for name in ("warmup", "seed"):
@@ -128,19 +124,6 @@ def length_problem(config: ProfileConfig) -> str | None:
     if limit is not None and needed > limit:
         return (f"argument --seq-len: {needed} positions but {config.encoding}'s table has {limit} rows "
                 f"(--max-len {config.max_len}); allowed: 1 to {limit}, or a larger --max-len")
-    return None
-
-
-def missing_device(device: str) -> str | None:
-    """Why this machine cannot run on ``device``, or ``None`` when it can."""
-    kind, _, index = device.partition(":")
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            return f"no CUDA device visible (torch {torch.__version__}, built for CUDA {torch.version.cuda})"
-        if index and int(index) >= torch.cuda.device_count():
-            return f"{device} does not exist: {torch.cuda.device_count()} CUDA device(s) visible"
-    if kind == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        return f"MPS is not available (torch {torch.__version__} on {sys.platform})"
     return None
 
 
@@ -231,8 +214,8 @@ def preflight(device: str) -> dict:
     product = float((a @ a).sum())  # runs the kernel and reads the result back
     measure.synchronize(target)
     found = {"device": device, "torch": torch.__version__, "matmul": math.isfinite(product),
-             "name": records.cpu_model() if target.type != "cuda" else torch.cuda.get_device_properties(target).name}
-    if target.type == "cuda":
+             "name": torch.cuda.get_device_properties(target).name if on_cuda(target) else records.cpu_model()}
+    if on_cuda(target):
         nvml = measure.Nvml(measure.torch_device_uuid(target))
         if not nvml.available:
             raise RuntimeError(f"{device}: torch sees {found['name']} but NVML does not ({nvml.reason}); "
@@ -246,7 +229,7 @@ def host_kill_is_not_a_gpu_oom(config: ProfileConfig, outcome: measure.ChildOutc
     """A CUDA cell's process killed by SIGKILL ran out of *host* memory (a job's memory limit, the
     kernel's OOM killer), not of GPU memory: an ``error`` that a rerun retries (with more memory),
     never an ``oom`` kept as the GPU's limit. On CPU the same kill is the cell's own out-of-memory."""
-    if config.device.startswith("cuda") and outcome.status == "oom" and "SIGKILL" in outcome.reason:
+    if on_cuda(config.device) and outcome.status == "oom" and "SIGKILL" in outcome.reason:
         return measure.ChildOutcome("error", "killed by the host (SIGKILL: a job memory limit or the kernel's "
                                              "OOM killer), not a GPU out-of-memory; retried", outcome.sections)
     return outcome
@@ -271,7 +254,7 @@ def measure_cell(payload: dict, sections: dict) -> None:
     if config.threads:
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
-    if device.type == "cuda":  # events, streams and the context on the device named, not device 0
+    if on_cuda(device):  # events, streams and the context on the device named, not device 0
         torch.cuda.set_device(device)
     nvml, context = _open_nvml(device)
     torch.manual_seed(config.seed)
@@ -302,7 +285,7 @@ def time_cells(payload: dict, sections: dict) -> None:
     if first.threads:
         torch.set_num_threads(first.threads)
     device = torch.device(first.device)
-    if device.type == "cuda":
+    if on_cuda(device):
         torch.cuda.set_device(device)
     timer, time_step = measure.make_timer(device)
     steps, sections["failed"] = {}, {}
@@ -317,7 +300,7 @@ def time_cells(payload: dict, sections: dict) -> None:
         except Exception as error:  # noqa: BLE001 - this cell is timed again alone; the others go on
             sections["failed"][str(i)] = measure.first_line(error)
             model = step = None
-            if device.type == "cuda":
+            if on_cuda(device):
                 torch.cuda.empty_cache()
     began = time.perf_counter()
     samples = measure.alternate(steps, first.min_repeats, warmup=0, grad=True, min_seconds=first.min_seconds,
@@ -340,7 +323,7 @@ def model_shape(model) -> dict:
 
 def _open_nvml(device: torch.device) -> tuple[measure.Nvml | None, int | None]:
     """On CUDA: NVML for the device and this process's idle context (CUDA initialised, no model)."""
-    if device.type != "cuda":
+    if not on_cuda(device):
         return None, None
     torch.zeros(1, device=device)  # creates the context
     torch.cuda.synchronize(device)
@@ -352,7 +335,7 @@ def weight_dtype(config: ProfileConfig) -> torch.dtype:
     """Inference runs in ``dtype``; training keeps float32 master weights (and AdamW state) and runs
     the forward under autocast to ``dtype``, as mixed-precision training does — so its memory and
     time are what a user's bf16/fp16 training costs, not those of pure low-precision AdamW."""
-    return torch.float32 if config.mode == "train" else DTYPES[config.dtype]
+    return torch.float32 if config.mode == "train" else TORCH_DTYPES[config.dtype]
 
 
 def make_step(model: torch.nn.Module, config: ProfileConfig):
@@ -378,13 +361,11 @@ def make_step(model: torch.nn.Module, config: ProfileConfig):
 
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    low = DTYPES[config.dtype]
-    autocast = torch.autocast(device.type, dtype=low, enabled=low != torch.float32)
-    scaler = torch.amp.GradScaler(device.type, enabled=low == torch.float16)
+    scaler = torch.amp.GradScaler(device.type, enabled=TORCH_DTYPES[config.dtype] == torch.float16)
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        with autocast:
+        with autocast(device, config.dtype):
             logits = model(inputs)  # (B, L, vocab)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         scaler.scale(loss).backward()
@@ -417,7 +398,7 @@ def decode_step(model: torch.nn.Module, prompt: torch.Tensor):
 
 def measure_memory(step, device: torch.device, nvml: measure.Nvml | None, context: int | None) -> dict:
     """The memory pass: ``MEMORY_PASS_STEPS`` steps watched by the CPU (and CUDA) monitors."""
-    cuda = measure.CudaAllocatorMonitor(device) if device.type == "cuda" else None
+    cuda = measure.CudaAllocatorMonitor(device) if on_cuda(device) else None
     with measure.CpuMemoryMonitor() as cpu, cuda or contextlib.nullcontext():
         for _ in range(MEMORY_PASS_STEPS):
             step()
@@ -434,7 +415,7 @@ def hardware(device: torch.device, nvml: measure.Nvml | None) -> dict:
     info = {"device": str(device), "cpu": records.cpu_model(), "torch_threads": torch.get_num_threads(),
             "host": socket.gethostname(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
-    if device.type == "cuda":
+    if on_cuda(device):
         props = torch.cuda.get_device_properties(device)
         info.update(gpu=props.name, gpu_uuid=measure.torch_device_uuid(device),
                     gpu_capability=f"{props.major}.{props.minor}", gpu_memory_mib=measure.mib(props.total_memory),

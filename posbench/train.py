@@ -10,11 +10,11 @@ length. On CPU with ``torch.use_deterministic_algorithms`` the same seed gives t
 CUDA cuBLAS gets a fixed workspace and cuDNN no autotuning so that they can repeat too, on one GPU
 model and software stack (not across them).
 
-``device`` and ``dtype`` say where and in which precision a job runs. ``bf16`` is mixed precision:
-the weights and AdamW's state stay float32 (the master copy), the forward runs under
-``torch.autocast`` to bfloat16, and the loss is taken in float32; evaluation runs in the same
-regime. float16 is not offered: without loss scaling its gradients underflow. A device this machine
-lacks gives a ``skipped`` record with the reason, as ``posbench profile`` does.
+``device`` and ``dtype`` say where and in which precision a job runs (:mod:`posbench.devices`).
+``bfloat16`` is mixed precision: the weights and AdamW's state stay float32 (the master copy), the
+forward runs under ``torch.autocast`` to bfloat16, and the loss is taken in float32; evaluation runs
+in the same regime. float16 is not offered: without loss scaling its gradients underflow. A device
+this machine lacks gives a ``skipped`` record with the reason, as ``posbench profile`` does.
 
 :func:`evaluate` scores every evaluation sequence (an *item*) on its own as well as the whole set, so
 that intervals can include the evaluation set's own sampling error; the metrics are those of
@@ -39,11 +39,10 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Iterable
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -53,16 +52,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from posbench import encodings, metrics, records, tasks
+from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
-from posbench.profile import missing_device
 from posbench.tasks.base import IGNORE
 from posbench.tasks.corpus import sliding_stride
 
-DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
-DEVICE_ALLOWED = "cpu, cuda, cuda:N"
-DTYPES = {"fp32": None, "bf16": torch.bfloat16}  # -> what the forward autocasts to (None: nothing)
-RUN_FIELDS = ("device", "dtype")  # recorded only when not cpu / fp32: older records keep their hash
+RUN_FIELDS = ("device", "dtype")  # recorded only when not cpu / float32: older records keep their hash
 CURVE_POINTS = 50  # validation-curve points per run: every steps // 50 steps, and at the last
 LAST_PART = 0.2  # the part of training (the last fifth) whose validation trend is tested
 MIN_TREND_POINTS = 10  # fewer points in the last fifth and no trend is fitted
@@ -88,8 +84,8 @@ class TrainConfig:
     grad_clip: float = 1.0
     threads: int = 1
     log_every: int = 100
-    device: str = "cpu"  # cpu, cuda or cuda:N
-    dtype: str = "fp32"  # fp32, or bf16: autocast with float32 weights (see the module's docstring)
+    device: str = CPU  # devices.TRAINING_DEVICES: cpu, cuda or cuda:N
+    dtype: str = FLOAT32  # or bfloat16: autocast with float32 weights (see the module's docstring)
     eval_scaling: tuple[str, ...] = ()  # training-free RoPE scalings also evaluated after training, e.g. yarn:4
 
 
@@ -121,7 +117,7 @@ def resolve(config: TrainConfig) -> Job:
         raise ValueError(f"unknown encoding {config.encoding!r}; allowed: {', '.join(encodings.names())}")
     if config.seed < 0:
         raise ValueError(f"seed must be >= 0, got {config.seed}")
-    check_run(config.device, config.dtype)
+    check_training(config.device, config.dtype)
     for name in ("d_model", "steps", "batch_size", "lr", "threads", "log_every"):
         value = getattr(config, name)
         if value is not None and value <= 0:
@@ -131,15 +127,6 @@ def resolve(config: TrainConfig) -> Job:
     check_eval_scaling(config.encoding, config.eval_scaling, task.sequence_length(task.train_length))
     return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
                config.lr or task.lr)
-
-
-def check_run(device: str, dtype: str) -> None:
-    """A one-line ``ValueError`` for a device or dtype no training job takes (whether this machine has
-    the device is asked later: its absence is a ``skipped`` record, not a mistake)."""
-    if not (isinstance(device, str) and DEVICE_PATTERN.fullmatch(device)):
-        raise ValueError(f"device {device!r} is not allowed; allowed: {DEVICE_ALLOWED}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPES)}")
 
 
 def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None = None) -> ModelConfig:
@@ -174,13 +161,13 @@ def check_width(size: str, d_model: int) -> None:
 
 
 @contextmanager
-def deterministic(threads: int, device: str = "cpu"):
+def deterministic(threads: int, device: str = CPU):
     """Deterministic kernels and a fixed thread count for the duration of a job.
 
     On CUDA, cuBLAS is deterministic only with a fixed workspace, read from the environment when its
     first handle is made: so it is set here, before the job touches the device (a value already set
     is kept). cuDNN's autotuner would pick kernels by timing, so it is off."""
-    if device.startswith("cuda"):
+    if on_cuda(device):
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     previous = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.backends.cudnn.benchmark
     torch.use_deterministic_algorithms(True)
@@ -192,12 +179,6 @@ def deterministic(threads: int, device: str = "cpu"):
         torch.use_deterministic_algorithms(previous[0])
         torch.set_num_threads(previous[1])
         torch.backends.cudnn.benchmark = previous[2]
-
-
-def autocast(device: torch.device, dtype: str):
-    """The forward's precision: ``bf16`` autocasts to bfloat16 on ``device``; ``fp32`` changes nothing."""
-    lower = DTYPES[dtype]
-    return torch.autocast(device.type, dtype=lower) if lower is not None else nullcontext()
 
 
 def make_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int, warmup_fraction: float):
@@ -219,7 +200,7 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int,
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = FLOAT32) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (float32, whatever the forward ran in) and targets flattened to ``(N, classes)`` and
     ``(N,)`` for every task shape, on the model's device; the forward in ``dtype``'s precision."""
     device = next(model.parameters()).device
@@ -373,13 +354,13 @@ def position_bins(loss_sum: np.ndarray, scored: np.ndarray, bins: int = POSITION
             for start, stop, n in runs if n]
 
 
-def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = "fp32", split: str = "test") -> Evaluation:
+def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32, split: str = "test") -> Evaluation:
     """The task's metrics on its fixed ``split`` set at ``length``, and each sequence's own sums; on
     the model's device, the forward in ``dtype``'s precision (as it was trained)."""
     return score(model, task.eval_batches(length, split), task.metrics, dtype)
 
 
-def evaluate_sliding(model: nn.Module, task: tasks.Task, length: int, dtype: str = "fp32") -> Evaluation:
+def evaluate_sliding(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32) -> Evaluation:
     """The task's metrics on its sliding windows of the test split at ``length``: each scored character
     after the first window reads at least ``length - stride`` characters of context."""
     return score(model, task.sliding_batches(length), task.metrics, dtype)
@@ -467,7 +448,7 @@ def check_eval_scaling(encoding: str, labels, trained_positions: int = 2) -> Non
         tiny.rescaled(RopeScaling.from_label(label, trained_positions))
 
 
-def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str, dtype: str = "fp32") -> dict:
+def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str, dtype: str = FLOAT32) -> dict:
     """The trained model evaluated at every length with its RoPE frequencies scaled by ``label`` (e.g.
     ``yarn:4``), no retraining: the context-extension methods people apply to a trained model. The
     training length is the scaling's original context. Per-item results are kept for the plain

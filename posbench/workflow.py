@@ -8,6 +8,12 @@ What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at
 ``train.comparison_seeds`` and at each of ``train.lr_factors`` × the arm's learning rate; an arm in both
 trains the union of its seeds in one job, so every (task, encoding, size, lr, seed) is one record.
+
+Where a record lies (:data:`TRAIN_RECORD`, :data:`PROBE_RECORD`) names everything that tells it from
+another of the same machine: a train record's device (and its dtype when not float32), its task, size
+and encoding, its training length and width where a sweep or comparison moved them, its training
+steps (always: a budget is part of a cell, and a folder implied by a task's default would change its
+meaning when the default does), and its learning rate where not the task's.
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ import jsonschema
 import yaml
 
 from posbench.comparisons import ArmSpec
+from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, TRAINING_DEVICES, present
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
-KNOWN_DEVICES = ("cpu", "cuda", "cuda:N", "mps")
 
 
 class ConfigError(ValueError):
@@ -89,7 +95,7 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         allowed = ", ".join(map(str, error.validator_value))
         return f"config key '{key}': {error.instance!r} is not allowed; allowed: {allowed}"
     if error.validator == "oneOf" and key == "devices":
-        return f"config key 'devices': expected auto or a list of {', '.join(KNOWN_DEVICES)}, got {error.instance!r}"
+        return f"config key 'devices': expected auto or a list of {ANY_DEVICE.allowed}, got {error.instance!r}"
     if error.validator == "pattern" and key in ("machine", "preset"):
         what = "(it names a folder), or auto" if key == "machine" else "(a name, e.g. default, full, cluster, smoke)"
         return (f"config key '{key}': {error.instance!r} is not allowed; allowed: letters, digits, '.', '_' "
@@ -113,9 +119,9 @@ def _one_line(error: jsonschema.ValidationError) -> str:
     if error.validator == "minProperties" and key.startswith("train.lr."):
         return f"config key '{key}': no encodings listed; give a rate, or remove the task"
     if error.validator == "pattern" and key == "train.device":
-        return f"config key 'train.device': {error.instance!r} is not allowed; allowed: cpu, cuda, cuda:N"
+        return f"config key 'train.device': {error.instance!r} is not allowed; allowed: {TRAINING_DEVICES.allowed}"
     if error.validator == "pattern" and key.startswith("devices"):
-        return f"config key '{key}': unknown device {error.instance!r}; allowed: {', '.join(KNOWN_DEVICES)}"
+        return f"config key '{key}': unknown device {error.instance!r}; allowed: {ANY_DEVICE.allowed}"
     return f"config key '{key}': {error.message}"
 
 
@@ -215,21 +221,7 @@ def _check_members(key: str, values, allowed, single: bool = False) -> None:
 
 def resolve_devices(devices) -> tuple[list[str], list[str]]:
     """``auto`` -> the devices this machine has, plus why each other one was dropped; a list is kept."""
-    if devices != "auto":
-        return list(devices), []
-    import torch
-
-    kept, dropped = ["cpu"], []
-    if torch.cuda.is_available():
-        kept.append("cuda")
-    else:
-        dropped.append("cuda (torch.cuda.is_available() is False)")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        kept.append("mps")
-    else:
-        dropped.append("mps (not available in this PyTorch build)")
-    return kept, dropped
+    return (list(devices), []) if devices != "auto" else present()
 
 
 def profile_max_len(config: dict) -> int:
@@ -259,7 +251,7 @@ def machine_label(config: dict) -> str:
 
 def profile_cells(config: dict, devices: list[str] | None = None) -> list[dict]:
     p = config["profile"]
-    devices = devices if devices is not None else ["cpu"]
+    devices = devices if devices is not None else [CPU]
     return [dict(device=d, mode=m, size=s, encoding=e, seq_len=L)
             for d, m, s, e, L in product(devices, p["modes"], p["sizes"], p["encodings"], p["seq_lens"])]
 
@@ -289,14 +281,17 @@ def profile_job_encodings(config: dict, key: str) -> list[str]:
 
 
 def train_jobs(config: dict) -> list[dict]:
-    """One entry per train job: ``task, encoding, size, lr, lr_dir, train_length, d_model, shape_dir,
-    seeds`` (seeds sorted).
+    """One entry per train job: ``device, dtype_dir, task, encoding, size, lr, lr_dir, train_length,
+    d_model, shape_dir, steps, seeds`` (seeds sorted).
 
     The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`) and ``train.seeds``,
     and so do the sweeps' (``train.sweeps``), at each of their training lengths × widths; the
     comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``. An
     arm asked for twice at one rate, length and width is one job with the union of the seeds; a length
-    or width equal to the task's or size's is that arm's plain cell (``None``, no folder)."""
+    or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every job
+    trains on ``train.device`` in ``train.dtype``, for ``train.steps`` or the task's own steps."""
+    from posbench import tasks
+
     t = config["train"]
     arms = [(ArmSpec(task, e), 1, t["seeds"]) for task, names in t["tasks"].items() for e in names]
     arms += [(ArmSpec(sweep["task"], e, length, width), 1, t["seeds"]) for sweep in t["sweeps"]
@@ -307,10 +302,12 @@ def train_jobs(config: dict) -> list[dict]:
     for (spec, factor, seeds), size in product(arms, t["sizes"]):
         base = learning_rate(config, spec.task, spec.encoding)
         lr = base if factor == 1 else float(f"{base * factor:.4g}")
-        jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size)), set()).update(seeds)
-    return [dict(task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), train_length=length,
-                 d_model=width, shape_dir=shape_dir(length, width), seeds=sorted(seeds))
-            for (task, e, size, lr, length, width), seeds in jobs.items()]
+        steps = t["steps"] or tasks.get(spec.task).steps
+        jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size), steps), set()).update(seeds)
+    run = dict(device=t["device"], dtype_dir=dtype_dir(t["dtype"]))
+    return [dict(**run, task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), train_length=length,
+                 d_model=width, shape_dir=shape_dir(length, width), steps=steps, seeds=sorted(seeds))
+            for (task, e, size, lr, length, width, steps), seeds in jobs.items()]
 
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
@@ -331,6 +328,16 @@ def shape_arguments(shape: str) -> str:
     """``--train-length … --d-model …`` for a train job in :func:`shape_dir`'s folders; nothing at the defaults."""
     length, width = re.fullmatch(SHAPE_DIR, shape).groups()
     return " ".join(([f"--train-length {length}"] if length else []) + ([f"--d-model {width}"] if width else []))
+
+
+def dtype_dir(dtype: str) -> str:
+    """The record path's dtype folder, under the device's: none at float32, ``bfloat16/`` at another."""
+    return "" if dtype == FLOAT32 else f"{dtype}/"
+
+
+def dtype_of(dtype_dir: str) -> str:
+    """The dtype of a job in :func:`dtype_dir`'s folder (``--dtype``)."""
+    return dtype_dir.removesuffix("/") or FLOAT32
 
 
 def train_cells(config: dict) -> list[dict]:
@@ -372,11 +379,13 @@ def lr_argument(lr_dir: str) -> str:
 
 
 def probe_cells(config: dict) -> list[dict]:
-    """Random embeddings over ``vocabs``; trained ones over lm_prose's vocabulary (``tokens`` names which)."""
-    p = config["probe"]
-    random = [dict(embedding="random", tokens=f"V{v}", encoding=e, seq_len=L, d_model=d, seed=s)
+    """Random embeddings over ``vocabs``, made on the CPU; trained ones over lm_prose's vocabulary
+    (``tokens`` names which), whose language model trains on ``train.device`` in ``train.dtype``."""
+    p, t = config["probe"], config["train"]
+    on_cpu, as_trained = dict(device=CPU, dtype_dir=""), dict(device=t["device"], dtype_dir=dtype_dir(t["dtype"]))
+    random = [dict(**on_cpu, embedding="random", tokens=f"V{v}", encoding=e, seq_len=L, d_model=d, seed=s)
               for e, d, v, L, s in product(p["encodings"], p["random_widths"], p["vocabs"], p["seq_lens"], p["seeds"])]
-    trained = [dict(embedding="trained", tokens="lm_prose", encoding=e, seq_len=L, d_model=d, seed=s)
+    trained = [dict(**as_trained, embedding="trained", tokens="lm_prose", encoding=e, seq_len=L, d_model=d, seed=s)
                for e, d, L, s in product(p["encodings"], p["trained_widths"], p["seq_lens"], p["seeds"])]
     return random + trained
 
@@ -386,19 +395,22 @@ def probe_cells(config: dict) -> list[dict]:
 # digest, E8-3f2a09c1): a sweep that gains a seed, width or encoding names a new manifest, so its job
 # runs whatever Snakemake's rerun triggers are.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
-TRAIN_RECORD = "{results}/records/{machine}/train/{task}/{size}/{encoding}/{shape_dir}{lr_dir}seed{seed}.json"
-PROBE_RECORD = ("{results}/records/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/d{d_model}/"
-                "seed{seed}.json")
+TRAIN_RECORD = ("{results}/records/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{shape_dir}"
+                "steps{steps}/{lr_dir}seed{seed}.json")
+PROBE_RECORD = ("{results}/records/{machine}/probe/{device}/{dtype_dir}{embedding}/{encoding}/{tokens}/L{seq_len}/"
+                "d{d_model}/seed{seed}.json")
 PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
 PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/L{seq_len}/{encodings}.json"
-TRAIN_BATCH = "{results}/batches/{machine}/train/{task}/{size}/{encoding}/{shape_dir}{lr_dir}seeds{seeds}.json"
-PROBE_BATCH = ("{results}/batches/{machine}/probe/{embedding}/{encoding}/{tokens}/L{seq_len}/"
+TRAIN_BATCH = ("{results}/batches/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{shape_dir}"
+               "steps{steps}/{lr_dir}seeds{seeds}.json")
+PROBE_BATCH = ("{results}/batches/{machine}/probe/{device}/{dtype_dir}{embedding}/{encoding}/{tokens}/L{seq_len}/"
                "d{d_models}.seeds{seeds}.json")
 LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 ENCODINGS_KEY = r"E[0-9]+-[0-9a-f]{8}"  # a profile job's encodings (encodings_key) as a wildcard matches them
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
 SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (shape_dir), or nothing
+DTYPE_DIR = "((?:{})/)?".format("|".join(d for d in TORCH_DTYPES if d != FLOAT32))  # dtype_dir's folder, or nothing
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:

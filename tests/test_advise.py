@@ -206,7 +206,7 @@ def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
     (["--deploy-len", "abc"], "argument --deploy-len: 'abc' is not allowed; allowed: a positive integer"),
     (["--param-budget", "-1"], "argument --param-budget: '-1' is not allowed; allowed: an integer >= 0"),
     (["--latency-budget-ms", "fast"], "argument --latency-budget-ms: 'fast' is not allowed; allowed: a number > 0"),
-    (["--device", "tpu"], "argument --device: 'tpu' is not allowed; allowed: one of cpu, cuda"),
+    (["--device", "tpu"], "argument --device: 'tpu' is not allowed; allowed: one of cpu, cuda, mps"),
     (["--format", "xml"], "argument --format: 'xml' is not allowed; allowed: one of text, json"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(tables, capsys, argv, flag):

@@ -144,6 +144,7 @@ def test_record_is_valid_and_aggregates_to_one_row_per_target_and_probe():
     assert [(r["target"], r["probe"]) for r in rows] == [("token", "linear"), ("token", "mlp"),
                                                          ("position", "linear"), ("position", "mlp")]
     assert {r["chance"] for r in rows} == {1 / 6, 1 / 4} and {r["d_model"] for r in rows} == {8}
+    assert {(r["device"], r["dtype"]) for r in rows} == {("cpu", "float32")}
 
 
 def test_a_diverging_language_model_gives_a_diverged_record(monkeypatch):
@@ -182,11 +183,11 @@ def test_bad_config_names_the_field(change, words):
     (["--encoding", "learned", "--d-model", "16", "--seq-len", "1"], "argument --seq-len: '1' is not allowed"),
     (["--encoding", "learned", "--d-model", "16", "--embedding", "trained", "--device", "tpu"],
      "argument --device: 'tpu' is not allowed; allowed: cpu, cuda, cuda:N"),
-    (["--encoding", "learned", "--d-model", "16", "--embedding", "trained", "--dtype", "fp16"],
-     "argument --dtype: invalid choice: 'fp16'"),
+    (["--encoding", "learned", "--d-model", "16", "--embedding", "trained", "--dtype", "float16"],
+     "argument --dtype: invalid choice: 'float16'"),
     (["--encoding", "learned", "--d-model", "16", "--device", "cuda"],
-     "device 'cuda' and dtype 'fp32' apply to trained embeddings (the lm_prose run); allowed with random ones: "
-     "cpu, fp32"),
+     "device 'cuda' and dtype 'float32' apply to trained embeddings (the lm_prose run); allowed with random ones: "
+     "cpu, float32"),
 ])
 def test_cli_bad_arguments_give_one_line_and_exit_2(tmp_path, capsys, arguments, words):
     out = tmp_path / "probe.json"
@@ -207,8 +208,8 @@ def test_workflow_fans_probe_cells_out_and_an_empty_probe_section_adds_none():
                                              "trained_widths": [16], "seeds": [0, 1]}})
     paths = probe_records(cfg)
     assert len(paths) == 2 * 2 + 1 * 2
-    assert "results/records/laptop/probe/random/sinusoidal_concat/V64/L64/d32/seed1.json" in paths
-    assert "results/records/laptop/probe/trained/sinusoidal_concat/lm_prose/L64/d16/seed0.json" in paths
+    assert "results/records/laptop/probe/cpu/random/sinusoidal_concat/V64/L64/d32/seed1.json" in paths
+    assert "results/records/laptop/probe/cpu/trained/sinusoidal_concat/lm_prose/L64/d16/seed0.json" in paths
 
 
 @pytest.mark.parametrize("section, words", [
@@ -220,17 +221,18 @@ def test_workflow_refuses_a_bad_probe_section_in_one_line(section, words):
         validate_config({"probe": {"random_widths": [16], **section}})
 
 
-def test_trained_embeddings_in_bf16_and_the_default_config_hash():
-    """The lm_prose run takes train's device and dtype; cpu / fp32 stay out of the record's config, so
+def test_trained_embeddings_in_bfloat16_and_the_default_config_hash():
+    """The lm_prose run takes train's device and dtype; cpu / float32 stay out of the record's config, so
     records written before keep their hash."""
     config = ProbeConfig(encoding="sinusoidal", d_model=16, vocab=None, embedding="trained")
     assert records.config_hash(record_config(config)) == "0a0d5636eeef0f4b"  # as before --device existed
     cell = ProbeConfig(encoding="sinusoidal", d_model=8, vocab=None, embedding="trained", seq_len=8, train_steps=5,
-                       probe_iterations=20, mlp_hidden=8, dtype="bf16")
+                       probe_iterations=20, mlp_hidden=8, dtype="bfloat16")
     record = records.validate(probe(cell, log=io.StringIO()))
     assert record["status"] == "ok" and record["config"] == {**record_config(config), "d_model": 8, "seq_len": 8,
                                                              "train_steps": 5, "probe_iterations": 20,
-                                                             "mlp_hidden": 8, "dtype": "bf16"}
+                                                             "mlp_hidden": 8, "dtype": "bfloat16"}
+    assert {(row["device"], row["dtype"]) for row in probe_rows(record)} == {("cpu", "bfloat16")}
     assert record["embedding"]["training"]["steps"] == 5
     assert math.isfinite(record["embedding"]["training"]["held_out_bits_per_char"])
 

@@ -16,6 +16,7 @@ import torch
 
 from posbench import aggregate, measure, profile, records
 from posbench.__main__ import main
+from posbench.devices import TORCH_DTYPES
 from posbench.flops import count_flops
 from posbench.model import build_model
 from posbench.profile import ProfileConfig, check
@@ -326,11 +327,11 @@ def test_training_cells_below_float32_are_mixed_precision_with_float32_master_we
     step = profile.make_step(model, config)
     step()
     step()
-    assert computed == [profile.DTYPES[dtype]] * 2
+    assert computed == [TORCH_DTYPES[dtype]] * 2
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))  # it trained
     inference = ProfileConfig(encoding="rope", size="tiny", seq_len=16, dtype=dtype)
-    assert profile.weight_dtype(inference) == profile.DTYPES[dtype]
+    assert profile.weight_dtype(inference) == TORCH_DTYPES[dtype]
 
 
 # ----- decode: one token against a KV cache -------------------------------------------------------

@@ -1,6 +1,7 @@
 """The training loop: it learns with every encoding, repeats itself exactly, evaluates beyond the
 training length item by item, says how `learned` met unseen positions, and fails cleanly."""
 
+import copy
 import io
 import json
 import math
@@ -131,6 +132,22 @@ def test_aggregate_collects_the_items_and_reports_a_record_without_them(runs, tm
     assert meta["counts"]["positions"] == len(positions)
 
 
+def test_the_tables_name_where_and_how_long_each_cell_trained(runs, tmp_path):
+    """device, dtype and steps are part of a train cell, in every train table and the items: a CUDA
+    bfloat16 run of the same arm and seed is a row of its own, never a second copy of the CPU one."""
+    on_gpu = copy.deepcopy(runs["rope"])
+    on_gpu["config"].update(device="cuda", dtype="bfloat16", steps=60)
+    for name, record in (("cpu", runs["rope"]), ("gpu", on_gpu)):
+        records.write_record(tmp_path / "records" / f"{name}.json", record)
+    aggregate(tmp_path / "records", tmp_path / "tables")
+    expected = {("cpu", "float32", 30), ("cuda", "bfloat16", 60)}
+    for table in ("accuracy", "extrapolation", "positions", "items"):
+        rows = pd.read_parquet(tmp_path / "tables" / f"{table}.parquet")
+        assert set(zip(rows["device"], rows["dtype"], rows["steps"])) == expected, table
+    items = pd.read_parquet(tmp_path / "tables" / "items.parquet")
+    assert len(items) == 2 * runs["rope"]["items"]["rows"]
+
+
 def test_the_tables_carry_chance_trend_validation_and_whether_positions_were_trained(runs, tmp_path):
     """``positions_trained``: the learned table's rows past the 12 positions reverse trains on kept
     their initial values, so every longer evaluation reads untrained rows; rope has no table."""
@@ -245,7 +262,7 @@ def test_the_validation_curve_is_the_held_out_loss_every_fiftieth_of_training():
     held_out = posbench.train.validation_set(job.task, 8)
     validation = torch.cat([b.inputs for b in job.task.eval_batches(6, "validation")])
     assert torch.equal(torch.cat([b.inputs for b in held_out]), validation[:8])
-    assert fitted.validation_curve[-1]["loss"] == posbench.train.held_out_loss(model, held_out, "fp32")
+    assert fitted.validation_curve[-1]["loss"] == posbench.train.held_out_loss(model, held_out, "float32")
     assert 0 < fitted.validation_seconds < fitted.seconds
 
 
@@ -347,8 +364,10 @@ def test_cli_writes_a_valid_record_and_reports_progress(tmp_path, capsys):
      "argument --device: 'tpu' is not allowed; allowed: cpu, cuda, cuda:N"),
     (["--task", "copy", "--encoding", "rope", "--device", "cuda:x"],
      "argument --device: 'cuda:x' is not allowed; allowed: cpu, cuda, cuda:N"),
-    (["--task", "copy", "--encoding", "rope", "--dtype", "fp16"],
-     "argument --dtype: invalid choice: 'fp16'"),
+    (["--task", "copy", "--encoding", "rope", "--dtype", "float16"],
+     "argument --dtype: invalid choice: 'float16'"),
+    (["--task", "copy", "--encoding", "rope", "--dtype", "bf16"],
+     "argument --dtype: invalid choice: 'bf16'"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "r.json"
@@ -430,19 +449,19 @@ def fit_watching(config, monkeypatch):
     return fitted, evaluation, model, optimizers[0][0], logits
 
 
-def test_bf16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_state(monkeypatch):
-    fitted, evaluation, model, optimizer, logits = fit_watching(small_config("rope", steps=10, dtype="bf16"),
+def test_bfloat16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_state(monkeypatch):
+    fitted, evaluation, model, optimizer, logits = fit_watching(small_config("rope", steps=10, dtype="bfloat16"),
                                                                 monkeypatch)
     reference, reference_eval, _, _, reference_logits = fit_watching(small_config("rope", steps=10), monkeypatch)
     assert len(logits) == 10 + 10 + 1 and set(logits) == {torch.bfloat16}  # 10 steps, 10 curve points, 16 items
     assert set(reference_logits) == {torch.float32}
     batch = resolve(small_config("rope")).task.train_batch(np.random.default_rng(0), 4)
-    assert posbench.train.scored_logits(model, batch, "bf16")[0].dtype == torch.float32  # what the loss takes
+    assert posbench.train.scored_logits(model, batch, "bfloat16")[0].dtype == torch.float32  # what the loss takes
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     state = [tensor for s in optimizer.state.values() for name, tensor in s.items() if name != "step"]
     assert len(state) == 2 * len(list(model.parameters())) and {t.dtype for t in state} == {torch.float32}
     assert fitted.status == "ok" and all(math.isfinite(loss) for loss in fitted.losses)
-    assert fitted.losses != reference.losses  # bf16 rounding changes the curve ...
+    assert fitted.losses != reference.losses  # bfloat16 rounding changes the curve ...
     assert max(abs(a - b) for a, b in zip(fitted.losses, reference.losses)) < 0.02  # ... a little
     assert evaluation.metrics["loss"] != reference_eval.metrics["loss"]
     assert evaluation.metrics["loss"] == pytest.approx(reference_eval.metrics["loss"], abs=0.02)
@@ -454,14 +473,14 @@ PLAIN_COPY_HASH = "7e00741a76e1bd35"
 
 
 def test_a_default_record_config_keeps_the_hash_it_had_before_device_and_dtype():
-    """Fields at cpu / fp32 stay out of the record's config, so records written before keep their hash
+    """Fields at cpu / float32 stay out of the record's config, so records written before keep their hash
     (and a batch keeps them); another device or dtype is part of the cell."""
     config = TrainConfig(task="copy", encoding="rope", steps=30, task_options={"train_length": 6})
     recorded = resolve(config).record_config()
     assert "device" not in recorded and "dtype" not in recorded
     assert records.config_hash(recorded) == PLAIN_COPY_HASH
-    on_gpu = resolve(TrainConfig(**{**config.__dict__, "device": "cuda", "dtype": "bf16"})).record_config()
-    assert on_gpu == {**recorded, "device": "cuda", "dtype": "bf16"}
+    on_gpu = resolve(TrainConfig(**{**config.__dict__, "device": "cuda", "dtype": "bfloat16"})).record_config()
+    assert on_gpu == {**recorded, "device": "cuda", "dtype": "bfloat16"}
     assert records.config_hash(on_gpu) != PLAIN_COPY_HASH
 
 
@@ -493,11 +512,11 @@ def test_a_cuda_device_this_machine_lacks_gives_a_skipped_record(tmp_path):
     device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
     out = tmp_path / "r.json"
     args = ["train", "--task", "copy", "--encoding", "rope", "--steps", "4", "--train-length", "3",
-            "--device", device, "--dtype", "bf16", "--out", str(out)]
+            "--device", device, "--dtype", "bfloat16", "--out", str(out)]
     assert main(args) == 1  # a failed cell fails its job (no manifest), so a rerun retries it
     record = records.read_record(out)
     assert record["status"] == "skipped" and "CUDA" in record["reason"] and "\n" not in record["reason"]
-    assert (record["config"]["device"], record["config"]["dtype"]) == (device, "bf16")
+    assert (record["config"]["device"], record["config"]["dtype"]) == (device, "bfloat16")
     assert record["loss_curve"] == [] and record["eval"] == [] and "params" not in record
     assert sorted(tmp_path.iterdir()) == [out]  # no items
 
@@ -518,7 +537,8 @@ def test_deterministic_on_cuda_fixes_cublas_workspace_and_turns_cudnn_autotuning
 @pytest.mark.parametrize("change, message", [
     ({"device": "mps"}, "device 'mps' is not allowed; allowed: cpu, cuda, cuda:N"),
     ({"device": "cuda:"}, "device 'cuda:' is not allowed; allowed: cpu, cuda, cuda:N"),
-    ({"dtype": "fp16"}, "dtype 'fp16' is not allowed; allowed: fp32, bf16"),
+    ({"dtype": "float16"}, "dtype 'float16' is not allowed; allowed: float32, bfloat16"),
+    ({"dtype": "fp32"}, "dtype 'fp32' is not allowed; allowed: float32, bfloat16"),
 ])
 def test_resolve_refuses_a_device_or_dtype_no_job_takes(change, message):
     with pytest.raises(ValueError) as error:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +12,14 @@ import yaml
 
 from posbench import comparisons, tasks
 from posbench.workflow import (
+    DTYPE_DIR,
     TRAIN_RECORD,
     ConfigError,
     batch_manifests,
+    dtype_dir,
+    dtype_of,
     encodings_key,
+    probe_records,
     profile_job_encodings,
     profile_jobs,
     profile_records,
@@ -86,7 +91,12 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                                  "'train.tasks.reverse': no encodings listed; list at least one"),
     "unknown training device": (config(train={"device": "mps"}),
                                 "'train.device': 'mps' is not allowed; allowed: cpu, cuda, cuda:N"),
-    "fp16 training": (config(train={"dtype": "fp16"}), "'train.dtype': 'fp16' is not allowed; allowed: fp32, bf16"),
+    "float16 training": (config(train={"dtype": "float16"}),
+                         "'train.dtype': 'float16' is not allowed; allowed: float32, bfloat16"),
+    "the short spelling of a dtype": (config(train={"dtype": "bf16"}),
+                                      "'train.dtype': 'bf16' is not allowed; allowed: float32, bfloat16"),
+    "a profile dtype": (config(profile={"dtype": "fp32"}),
+                        "'profile.dtype': 'fp32' is not allowed; allowed: float32, bfloat16, float16"),
     "misspelled comparisons preset": (
         config(train={"comparisons": "defualt"}),
         "'train.comparisons': 'defualt' is not allowed; allowed: default, full, all, none"),
@@ -147,12 +157,12 @@ def test_defaults_are_filled_and_cells_derived():
     assert cfg["profile"]["modes"] == ["infer"] and cfg["train"]["sizes"] == ["tiny"]
     assert (cfg["preset"], cfg["train"]["comparisons"], cfg["train"]["lr"], cfg["train"]["lr_factors"]) == (
         "custom", "none", {}, [1])
-    assert (cfg["train"]["device"], cfg["train"]["dtype"]) == ("cpu", "fp32")
+    assert (cfg["train"]["device"], cfg["train"]["dtype"]) == ("cpu", "float32")
     cfg["machine"] = "laptop"
     assert profile_records(cfg, ["cpu", "cuda"]) == [
         "results/records/laptop/profile/cpu/infer/tiny/rope/L64.json",
         "results/records/laptop/profile/cuda/infer/tiny/rope/L64.json"]
-    assert train_records(cfg) == ["results/records/laptop/train/reverse/tiny/rope/seed0.json"]
+    assert train_records(cfg) == ["results/records/laptop/train/cpu/reverse/tiny/rope/steps2000/seed0.json"]
 
 
 def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
@@ -163,8 +173,8 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
     assert batch_manifests(cfg, ["cpu"]) == [  # a profile job per length, over every encoding
         "results/batches/laptop/profile/cpu/infer/tiny/L64/E1-fe4d55b9.json",
         "results/batches/laptop/profile/cpu/infer/tiny/L128/E1-fe4d55b9.json",
-        "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2.json",
-        "results/batches/laptop/probe/random/sinusoidal/V64/L64/d16-32.seeds0-1.json"]
+        "results/batches/laptop/train/cpu/reverse/tiny/rope/steps2000/seeds0-1-2.json",
+        "results/batches/laptop/probe/cpu/random/sinusoidal/V64/L64/d16-32.seeds0-1.json"]
     cfg["profile"]["encodings"].append("alibi")  # so is a new encoding
     assert encodings_key(["rope", "alibi"]) == "E2-7f61ecd9" != encodings_key(["alibi", "rope"])
     assert batch_manifests(cfg, ["cpu"])[:2] == [f"results/batches/laptop/profile/cpu/infer/tiny/L{L}/E2-7f61ecd9.json"
@@ -173,9 +183,11 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
     with pytest.raises(ConfigError, match="profile job 'E1-fe4d55b9': not the key of profile.encodings"):
         profile_job_encodings(cfg, "E1-fe4d55b9")
     cfg["train"]["seeds"].append(3)  # a new seed is a new job, whatever Snakemake's rerun triggers
-    assert "results/batches/laptop/train/reverse/tiny/rope/seeds0-1-2-3.json" in batch_manifests(cfg, ["cpu"])
-    assert (record_template(TRAIN_RECORD, results="r", machine="m", task="copy", size="tiny", encoding="t5", lr_dir="",
-                            shape_dir="") == "r/records/m/train/copy/tiny/t5/seed{seed}.json")
+    assert "results/batches/laptop/train/cpu/reverse/tiny/rope/steps2000/seeds0-1-2-3.json" in batch_manifests(
+        cfg, ["cpu"])
+    assert (record_template(TRAIN_RECORD, results="r", machine="m", device="cuda", dtype_dir="bfloat16/", task="copy",
+                            size="tiny", encoding="t5", lr_dir="", shape_dir="", steps=600)
+            == "r/records/m/train/cuda/bfloat16/copy/tiny/t5/steps600/seed{seed}.json")
 
 
 def test_a_sweep_trains_every_length_and_width_in_folders_and_the_defaults_in_the_plain_cell():
@@ -192,8 +204,9 @@ def test_a_sweep_trains_every_length_and_width_in_folders_and_the_defaults_in_th
     assert (jobs["text_order", "none", "L256/d48/"]["train_length"], jobs["text_order", "none", "L256/d48/"]["d_model"]
             ) == (256, 48)
     assert (jobs["lm_prose", "rope", ""]["train_length"], jobs["lm_prose", "rope", ""]["d_model"]) == (None, None)
-    assert "results/records/m/train/text_order/tiny/none/L256/d48/seed1.json" in train_records(cfg)
-    assert "results/batches/m/train/lm_prose/tiny/sinusoidal_concat/d32/seeds0-1.json" in batch_manifests(cfg, ["cpu"])
+    assert "results/records/m/train/cpu/text_order/tiny/none/L256/d48/steps600/seed1.json" in train_records(cfg)
+    assert ("results/batches/m/train/cpu/lm_prose/tiny/sinusoidal_concat/d32/steps500/seeds0-1.json"
+            in batch_manifests(cfg, ["cpu"]))
     assert [shape_arguments(d) for d in ("", "L128/", "d32/", "L256/d48/")] == [
         "", "--train-length 128", "--d-model 32", "--train-length 256 --d-model 48"]
 
@@ -213,7 +226,45 @@ def test_a_comparison_at_a_width_or_length_trains_its_arms_there():
 def test_explicit_devices_are_kept_auto_drops_what_is_missing():
     assert resolve_devices(["cpu", "cuda:1"]) == (["cpu", "cuda:1"], [])
     kept, dropped = resolve_devices("auto")
-    assert kept[0] == "cpu" and all("(" in reason for reason in dropped)
+    assert kept[0] == "cpu" and all("(" in reason for reason in dropped) and len(kept) + len(dropped) == 3
+
+
+def run_config(device: str, dtype: str) -> dict:
+    return validate_config(config(machine="m", train={"device": device, "dtype": dtype},
+                                  probe={"encodings": ["sinusoidal"], "random_widths": [16], "trained_widths": [16]}))
+
+
+def test_records_of_one_cell_on_two_devices_or_dtypes_lie_apart():
+    """CPU and CUDA runs under one machine label (and bfloat16 beside float32) never share a record path;
+    random-embedding probes run on the CPU whatever train.device says, so theirs stay put."""
+    runs = [("cpu", "float32"), ("cuda", "float32"), ("cuda", "bfloat16"), ("cuda:1", "float32")]
+    trains = [train_records(run_config(*run)) for run in runs]
+    assert [paths[0].split("/train/")[1] for paths in trains] == [
+        "cpu/reverse/tiny/rope/steps2000/seed0.json", "cuda/reverse/tiny/rope/steps2000/seed0.json",
+        "cuda/bfloat16/reverse/tiny/rope/steps2000/seed0.json", "cuda:1/reverse/tiny/rope/steps2000/seed0.json"]
+    probes = [probe_records(run_config(*run)) for run in runs]
+    trained = [path for paths in probes for path in paths if "/trained/" in path]
+    random = {path for paths in probes for path in paths if "/random/" in path}
+    assert len(set(trained)) == len(runs) * 3 and len(random) == 3  # 3 seeds
+    assert all(path.startswith("results/records/m/probe/cpu/random/") for path in random)
+    assert [path.split("/probe/")[1] for path in trained[3::3]] == [
+        "cuda/trained/sinusoidal/lm_prose/L64/d16/seed0.json",
+        "cuda/bfloat16/trained/sinusoidal/lm_prose/L64/d16/seed0.json",
+        "cuda:1/trained/sinusoidal/lm_prose/L64/d16/seed0.json"]
+    assert [dtype_of(dtype_dir(dtype)) for dtype in ("float32", "bfloat16")] == ["float32", "bfloat16"]
+    assert [bool(re.fullmatch(DTYPE_DIR, folder)) for folder in ("", "bfloat16/", "float16/", "float32/", "bfloat16")
+            ] == [True, True, True, False, False]  # the wildcard reads the folder back
+
+
+def test_training_steps_are_always_a_folder_of_the_record_path():
+    """The task's own steps (reverse: 2,000; copy: 600) or train.steps for every task: two budgets of one
+    arm are two records, and a changed task default never reuses an old budget's path."""
+    own = validate_config(config(train={"tasks": {"reverse": ["rope"], "copy": ["rope"]}}))
+    assert [(job["task"], job["steps"]) for job in train_jobs(own)] == [("reverse", 2000), ("copy", 600)]
+    set_steps = validate_config(config(train={"tasks": {"reverse": ["rope"], "copy": ["rope"]}, "steps": 300}))
+    assert [job["steps"] for job in train_jobs(set_steps)] == [300, 300]
+    assert [path.split("/rope/")[1] for path in train_records(own) + train_records(set_steps)] == [
+        "steps2000/seed0.json", "steps600/seed0.json", "steps300/seed0.json", "steps300/seed0.json"]
 
 
 PRESETS = {"config.yaml": "default", "workflow/full.yaml": "full", "workflow/cluster.yaml": "cluster",
@@ -272,9 +323,11 @@ def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder(
     # a rate of its own for rope: ×3 lands on the task's default, whose records have no folder
     assert rates["lm_prose", "rope", "L128/"] == [(0.000333, "lr0.000333/"), (0.001, "lr0.001/"), (0.003, "")]
     records = train_records(cfg)
-    assert "results/records/m/train/lm_prose/tiny/sinusoidal/lr0.000999/seed0.json" in records
-    assert "results/records/m/train/lm_prose/tiny/sinusoidal/seed0.json" in records and len(set(records)) == 36
-    assert "results/batches/m/train/lm_prose/tiny/rope/L128/lr0.001/seeds0.json" in batch_manifests(cfg, ["cpu"])
+    assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500/lr0.000999/seed0.json" in records
+    assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500/seed0.json" in records
+    assert len(set(records)) == 36
+    assert ("results/batches/m/train/cpu/lm_prose/tiny/rope/L128/steps500/lr0.001/seeds0.json"
+            in batch_manifests(cfg, ["cpu"]))
 
 
 def test_a_learning_rate_per_task_or_per_encoding_and_sizes():
@@ -413,19 +466,22 @@ def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_p
     jobs = [job for job in dry_run(tmp_path, preset) if job["rule"] == "train"]
     assert len(jobs) == 12 * 3 + 1
     shells = {job["shell"].split(" --out ")[1].split()[0].strip("'"): job["shell"] for job in jobs}
-    at_128 = shells["results/records/m/train/lm_prose/tiny/rope/L128/seed{seed}.json"]
-    assert " --train-length 128 " in at_128 and " --d-model " not in at_128
-    narrow = shells["results/records/m/train/lm_prose/tiny/sinusoidal_concat/d32/lr0.000999/seed{seed}.json"]
+    arm = "results/records/m/train/cpu/{}/seed{{seed}}.json".format
+    at_128 = shells[arm("lm_prose/tiny/rope/L128/steps500")]
+    assert " --train-length 128 " in at_128 and " --d-model " not in at_128 and " --steps 500 " in at_128
+    narrow = shells[arm("lm_prose/tiny/sinusoidal_concat/d32/steps500/lr0.000999")]
     assert " --lr 0.000999 " in narrow and " --d-model 32 " in narrow and " --train-length " not in narrow
-    at_default = shells["results/records/m/train/lm_prose/tiny/sinusoidal/seed{seed}.json"]
-    lower = shells["results/records/m/train/lm_prose/tiny/sinusoidal/lr0.000999/seed{seed}.json"]
+    at_default = shells[arm("lm_prose/tiny/sinusoidal/steps500")]
+    lower = shells[arm("lm_prose/tiny/sinusoidal/steps500/lr0.000999")]
     assert " --seed 0 1 2 3 4 5 6 7 8 9 " in at_default and " --lr " not in at_default
     assert " --seed 0 1 2 3 4 5 6 7 8 9 " in lower and " --lr 0.000999 " in lower
-    assert " --seed 0 1 2 --device " in shells["results/records/m/train/reverse/tiny/alibi/seed{seed}.json"]
+    assert " --seed 0 1 2 --device " in shells[arm("reverse/tiny/alibi/steps2000")]
 
 
-@pytest.mark.parametrize("device, dtype, gpu", [("cuda", "bf16", 1), ("cpu", "fp32", 0)])
-def test_train_and_trained_probe_jobs_pass_device_and_dtype_and_claim_a_gpu_on_cuda(tmp_path, device, dtype, gpu):
+@pytest.mark.parametrize("device, dtype, folder, gpu", [
+    ("cuda", "bfloat16", "cuda/bfloat16", 1), ("cuda:1", "float32", "cuda:1", 1), ("cpu", "float32", "cpu", 0)])
+def test_train_and_probe_jobs_pass_device_and_dtype_from_their_folders_and_claim_a_gpu_on_cuda(
+        tmp_path, device, dtype, folder, gpu):
     preset = {"machine": "m", "profile": {"encodings": []},
               "train": {"seeds": [0], "device": device, "dtype": dtype, "tasks": {"reverse": ["rope"]}},
               "probe": {"encodings": ["sinusoidal"], "random_widths": [16], "trained_widths": [16], "seeds": [0]}}
@@ -433,8 +489,12 @@ def test_train_and_trained_probe_jobs_pass_device_and_dtype_and_claim_a_gpu_on_c
     assert sorted(jobs) == [("probe", "random"), ("probe", "trained"), ("train", None)]
     for key in (("train", None), ("probe", "trained")):
         assert f" --device {device} --dtype {dtype} " in jobs[key]["shell"] and jobs[key]["gpu"] == gpu
+    assert (f" --out 'results/records/m/train/{folder}/reverse/tiny/rope/steps2000/seed{{seed}}.json' "
+            in jobs[("train", None)]["shell"])
+    assert f" --out 'results/records/m/probe/{folder}/trained/sinusoidal/" in jobs[("probe", "trained")]["shell"]
     random = jobs[("probe", "random")]  # trains nothing: runs on the CPU whatever train.device says
-    assert "--device" not in random["shell"] and random["gpu"] == 0
+    assert " --device cpu --dtype float32 " in random["shell"] and random["gpu"] == 0
+    assert " --out 'results/records/m/probe/cpu/random/sinusoidal/" in random["shell"]
 
 
 def test_a_cuda_profile_job_asks_slurm_for_the_gpu_model_and_one_gpu(tmp_path):
@@ -445,8 +505,8 @@ def test_a_cuda_profile_job_asks_slurm_for_the_gpu_model_and_one_gpu(tmp_path):
               "train": {"seeds": [0], "device": "cuda", "tasks": {"reverse": ["rope"]}}}
     jobs = {(job["rule"], job["device"]): job for job in dry_run(tmp_path, preset)
             if job["rule"] in ("profile", "train")}
-    assert sorted(jobs) == [("profile", "cpu"), ("profile", "cuda"), ("train", None)]
-    for key in (("profile", "cuda"), ("train", None)):
+    assert sorted(jobs) == [("profile", "cpu"), ("profile", "cuda"), ("train", "cuda")]
+    for key in (("profile", "cuda"), ("train", "cuda")):
         line = jobs[key]["sbatch"]
         assert " -C h100 " in line and line.endswith(" --gpus=1") and line.count("--gpus") == 1, line
     cpu = jobs[("profile", "cpu")]

@@ -7,6 +7,7 @@ import json
 import sys
 
 from posbench.cli import arguments
+from posbench.devices import ANY_DEVICE, CPU
 
 HELP = "Rank the encodings for a situation (task kind, lengths, budgets) from results/tables; nothing is measured."
 KINDS = ("nlp", "classification", "code", "structured", "long", "multimodal")  # posbench.tasks.base.KINDS (tested)
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="most parameters the encoding may add over sinusoidal (which adds none)")
     parser.add_argument("--latency-budget-ms", type=arguments.positive_number,
                         help="most milliseconds per forward (per token with --decode) on --device")
-    parser.add_argument("--device", type=choice(("cpu", "cuda")), default="cpu", help="device of the latency budget")
+    parser.add_argument("--device", type=choice(ANY_DEVICE.kinds), default=CPU, help="device of the latency budget")
     parser.add_argument("--decode", action="store_true", help="served token by token: decode rows of cost.csv")
     parser.add_argument("--format", type=choice(("text", "json")), default="text")
 

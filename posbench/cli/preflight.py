@@ -12,10 +12,10 @@ HELP = "check a device (torch sees it, a matmul runs, NVML finds it) -> a JSON n
 
 
 def add_arguments(parser) -> None:
-    from posbench.profile import DEVICE_ALLOWED, DEVICE_PATTERN
+    from posbench.devices import ANY_DEVICE
 
-    parser.add_argument("--device", required=True, type=arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED),
-                        help=DEVICE_ALLOWED)
+    parser.add_argument("--device", required=True, type=arguments.matching(ANY_DEVICE.pattern, ANY_DEVICE.allowed),
+                        help=ANY_DEVICE.allowed)
     parser.add_argument("--out", type=Path, required=True, help="where the note goes (written only on success)")
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from posbench import batch, encodings
 from posbench.cli import arguments
+from posbench.devices import ANY_DEVICE, TORCH_DTYPES
 from posbench.model import SIZES
-from posbench.profile import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, MODES, ProfileConfig, check, profile_by_length
+from posbench.profile import MODES, ProfileConfig, check, profile_by_length
 
 HELP = ("Measure cells (one or more encodings and lengths, size, device): latency, memory, FLOPs, parameters "
         "-> a JSON record per cell.")
@@ -33,12 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell.add_argument("--seq-len", required=True, type=arguments.positive_int, nargs="+", metavar="L",
                       help="tokens per sequence; several lengths are measured one after another")
     cell.add_argument("--device", default=ProfileConfig.device, metavar="D",
-                      type=arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED),
-                      help=f"{DEVICE_ALLOWED}; one this machine lacks: a 'skipped' record, exit 1 "
+                      type=arguments.matching(ANY_DEVICE.pattern, ANY_DEVICE.allowed),
+                      help=f"{ANY_DEVICE.allowed}; one this machine lacks: a 'skipped' record, exit 1 "
                            "(default %(default)s)")
     cell.add_argument("--batch", default=ProfileConfig.batch, type=arguments.positive_int, metavar="B",
                       help="sequences per step (default %(default)s)")
-    cell.add_argument("--dtype", default=ProfileConfig.dtype, choices=list(DTYPES),
+    cell.add_argument("--dtype", default=ProfileConfig.dtype, choices=list(TORCH_DTYPES),
                       help="weights and activations (default %(default)s)")
     cell.add_argument("--mode", default=ProfileConfig.mode, choices=MODES,
                       help="infer: a forward pass in inference mode; train: forward + backward + AdamW step")

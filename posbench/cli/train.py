@@ -12,8 +12,9 @@ from pathlib import Path
 
 from posbench import batch, encodings, tasks
 from posbench.cli import arguments
+from posbench.devices import TRAINING_DEVICES, TRAINING_DTYPES
 from posbench.model import SIZES
-from posbench.train import DEVICE_ALLOWED, DEVICE_PATTERN, DTYPES, TrainConfig, resolve, train
+from posbench.train import TrainConfig, resolve, train
 
 HELP = ("train one task × encoding × size for one or more seeds, evaluate at the training length and beyond, "
         "write a JSON record per seed")
@@ -51,11 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """``--device`` and ``--dtype`` of a training run; ``probe`` takes them too, for its language model."""
     parser.add_argument("--device", default=TrainConfig.device, metavar="D",
-                        type=arguments.matching(DEVICE_PATTERN, DEVICE_ALLOWED),
-                        help=f"{DEVICE_ALLOWED}; one this machine lacks gives a 'skipped' record (default %(default)s)")
-    parser.add_argument("--dtype", default=TrainConfig.dtype, choices=list(DTYPES),
-                        help="fp32; or bf16: the forward autocast to bfloat16, weights and optimizer state kept "
-                             "float32, the loss in float32. No fp16: it would need loss scaling (default %(default)s)")
+                        type=arguments.matching(TRAINING_DEVICES.pattern, TRAINING_DEVICES.allowed),
+                        help=f"{TRAINING_DEVICES.allowed}; one this machine lacks gives a 'skipped' record "
+                             "(default %(default)s)")
+    parser.add_argument("--dtype", default=TrainConfig.dtype, choices=TRAINING_DTYPES,
+                        help="float32; or bfloat16: the forward autocast to it, weights and optimizer state kept "
+                             "float32, the loss in float32. No float16: it would need loss scaling "
+                             "(default %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:

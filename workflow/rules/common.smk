@@ -3,6 +3,7 @@ import sys
 
 from posbench import workflow as pw
 from posbench.aggregate import TABLE_NAMES
+from posbench.devices import ANY_DEVICE, on_cuda
 
 try:
     config = pw.validate_config(
@@ -21,8 +22,6 @@ if DROPPED:
         file=sys.stderr,
     )
 BATCHES = pw.batch_manifests(config, DEVICES)
-# a train job's `gpu` resource (and a trained-embedding probe job's)
-TRAIN_GPUS = 1 if config["train"]["device"].startswith("cuda") else 0
 # the GPU model a CUDA profile or train job asks SLURM for (`constraint`, sbatch -C); None: any
 GPU_MODEL = config["gpu_model"]
 TABLES = expand(
@@ -36,9 +35,21 @@ def record_out(template):
     return lambda wc: pw.record_template(template, results=RESULTS, **dict(wc.items()))
 
 
+def gpus(wildcards):
+    """A job's `gpu` resource: one on a CUDA device (a cluster's --gpus=1), none elsewhere."""
+    return int(on_cuda(wildcards.device))
+
+
+def gpu_model(wildcards):
+    """A job's `constraint` resource: GPU_MODEL on a CUDA device, else none."""
+    return GPU_MODEL if on_cuda(wildcards.device) else None
+
+
 wildcard_constraints:
     machine=r"[A-Za-z0-9_.-]+",
-    device=r"cpu|mps|cuda(:[0-9]+)?",
+    device=ANY_DEVICE.regex,
+    dtype_dir=pw.DTYPE_DIR,
+    steps=r"[0-9]+",
     mode=r"infer|train|decode",
     size=r"[a-z]+",
     encoding=r"[a-z0-9_]+",

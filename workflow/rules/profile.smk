@@ -18,7 +18,7 @@ rule preflight:
     conda:
         "../../envs/posbench.yaml"
     resources:
-        gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
+        gpu=gpus,
     params:
         py=PY,
     message:
@@ -42,12 +42,12 @@ rule profile:
     threads: config["profile"]["threads"]
     resources:
         timing=100,
-        gpu=lambda wc: 1 if wc.device.startswith("cuda") else 0,
-        constraint=lambda wc: GPU_MODEL if wc.device.startswith("cuda") else None,
+        gpu=gpus,
+        constraint=gpu_model,
         # on SLURM: a CPU timing job has its node to itself; a GPU job asks for its one GPU only, and
         # room for a CUDA parent and child process
-        slurm_extra=lambda wc: "" if wc.device.startswith("cuda") else "--exclusive",
-        mem_mb=lambda wc: 16000 if wc.device.startswith("cuda") else 6000,
+        slurm_extra=lambda wc: "" if on_cuda(wc.device) else "--exclusive",
+        mem_mb=lambda wc: 16000 if on_cuda(wc.device) else 6000,
     params:
         py=PY,
         p=config["profile"],

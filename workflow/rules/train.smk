@@ -1,35 +1,33 @@
 # One job per (task, encoding, size, learning rate), training every seed in turn (6–20 s each on one
-# core), so Python's and torch's start-up is paid once per job; jobs may run side by side. A rate
-# other than the task's default names a folder (lr_dir, e.g. lr0.001/) and is passed as --lr; a training
-# length or width other than the task's and size's (a sweep's) names folders too (shape_dir, L256/d48/).
-# On `train.device` cuda a job claims one `gpu` (a cluster's --gpus=1); a job that lands where no
-# GPU is visible writes `skipped` records with the reason.
+# core), so Python's and torch's start-up is paid once per job; jobs may run side by side. The path
+# names the device and a dtype other than float32 (cpu/, cuda/bfloat16/), passed as --device and
+# --dtype, and the steps (steps800/), passed as --steps. A rate other than the task's default names a
+# folder (lr_dir, e.g. lr0.001/) and is passed as --lr; a training length or width other than the
+# task's and size's (a sweep's) names folders too (shape_dir, L256/d48/). On `train.device` cuda a
+# job claims one `gpu` (a cluster's --gpus=1); a job that lands where no GPU is visible writes
+# `skipped` records with the reason.
 
 
 rule train:
     output:
         pw.TRAIN_BATCH.replace("{results}", RESULTS),
     log:
-        f"{RESULTS}/logs/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/{{shape_dir}}{{lr_dir}}seeds{{seeds}}.log",
+        f"{RESULTS}/logs/{{machine}}/train/{{device}}/{{dtype_dir}}{{task}}/{{size}}/{{encoding}}/{{shape_dir}}steps{{steps}}/{{lr_dir}}seeds{{seeds}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/{{machine}}/train/{{task}}/{{size}}/{{encoding}}/{{shape_dir}}{{lr_dir}}seeds{{seeds}}.tsv"
+        f"{RESULTS}/benchmarks/{{machine}}/train/{{device}}/{{dtype_dir}}{{task}}/{{size}}/{{encoding}}/{{shape_dir}}steps{{steps}}/{{lr_dir}}seeds{{seeds}}.tsv"
     conda:
         "../../envs/posbench.yaml"
     threads: config["train"]["threads"]
     resources:
         timing=1,
-        gpu=TRAIN_GPUS,
-        constraint=GPU_MODEL if TRAIN_GPUS else None,
+        gpu=gpus,
+        constraint=gpu_model,
     params:
         py=PY,
-        device=config["train"]["device"],
-        dtype=config["train"]["dtype"],
+        dtype=lambda wc: pw.dtype_of(wc.dtype_dir),
         seeds=lambda wc: pw.split(wc.seeds),
         lr=lambda wc: pw.lr_argument(wc.lr_dir),
         shape=lambda wc: pw.shape_arguments(wc.shape_dir),
-        steps=lambda wc: (
-            f"--steps {config['train']['steps']}" if config["train"]["steps"] else ""
-        ),
         data=lambda wc: (
             f"--data {config['train']['data'][wc.task]}"
             if wc.task in config["train"]["data"]
@@ -38,11 +36,13 @@ rule train:
         eval_scaling=lambda wc: pw.eval_scaling_argument(config, wc.encoding),
         records=record_out(pw.TRAIN_RECORD),
     message:
-        "train {wildcards.task} {wildcards.encoding} {wildcards.size} {params.shape} {params.lr} seeds {params.seeds}"
+        "train {wildcards.task} {wildcards.encoding} {wildcards.size} {params.shape} {params.lr} {wildcards.steps} steps"
+        " on {wildcards.device} {params.dtype}, seeds {params.seeds}"
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {params.seeds}"
-        " --device {params.device} --dtype {params.dtype} --threads {threads} {params.steps} {params.lr}"
+        " --device {wildcards.device} --dtype {params.dtype} --threads {threads} --steps {wildcards.steps}"
+        " {params.lr}"
         " {params.shape}"
         " {params.data} {params.eval_scaling}"
         " --out {params.records:q} --manifest {output} > {log} 2>&1"
