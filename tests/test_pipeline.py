@@ -43,7 +43,7 @@ def test_smoke_sweep_writes_every_record_and_table(smoke):
     accuracy = pd.read_csv(results / "tables" / "accuracy.csv")
     n_profile = len(preset["profile"]["encodings"]) * len(preset["profile"]["seq_lens"])
     n_train = len(train_cells(validate_config(preset)))
-    (own_rate,) = (results / "records").glob("*/train/reverse/tiny/rope/lr0.002/seed0.json")  # smoke's train.lr
+    (own_rate,) = (results / "records").glob("*/train/cpu/reverse/tiny/rope/steps40/lr0.002/seed0.json")  # train.lr
     assert n_train == 3 and json.loads(own_rate.read_text())["config"]["lr"] == 0.002
     assert len(cost) == n_profile and len(accuracy) == n_train
     assert set(cost["status"]) == {"ok"} and set(accuracy["status"]) == {"ok"}
