@@ -42,7 +42,7 @@ from scipy import stats
 from posbench import evidence, metrics, tasks
 from posbench.aggregate import plain
 from posbench.comparisons import ArmSpec, Comparison
-from posbench.tasks.base import KINDS
+from posbench.guidance import KINDS
 
 CORE = ("verdicts", "accuracy", "cost")
 OPTIONAL = ("extrapolation",)

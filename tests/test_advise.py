@@ -15,10 +15,12 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import advise, encodings, tasks
+from posbench import advise, encodings, guidance, tasks
 from posbench.__main__ import main
 from posbench.cli import advise as cli
-from posbench.report import build_report, data, verdicts
+from posbench import verdicts as judge
+from posbench.report import build_report
+from posbench.tables import load
 
 SEEDS = tuple(range(10))
 Z = np.linspace(-1, 1, len(SEEDS)) / np.linspace(-1, 1, len(SEEDS)).std(ddof=1)  # sample sd 1
@@ -37,7 +39,7 @@ LATENCY = {"alibi": 1.3, "learned": 1.0, "rope": 1.05}  # × sinusoidal's; other
 
 
 def make_tables(folder: Path, with_verdicts: bool = True) -> Path:
-    """accuracy, extrapolation and cost CSVs as aggregate writes them, and verdicts.csv as report writes it."""
+    """accuracy, extrapolation and cost CSVs as aggregate writes them, and verdicts.csv as the judge step writes it."""
     common = {"machine": "testbox", "git_commit": "abc", "status": "ok", "reason": "", "size": "tiny", "steps": 300,
               "batch_size": 32, "lr": 3e-3, "validation_loss": 1.0, "undertrained": False, "positions_trained": True}
     accuracy, extrapolation = [], []
@@ -67,7 +69,7 @@ def make_tables(folder: Path, with_verdicts: bool = True) -> Path:
         pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
     (folder / "meta.json").write_text(json.dumps({"machines": ["testbox"], "n_records": len(accuracy)}))
     if with_verdicts:
-        verdicts.verdict_table(data.load(folder)).to_csv(folder / "verdicts.csv", index=False)
+        judge.write(folder)
     return folder
 
 
@@ -181,9 +183,10 @@ def test_json_output_validates_against_the_schema(tables, capsys):
         jsonschema.validate(json.loads(capsys.readouterr().out), schema)
 
 
-def test_task_kinds_come_from_the_tasks():
-    assert cli.KINDS == tasks.base.KINDS
-    assert {tasks.get(n).kind for n in tasks.names()} <= set(tasks.base.KINDS)
+def test_task_kinds_are_defined_once_and_every_task_has_one():
+    assert cli.KINDS is guidance.KINDS and advise.KINDS is guidance.KINDS
+    assert {tasks.get(n).kind for n in tasks.names()} <= set(guidance.KINDS)
+    assert {kind for row in guidance.ROWS for kind in row.task_kinds} <= set(guidance.KINDS)
     assert tasks.get("lm_prose").kind == "nlp" and tasks.get("digits_2d").kind == "multimodal"
 
 
@@ -193,7 +196,7 @@ def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
     assert "WhichencodingshouldIuse?" in text
     from posbench.report import advice as page
 
-    found = page.rows(data.load(tables))
+    found = page.rows(load(tables))
     assert found[2][:3] == ["Length beyond training (4×)", "alibi", "rope"]
     for label, recommendation, runner_up, _, sureness in found:
         for cell in (label, recommendation, runner_up, sureness):

@@ -13,8 +13,9 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from posbench import comparisons, evidence
-from posbench.comparisons import ADDING_SUFFICES, OTHER_SCHEME_WINS, ArmSpec
+from posbench import comparisons, evidence, guidance
+from posbench.comparisons import ArmSpec
+from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
 
 DECLARED = comparisons.load()
 PROSE = DECLARED.by_id["prose-rope"]  # lm_prose bits/char, lower is better, δ 0.05
@@ -222,7 +223,7 @@ def test_the_verdict_table_has_one_row_per_comparison():
 # ----- the declaration file --------------------------------------------------------------------------
 def test_the_default_preset_declares_one_comparison_per_row():
     default = DECLARED.in_preset("default")
-    assert [c.row for c in default] == list(comparisons.ROW_CLAIMS)
+    assert [c.row for c in default] == [row.key for row in guidance.ROWS]
     assert all(c.added in ("sinusoidal", "learned", "sinusoidal_2d") for c in DECLARED.comparisons)
     assert [(a.encoding, a.train_length, a.d_model) for a in DECLARED.arms("default") if a.task == "lm_prose"] == [
         ("sinusoidal", 128, None), ("rope", 128, None), ("sinusoidal", None, None), ("sinusoidal_concat", None, 32)]

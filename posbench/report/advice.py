@@ -1,15 +1,14 @@
 """The page "Which encoding should I use?": one row per common situation, each the first places of
-:func:`posbench.advise.advise` on this run's tables (the verdicts computed by :mod:`.verdicts`, the same
-numbers ``verdicts.csv`` holds). Nothing on it is written by hand: change the rule in
+:func:`posbench.advise.advise` on this run's tables and the judge step's ``verdicts.csv``, as the
+command reads them. Nothing on it is written by hand: change the rule in
 :mod:`posbench.advise` and the page follows.
 """
 
 from __future__ import annotations
 
 from posbench import advise
-from posbench.report import verdicts
-from posbench.report.data import Tables
 from posbench.report.layout import BODY, H2, SMALL, Document, Style
+from posbench.tables import Tables
 
 TITLE = "Which encoding should I use?"
 SITUATIONS = (  # (label, the situation advise is asked about)
@@ -26,7 +25,7 @@ SITUATIONS = (  # (label, the situation advise is asked about)
 
 def inputs(tables: Tables) -> advise.Inputs:
     return advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"),
-                         verdicts=verdicts.verdict_table(tables), extrapolation=tables.get("extrapolation"))
+                         verdicts=tables.get("verdicts"), extrapolation=tables.get("extrapolation"))
 
 
 def row(label: str, advice: advise.Advice) -> list[str]:

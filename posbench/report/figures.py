@@ -18,10 +18,11 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from posbench.aggregate import at_defaults, plain
+from posbench.claims import meta_model
 from posbench.model import SIZES, ModelConfig, count_params
-from posbench.report.claims import meta_model
-from posbench.report.data import Tables, direction, metric_label
+from posbench.report.data import direction, metric_label
 from posbench.report.style import colour, palette
+from posbench.tables import Tables
 from posbench.tasks.digits_2d import PATCH
 
 Rect = tuple[float, float, float, float]  # left, bottom, right, top (figure fractions)
@@ -472,10 +473,9 @@ OUTCOME_COLOURS = {"comparator better by more than δ": "#c0392b", "comparator n
 
 
 def compared_rows(tables: Tables) -> pd.DataFrame:
-    from posbench.report import verdicts
-
-    frame = verdicts.verdict_table(tables)
-    return frame[frame["decides"]].dropna(subset=["effect"]) if not frame.empty else frame
+    """The judge step's deciding comparisons (``verdicts.csv``) that have an effect."""
+    frame = tables.get("verdicts")
+    return frame[frame["decides"].astype(bool)].dropna(subset=["effect"]) if not frame.empty else frame
 
 
 def forest_missing(tables: Tables) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 from posbench import comparisons, encodings, evidence
-from posbench.comparisons import ADDING_SUFFICES, OTHER_SCHEME_WINS
 from posbench.encodings.absolute import SINUSOID_BASE, sinusoid_table
 from posbench.evidence import INCONCLUSIVE, MIN_SEEDS, NOT_SUPPORTED, SUPPORTED, Entry
 from posbench.model import ModelConfig, build_model, count_params
-from posbench.report.data import Tables, higher_is_better
+from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
+from posbench.tables import Tables, higher_is_better
 
 D_MODEL = 512  # the width the article's examples use
 SIZE_AT_D = "medium"  # posbench.SIZES entry with d_model = 512
@@ -272,3 +272,8 @@ CLAIMS = (claim_concat_cost, claim_learned_vs_sinusoidal, claim_periods, claim_s
 
 def check_all(tables: Tables) -> list[Claim]:
     return [check(tables) for check in CLAIMS]
+
+
+def table(tables: Tables) -> pd.DataFrame:
+    """``claims.csv``: one row per claim, in :data:`CLAIMS` order, with :class:`Claim`'s fields."""
+    return pd.DataFrame([asdict(claim) for claim in check_all(tables)], columns=[f.name for f in fields(Claim)])
