@@ -352,8 +352,17 @@ def test_passkey_heat_map_pools_seeds_per_depth_and_length(tmp_path):
     assert figures.passkey_missing(tables) is None
     figure = figures.Figure(figsize=(8, 4))
     figures.draw_passkey(figure, (0.0, 0.0, 1.0, 1.0), tables)
-    (ax,) = figure.axes
+    ax, bar = figure.axes
     assert ax.get_title() == "alibi" and ax.images[0].get_array().shape == (11, 2)
+    assert bar.get_ylabel() == "exact match (share of keys)" and bar.get_ylim() == (0.0, 1.0)
+    # five encodings: two rows of panels, the y label on the first column only, one colour bar for all
+    pd.concat([items.assign(encoding=name) for name in ("alibi", "none", "rope", "sinusoidal", "t5")]).to_parquet(
+        tmp_path / "items.parquet", index=False)
+    figure = figures.Figure(figsize=(8, 4))
+    figures.draw_passkey(figure, (0.0, 0.0, 1.0, 1.0), load(tmp_path))
+    *panels, bar = figure.axes
+    assert [ax.get_ylabel() for ax in panels] == ["key depth", "", "", "", "key depth"]
+    assert bar.get_ylabel() == "exact match (share of keys)" and not bar.images
     (tmp_path / "items.parquet").unlink()
     assert figures.passkey_missing(load(tmp_path)) == "items.parquet (per-item results) is missing"
 
