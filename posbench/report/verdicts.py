@@ -51,6 +51,11 @@ def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
 def evidence_lines(lines: pd.DataFrame, descriptive: pd.DataFrame) -> list[str]:
     """Each deciding comparison in one line, then each task's verdict where a row has several tasks,
     the notes, then the declared comparisons outside the run's preset (descriptive only)."""
+    found = [] if lines.empty else deciding_lines(lines)
+    return found + [f"not in this preset, descriptive: {line}" for line in descriptive.get("line", [])]
+
+
+def deciding_lines(lines: pd.DataFrame) -> list[str]:
     found = list(lines["line"])
     for size, at_size in lines.groupby("size", sort=False):
         by_task = at_size.drop_duplicates("task")
@@ -58,5 +63,4 @@ def evidence_lines(lines: pd.DataFrame, descriptive: pd.DataFrame) -> list[str]:
             found.append(f"by task ({size}): " + ", ".join(f"{t} {v}" for t, v in zip(by_task["task"],
                                                                                    by_task["task_verdict"])))
     notes = (note for text in lines["notes"].dropna() for note in str(text).split("\n") if note)
-    found += [f"note: {note}" for note in dict.fromkeys(notes)]
-    return found + [f"not in this preset, descriptive: {line}" for line in descriptive["line"]]
+    return found + [f"note: {note}" for note in dict.fromkeys(notes)]
