@@ -14,7 +14,8 @@ from posbench.model import ModelConfig, build_model
 
 BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2, P6 and P7 model (= SIZES["base"])
 SEQ_LEN = 1024
-PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode", "decode_peer", "train")  # suite.PART_FUNCTIONS
+# The parts by name, in the order a run takes them; suite.PART_FUNCTIONS holds each one's function.
+PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode", "decode_peer", "train")
 
 
 @dataclass(frozen=True)
