@@ -278,6 +278,19 @@ def test_a_tie_at_the_asked_length_is_broken_by_the_fill_in_tasks_and_says_so(ta
     assert "tied at the asked length with sinusoidal; the fill-in tasks (scan) break the tie" in advice.ranked[1].notes
 
 
+def test_an_encoding_measured_only_at_other_lengths_ranks_last_and_says_so(tables, tmp_path):
+    """t5, best on scan (1×) and absent from lm_prose: at 4× it follows every encoding measured there."""
+    def t5_on_scan(frame: pd.DataFrame) -> pd.DataFrame:
+        rope = frame[(frame["task"] == "scan") & (frame["encoding"] == "rope")]
+        return pd.concat([frame, rope.assign(encoding="t5", value=rope["value"] + 0.05)], ignore_index=True)
+
+    advice = ask(advise.load(variant(tables, tmp_path / "t", t5_on_scan)), task="nlp", train_len=256, deploy_len=1024)
+    last = advice.ranked[-1]
+    assert (last.encoding, last.rank) == ("t5", len({c.rank for c in advice.ranked}))
+    assert last.confidence == f"{advise.EXTRAPOLATED} (other lengths only)"
+    assert advice.leaders()[0].encoding == "alibi"
+
+
 def test_beyond_every_measured_length_the_longest_ranks_and_says_so(inputs):
     advice = ask(inputs, task="nlp", train_len=64, deploy_len=1024)
     assert advice.basis[0] == "ranked at 16× the training length on lm_prose at 8× (the longest measured: no task " \
