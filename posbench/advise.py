@@ -192,8 +192,8 @@ class Row:
 
     def as_dict(self) -> dict:
         found = {k: v for k, v in asdict(self).items() if k != "values"}
-        found.update(few_seeds=self.few_seeds, **{k: None for k in ("ci_low", "ci_high") if not math.isfinite(found[k])})
-        return found
+        no_interval = {k: None for k in ("ci_low", "ci_high") if not math.isfinite(found[k])}  # one seed
+        return {**found, **no_interval, "few_seeds": self.few_seeds}
 
 
 @dataclass
