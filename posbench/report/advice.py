@@ -13,7 +13,7 @@ from posbench.tables import Tables
 TITLE = "Which encoding should I use?"
 SITUATIONS = (  # (label, the situation advise is asked about)
     ("Short, fixed-length NLP", advise.Situation(task="nlp", train_len=256, deploy_len=256)),
-    ("Long-context task", advise.Situation(task="long")),
+    ("Long-context task (the longest measured length)", advise.Situation(task="long")),
     ("Length beyond training (4×)", advise.Situation(task="nlp", train_len=256, deploy_len=1024)),
     ("Code", advise.Situation(task="code")),
     ("Structured data", advise.Situation(task="structured")),
@@ -29,19 +29,22 @@ def inputs(tables: Tables) -> advise.Inputs:
 
 
 def row(label: str, advice: advise.Advice) -> list[str]:
-    """label, recommendation, runner-up, evidence in one line, confidence."""
+    """label, recommendation, runner-up, evidence in one line, confidence (as the command prints them)."""
     leaders, runner_up = advice.leaders(), advice.runner_up()
     missing = "; ".join(f"{c}: {m}" for c, m, _ in advice.no_evidence)
     if not leaders:
         return [label, "no evidence", "—", missing or "no ok rows for this situation", advise.NO_EVIDENCE]
     best = leaders[0]
-    evidence = "; ".join(f"{r.task} {r.metric} {r.mean:.3g} at {r.length_ratio:g}×" for r in best.rows)
+    evidence = "; ".join(f"{r.task} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}×, n = {r.n}"
+                         + (" (fills in)" if r.fills_in else "") for r in best.rows)
+    if advice.disagreement:
+        evidence += "; tasks disagree: " + "; ".join(advice.disagreement)
     if best.overhead_ratio is not None:
         evidence += f"; latency ×{best.overhead_ratio:.2g} vs {advise.BASELINE}"
     if missing:
         evidence += f"; no evidence for {missing}"
     return [label, " = ".join(c.encoding for c in leaders), runner_up.encoding if runner_up else "—", evidence,
-            best.sureness]
+            best.confidence]
 
 
 def rows(tables: Tables) -> list[list[str]]:
