@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from posbench import evidence, metrics, tasks
+from posbench import evidence, guidance, metrics, tasks
 from posbench.aggregate import plain
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.guidance import KINDS
@@ -323,10 +323,9 @@ def advise(situation: Situation, inputs: Inputs) -> Advice:
 
 
 def guidance_rows(situation: Situation) -> list[str]:
-    """The article's guidance rows (``comparisons.ROW_CLAIMS``) that speak to ``situation``."""
-    rows = {"nlp": ["standard_nlp"], "classification": ["standard_nlp"], "code": ["fixed_length", "precise_position"],
-            "structured": ["precise_position"], "long": ["long_sequences"], "multimodal": ["multimodal"]}.get(
-        situation.task, [])
+    """The article's guidance rows (:data:`posbench.guidance.ROWS`) that speak to ``situation``: those of its
+    task kind, then those its lengths and budget bring up."""
+    rows = guidance.rows_for_kind(situation.task)
     if situation.ratio > 1:
         rows.append("long_sequences")
     elif situation.deploy_len is not None and situation.deploy_len < 512:
@@ -652,3 +651,43 @@ def _comparisons(verdicts: pd.DataFrame, rows: list[str], encoding: str) -> list
         lines.append(f"{r.comparison} ({r.size}): {r.comparator_arm} vs {r.add_arm} at {r.length_ratio:g}×, {effect} "
                      f"→ {r.outcome} ({role})")
     return lines
+
+
+# ----- the common situations, for the report -------------------------------------------------------
+SITUATION_COLUMNS = ("situation", "recommendation", "runner_up", "evidence", "confidence")
+SITUATIONS = (  # (label, the situation advise is asked about): the report's page "Which encoding should I use?"
+    ("Short, fixed-length NLP", Situation(task="nlp", train_len=256, deploy_len=256)),
+    ("Long-context task (the longest measured length)", Situation(task="long")),
+    ("Length beyond training (4×)", Situation(task="nlp", train_len=256, deploy_len=1024)),
+    ("Code", Situation(task="code")),
+    ("Structured data", Situation(task="structured")),
+    ("Vision + language", Situation(task="multimodal")),
+    ("Tight parameter budget (no extra parameters)", Situation(task="nlp", param_budget=0)),
+    ("Token-by-token serving", Situation(task="nlp", decode=True)),
+)
+
+
+def summary_row(label: str, advice: Advice) -> list[str]:
+    """label, recommendation, runner-up, evidence in one line, confidence (as the command prints them)."""
+    leaders, runner_up = advice.leaders(), advice.runner_up()
+    missing = "; ".join(f"{c}: {m}" for c, m, _ in advice.no_evidence)
+    if not leaders:
+        return [label, "no evidence", "—", missing or "no ok rows for this situation", NO_EVIDENCE]
+    best = leaders[0]
+    evidence = "; ".join(f"{r.task} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}×, n = {r.n}"
+                         + (" (fills in)" if r.fills_in else "") for r in best.rows)
+    if advice.disagreement:
+        evidence += "; tasks disagree: " + "; ".join(advice.disagreement)
+    if best.overhead_ratio is not None:
+        evidence += f"; latency ×{best.overhead_ratio:.2g} vs {BASELINE}"
+    if missing:
+        evidence += f"; no evidence for {missing}"
+    return [label, " = ".join(c.encoding for c in leaders), runner_up.encoding if runner_up else "—", evidence,
+            best.confidence]
+
+
+def situations_table(inputs: Inputs) -> pd.DataFrame:
+    """``advice.csv``, what the report's page "Which encoding should I use?" shows: one row per
+    :data:`SITUATIONS` entry, as the command would answer it on these tables, and the rule it ranks by."""
+    found = [summary_row(label, advise(situation, inputs)) for label, situation in SITUATIONS]
+    return pd.DataFrame(found, columns=list(SITUATION_COLUMNS)).assign(rule=RULE)

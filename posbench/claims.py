@@ -19,8 +19,8 @@ from torch import nn
 from posbench import comparisons, encodings, evidence
 from posbench.encodings.absolute import SINUSOID_BASE, sinusoid_table
 from posbench.evidence import INCONCLUSIVE, MIN_SEEDS, NOT_SUPPORTED, SUPPORTED, Entry
-from posbench.model import ModelConfig, build_model, count_params
 from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
+from posbench.model import ModelConfig, count_params, meta_model
 from posbench.tables import Tables, higher_is_better
 
 D_MODEL = 512  # the width the article's examples use
@@ -47,12 +47,6 @@ def float64():
         yield
     finally:
         torch.set_default_dtype(previous)
-
-
-def meta_model(encoding: str, size: str = SIZE_AT_D):
-    """A model on the meta device: parameter shapes without memory (the large sizes cost nothing)."""
-    with torch.device("meta"):
-        return build_model(ModelConfig.from_size(size, encoding=encoding))
 
 
 def projection_params(model) -> int:
@@ -85,7 +79,8 @@ def flops_ratios(tables: Tables) -> tuple[dict[str, float], str]:
 
 
 def claim_concat_cost(tables: Tables) -> Claim:
-    models = {e: meta_model(e) for e in ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")}
+    models = {e: meta_model(ModelConfig.from_size(SIZE_AT_D, encoding=e))
+              for e in ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")}
     proj = {e: projection_params(m) / projection_params(models["sinusoidal"]) for e, m in models.items()}
     total = {e: count_params(m)["total"] / count_params(models["sinusoidal"])["total"] for e, m in models.items()}
     flops, source = flops_ratios(tables)

@@ -36,7 +36,8 @@ class GuidanceRow:
 ROWS = (
     GuidanceRow("standard_nlp", USE_ADD, "标准NLP任务（文本分类、翻译、问答）",
                 "Standard NLP tasks (text classification, translation, question answering)", ("nlp", "classification")),
-    GuidanceRow("fixed_length", USE_ADD, "序列长度相对固定（< 512）", "Sequence length fairly fixed (< 512)", ("code",)),
+    GuidanceRow("fixed_length", USE_ADD, "序列长度相对固定（< 512）", "Sequence length fairly fixed (< 512)",
+                ("code",)),
     GuidanceRow("parameter_budget", USE_ADD, "参数预算有限", "Limited parameter budget", ()),
     GuidanceRow("long_sequences", CONSIDER_OTHER, "超长序列（基因组、长文档）",
                 "Very long sequences (genomes, long documents)", ("long",)),

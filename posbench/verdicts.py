@@ -1,5 +1,6 @@
-"""The judge step: the guidance rows' verdicts and the article's claims, judged once from a run's
-tables, written beside them as ``verdicts.csv`` and ``claims.csv``.
+"""The judge step: the guidance rows' verdicts, the article's claims and the advice for common
+situations, judged once from a run's tables, written beside them as ``verdicts.csv``, ``claims.csv``
+and ``advice.csv``.
 
 It runs after aggregation and before the report (its own Snakemake rule, ``python -m posbench
 judge``), so ``advise`` and the report read the same judgements and neither computes a statistic:
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import claims, comparisons, evidence, guidance
+from posbench import advise, claims, comparisons, evidence, guidance
 from posbench.records import write_atomically
 from posbench.tables import Tables, load
 
@@ -74,12 +75,18 @@ def _with_wording(frame: pd.DataFrame, judgements: list[evidence.RowJudgement]) 
                         line=[j.line() for _, j in judged], notes=["\n".join(j.notes) for _, j in judged])
 
 
-def write(tables_dir: str | Path, preset: str | None = None) -> tuple[Path, Path]:
+def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:
     """Judge the tables in ``tables_dir`` with the comparisons of ``preset`` deciding (every declared one
-    for ``None`` or a preset the declarations do not name) and write ``verdicts.csv`` and ``claims.csv``
-    beside them."""
+    for ``None`` or a preset the declarations do not name) and write ``verdicts.csv``, then ``claims.csv``
+    and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does) beside them."""
     tables = load(tables_dir)
-    written = []
-    for name, frame in (("verdicts", verdict_table(tables, preset)), ("claims", claims.table(tables))):
-        written.append(write_atomically(Path(tables_dir) / f"{name}.csv", functools.partial(frame.to_csv, index=False)))
-    return tuple(written)
+    written = [_write(tables_dir, "verdicts", verdict_table(tables, preset))]
+    tables = load(tables_dir)
+    inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
+                           extrapolation=tables.get("extrapolation"))
+    return written + [_write(tables_dir, "claims", claims.table(tables)),
+                      _write(tables_dir, "advice", advise.situations_table(inputs))]
+
+
+def _write(tables_dir: str | Path, name: str, frame: pd.DataFrame) -> Path:
+    return write_atomically(Path(tables_dir) / f"{name}.csv", functools.partial(frame.to_csv, index=False))

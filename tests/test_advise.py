@@ -19,9 +19,9 @@ import pypdf
 import pytest
 
 from posbench import advise, encodings, guidance, metrics, tasks
+from posbench import verdicts as judge
 from posbench.__main__ import main
 from posbench.cli import advise as cli
-from posbench import verdicts as judge
 from posbench.report import build_report
 from posbench.tables import load
 
@@ -250,14 +250,13 @@ def ranks(text: str) -> dict[str, tuple[int, str]]:
 
 @pytest.mark.parametrize("name", PLANTED)
 def test_planted_tables_give_the_known_recommendation_in_the_cli_and_on_the_page(tables, tmp_path, capsys, name):
-    from posbench.report import advice as page
-
     folder, situation = planted(tables, tmp_path, name)
     _, _, first, second = PLANTED[name]
     shown = ranks(printed(folder, situation, capsys))
     assert {e: c for e, (rank, c) in shown.items() if rank == 1} == first
     assert {e for e, (rank, _) in shown.items() if rank == 2} == second
-    label, recommendation, runner_up, _, confidence = page.row(name, advise.advise(situation, advise.load(folder)))
+    advice = advise.advise(situation, advise.load(folder))
+    label, recommendation, runner_up, _, confidence = advise.summary_row(name, advice)
     assert set(recommendation.split(" = ")) == (set(first) or {"no evidence"})
     assert confidence == first.get(recommendation.split(" = ")[0], advise.NO_EVIDENCE)
     assert runner_up in (second or {"—"})
@@ -307,20 +306,16 @@ def test_a_long_context_question_without_a_deployment_length_uses_the_longest_me
 
 
 def test_tasks_that_disagree_are_each_shown(tables, tmp_path, capsys):
-    from posbench.report import advice as page
-
     folder = variant(tables, tmp_path / "t", copy_disagreeing_with_reverse)
     advice = ask(advise.load(folder), task="structured")
     assert advice.disagreement == ["reverse exact_match at 1×: rope > sinusoidal",
                                    "copy exact_match at 1×: sinusoidal > rope"]
     assert "Tasks disagree: copy exact_match at 1×: sinusoidal > rope" in printed(folder, advice.situation, capsys)
-    assert "tasks disagree: reverse exact_match at 1×: rope > sinusoidal" in page.row("s", advice)[3]
+    assert "tasks disagree: reverse exact_match at 1×: rope > sinusoidal" in advise.summary_row("s", advice)[3]
 
 
 def test_an_interval_that_leaves_the_metric_range_is_clipped_and_marked_in_the_cli_and_on_the_page(
         tables, tmp_path, capsys):
-    from posbench.report import advice as page
-
     folder = variant(tables, tmp_path / "t", rope_spread_at_16x)
     advice = ask(advise.load(folder), task="long")
     rope = advice.leaders()[0]
@@ -328,7 +323,7 @@ def test_an_interval_that_leaves_the_metric_range_is_clipped_and_marked_in_the_c
     shown = "0.5 [0, 1] (clipped to the metric's range; few seeds)"
     assert f"passkey exact_match (higher is better) at 16× (tiny, eval length 1024): {shown}, n = 3 seeds" in printed(
         folder, advice.situation, capsys)
-    assert f"passkey exact_match {shown} at 16×, n = 3" in page.row("s", advice)[3]
+    assert f"passkey exact_match {shown} at 16×, n = 3" in advise.summary_row("s", advice)[3]
 
 
 @pytest.mark.parametrize("name", PLANTED)
@@ -399,9 +394,10 @@ def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
     build_report(tables, tmp_path / "report.pdf")
     text = "".join("".join(page.extract_text().split()) for page in pypdf.PdfReader(tmp_path / "report.pdf").pages)
     assert "WhichencodingshouldIuse?" in text
-    from posbench.report import advice as page
-
-    found = page.rows(load(tables))
+    written = load(tables).get("advice")
+    assert written["rule"].eq(advise.RULE).all()
+    found = written[list(advise.SITUATION_COLUMNS)].values.tolist()
+    assert found == advise.situations_table(advise.load(tables))[list(advise.SITUATION_COLUMNS)].values.tolist()
     assert found[1][:3] == ["Long-context task (the longest measured length)", "alibi", "rope"]  # at 16×
     assert found[2][:3] == ["Length beyond training (4×)", "alibi", "rope"]
     for label, recommendation, runner_up, _, sureness in found:

@@ -103,13 +103,15 @@ def test_a_row_over_two_tasks_and_two_sizes():
     # one task: no by-task line
     reverse = row_lines(found, "precise_position")
     reverse = reverse[reverse["size"] == "tiny"]
+    (tiny,) = judgements(found, "precise_position")[1].judged
     assert report.evidence_lines(reverse, reverse.iloc[0:0]) == [
-        judgements(found, "precise_position")[1].judged[0].line(), "note: reverse: every arm trained 300 steps × batch 32"]
+        tiny.line(), "note: reverse: every arm trained 300 steps × batch 32"]
 
 
 def test_the_preset_decides_and_the_rest_is_descriptive():
     found = tables(extrapolation())
-    deciding, descriptive = row_lines(found, "standard_nlp", "default"), row_lines(found, "standard_nlp", "default", False)
+    deciding = row_lines(found, "standard_nlp", "default")
+    descriptive = row_lines(found, "standard_nlp", "default", decides=False)
     assert deciding["comparison"].tolist() == ["scan-rope"]
     assert descriptive["comparison"].tolist() == ["prose-rope", "prose-alibi"]
     (scan,) = judgements(found, "standard_nlp", "default")[0].judged

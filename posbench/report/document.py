@@ -10,8 +10,8 @@ from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance
 from posbench.report import advice, figures, verdicts
-from posbench.tables import Tables
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
+from posbench.tables import Tables
 
 METHOD = (
     "Latency: the model in eval and inference mode, warm-up calls, then at least min_repeats timed calls and at "
@@ -96,7 +96,8 @@ def claims_page(doc: Document, tables: Tables) -> None:
         doc.paragraph(f"claims.csv is not in {tables.folder}: run `python -m posbench judge` first.", BODY)
         return
     rows = [[[(c.article, Style(size=8, weight="bold"))], [(c.ours, SMALL)],
-             [(c.cited if isinstance(c.cited, str) and c.cited else "—", SMALL)], verdict_cell(c.verdict, c.rule, size=8)]
+             [(c.cited if isinstance(c.cited, str) and c.cited else "—", SMALL)],
+             verdict_cell(c.verdict, c.rule, size=8)]
             for c in found.itertuples(index=False)]
     doc.table(rows, [0.2, 0.36, 0.2, 0.24], header=["Claim (article)", "This run", "Cited source", "Verdict and rule"])
 

@@ -18,8 +18,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from posbench.aggregate import at_defaults, plain
-from posbench.claims import meta_model
-from posbench.model import SIZES, ModelConfig, count_params
+from posbench.model import SIZES, ModelConfig, count_params, meta_model
 from posbench.report.data import direction, metric_label
 from posbench.report.style import colour, palette
 from posbench.tables import Tables
@@ -82,11 +81,11 @@ def params_and_flops(widths=tuple(SIZES)) -> pd.DataFrame:
     rows = []
     for size in widths:
         for encoding in CONCAT_FAMILY:
-            model = meta_model(encoding, size)
+            config = ModelConfig.from_size(size, encoding=encoding)
+            model = meta_model(config)
             rows.append({"size": size, "d_model": SIZES[size]["d_model"], "encoding": encoding,
                          "params": count_params(model)["total"],
-                         "flops": sum(analytic_flops(ModelConfig.from_size(size, encoding=encoding), 1,
-                                                     FLOPS_SEQ_LEN).values())})
+                         "flops": sum(analytic_flops(config, 1, FLOPS_SEQ_LEN).values())})
     return pd.DataFrame(rows)
 
 
@@ -582,7 +581,8 @@ FIGURES = (
     FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
                "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
                "per key depth (0: the key opens the sequence, 1: it ends just before the question) and evaluation "
-               "length; the colour bar reads 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool depths.",
+               "length; the colour bar reads 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool "
+               "depths.",
                3.4, passkey_missing, draw_passkey),
     FigureSpec("cost_accuracy", "Cost against accuracy",
                "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "

@@ -44,7 +44,8 @@ def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
         at = "" if line.length_ratio == 1 else f" at {line.length_ratio:g}×"
         what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}"
         trained = "" if pd.isna(line.train_len) else f", trained at {int(line.train_len)}"
-        found.append((what, interval(line), f"{line.n_added}/{line.n_comparator}", f"{line.task}, {line.size}{trained}"))
+        seeds, scope = f"{line.n_added}/{line.n_comparator}", f"{line.task}, {line.size}{trained}"
+        found.append((what, interval(line), seeds, scope))
     return found
 
 

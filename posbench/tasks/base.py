@@ -56,7 +56,7 @@ class Task:
     name: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first (posbench.metrics)
     causal: ClassVar[bool] = True
-    kind: ClassVar[str]  # one of posbench.guidance.KINDS, what `posbench advise --task` names; a ClassVar: config hashes stay
+    kind: ClassVar[str]  # one of guidance.KINDS, what `posbench advise --task` names; a ClassVar: config hashes stay
 
     train_length: int = 16
     steps: int = 600
