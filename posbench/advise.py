@@ -6,44 +6,55 @@ and deployment lengths, parameter and latency budgets, token-by-token serving). 
 
 The rule, in order:
 
-1. **Evidence.** For each task of the chosen kind (every task in the tables without one), the rows at the
-   measured length ratio nearest (in log scale) to ``deploy_len / train_len`` (1 unless both are given),
-   at the model size with the most ok rows; per encoding (training-free RoPE scalings such as
-   ``rope+yarn:4`` are encodings of their own) the mean over seeds with a 95 % t interval (scipy), the
-   learning rate chosen on validation loss where several were run (:func:`posbench.evidence.arm`).
-2. **Gates.** An encoding that does not beat its task's chance level, diverged, or reads positions that
+1. **The asked length.** The length ratio ``deploy_len / train_len`` (1 unless both are given; a
+   long-context question without both: the longest ratio any task of the kind measured, said so).
+2. **Evidence.** For each task of the chosen kind (every task in the tables without one), the rows at the
+   task's nearest measured ratio at or above the asked one (its longest where none is), at the model size
+   with the most ok rows; per encoding (training-free RoPE scalings such as ``rope+yarn:4`` are encodings
+   of their own) the mean over seeds with a 95 % t interval kept inside the metric's range
+   (:func:`seed_interval`), the learning rate chosen on validation loss where several were run
+   (:func:`posbench.evidence.arm`). The tasks measured there *rank*; a task measured only at shorter
+   lengths *fills in*, labelled: it breaks ties and places encodings with no evidence at the asked length
+   (after every encoding that has some). Where no task reaches the asked ratio, those at the longest
+   measured one rank.
+3. **Gates.** An encoding that does not beat its task's chance level, diverged, or reads positions that
    training never reached there is left out, with the reason.
-3. **Hard constraints.** Extra parameters (``params_total`` minus sinusoidal's, same task and size;
+4. **Hard constraints.** Extra parameters (``params_total`` minus sinusoidal's, same task and size;
    sinusoidal adds none) above ``param_budget``; median latency (``cost.csv``, mode ``decode`` when
    serving token by token, else ``infer``) on ``device`` at the measured ``seq_len`` nearest to the
    deployment length above ``latency_budget_ms``: left out. An encoding without a row for a constraint
    stays, marked "no evidence"; a constraint that no row measures says so, with the config keys to run.
-4. **Rank** per task, in tiers: the best mean leads tier 1, every encoding whose 95 % Welch interval of
+5. **Rank** per task, in tiers: the best mean leads tier 1, every encoding whose 95 % Welch interval of
    the difference to the leader (:func:`posbench.evidence.contrast`) holds 0 is tied with it; the best
-   of the rest leads tier 2, and so on. Within a tier, lower overhead (latency vs sinusoidal) first.
-   Over a kind's several tasks: by mean tier over the tasks an encoding was measured on, those measured
-   on fewer tasks after; equal mean tiers are ties.
-5. **Why and how sure.** Each encoding shows its metric rows, the comparisons of the matching guidance
+   of the rest leads tier 2, and so on. Over the ranking tasks: by mean tier over the tasks an encoding
+   was measured on, those measured on fewer after; equal standings are ties, which the fill-in tasks'
+   standing breaks where every tied encoding has fill-in evidence; within a tie, lower overhead (latency
+   vs sinusoidal) first. Where two ranking tasks order a pair of encodings oppositely, the advice says the
+   tasks disagree and shows each task's ranking.
+6. **Why and how sure.** Each encoding shows its metric rows, the comparisons of the matching guidance
    rows that involve it (``verdicts.csv`` as written, never recomputed here), its overhead ratio and
-   extra parameters; its confidence is the weakest of its evidence: measured at this length /
-   interpolated / extrapolated beyond the tables / no evidence.
+   extra parameters; its confidence is the weakest of the evidence it is ranked on: measured at this
+   length / interpolated (the next longer measured length) / extrapolated beyond the tables / no
+   evidence, marked "few seeds" (under :data:`FEW_SEEDS`), "other lengths only" and "tasks disagree"
+   where they apply.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from posbench import evidence, metrics, tasks
+from posbench import evidence, guidance, metrics, tasks
 from posbench.aggregate import plain
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.devices import ANY_DEVICE, CPU
-from posbench.tasks.base import KINDS
+from posbench.guidance import KINDS
 
 CORE = ("verdicts", "accuracy", "cost")
 OPTIONAL = ("extrapolation",)
@@ -51,10 +62,17 @@ DEVICES = ANY_DEVICE.kinds  # a cost row's device is read by its kind (cuda:1 is
 MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE = (
     "measured at this length", "interpolated", "extrapolated beyond the tables", "no evidence")
 SURENESS = (MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE)  # best first
+FEW_SEEDS = 5  # an interval over fewer seeds is marked "few seeds"
+FEW, OTHER_LENGTHS, DISAGREE = "few seeds", "other lengths only", "tasks disagree"  # marks on a confidence
+LONG_CONTEXT = "long"  # the task kind asked, without a deployment length, at the longest measured ratio
+SHARE_OF = {"correct": "scored", "exact": "sequences"}  # a count of metrics.SUMS -> the count it is part of
 BASELINE = "sinusoidal"  # the added encoding every overhead and extra parameter is counted against
-RULE = ("Left out: encodings that do not beat chance or break a budget. Ranked by the task's metric at the "
-        "nearest measured length ratio (mean over seeds, 95 % t interval); encodings whose 95 % Welch interval "
-        "of the difference to the leader holds 0 are tied with it; within a tie, lower overhead first.")
+RULE = ("Left out: encodings that do not beat chance or break a budget. Ranked by the task's metric at the asked "
+        "length ratio (the nearest measured at or above it; a long-context question without a deployment length: "
+        "the longest measured), over the kind's tasks measured there (mean over seeds, 95 % t interval kept inside "
+        "the metric's range); tasks measured only at other lengths fill in, labelled: they break ties and place "
+        "encodings without evidence at that length last. Encodings whose 95 % Welch interval of the difference to "
+        "the leader holds 0 are tied with it; within a tie, lower overhead first.")
 
 
 class MissingTable(ValueError):
@@ -150,14 +168,33 @@ class Row:
     ci_high: float
     n: int
     sureness: str
+    clipped: bool = False  # the t interval left the metric's range and was cut back to it
+    fills_in: bool = False  # the task has nothing at the asked length: it breaks ties only
     tier: int = 0
     values: np.ndarray | None = field(default=None, repr=False)
 
+    @property
+    def few_seeds(self) -> bool:
+        return self.n < FEW_SEEDS
+
+    def interval(self) -> str:
+        """The 95 % interval as printed (CLI and report): marked where it was clipped or rests on few seeds."""
+        if self.n < 2:
+            return "(one seed, no interval)"
+        marks = ["clipped to the metric's range"] * self.clipped + [FEW] * self.few_seeds
+        return f"[{self.ci_low:.4g}, {self.ci_high:.4g}]" + (f" ({'; '.join(marks)})" if marks else "")
+
     def line(self) -> str:
-        interval = f"[{self.ci_low:.4g}, {self.ci_high:.4g}]" if self.n > 1 else "(one seed, no interval)"
         arrow = "higher" if self.higher_is_better else "lower"
+        role = " — fills in (no evidence at the asked length: breaks ties only)" if self.fills_in else ""
         return (f"{self.task} {self.metric} ({arrow} is better) at {self.length_ratio:g}× ({self.size}, "
-                f"eval length {self.eval_len}): {self.mean:.4g} {interval}, n = {self.n} seeds — {self.sureness}")
+                f"eval length {self.eval_len}): {self.mean:.4g} {self.interval()}, n = {self.n} seeds — "
+                f"{self.sureness}{role}")
+
+    def as_dict(self) -> dict:
+        found = {k: v for k, v in asdict(self).items() if k != "values"}
+        no_interval = {k: None for k in ("ci_low", "ci_high") if not math.isfinite(found[k])}  # one seed
+        return {**found, **no_interval, "few_seeds": self.few_seeds}
 
 
 @dataclass
@@ -169,6 +206,7 @@ class Candidate:
     rank: int = 0
     tied_with: list[str] = field(default_factory=list)
     sureness: str = NO_EVIDENCE
+    marks: list[str] = field(default_factory=list)  # FEW, OTHER_LENGTHS, DISAGREE where they apply
     cost_sureness: str | None = None  # the latency's, where the situation needs one
     overhead_ratio: float | None = None
     latency_ms: float | None = None
@@ -176,6 +214,15 @@ class Candidate:
     extra_params: float | None = None
     verdicts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def ranking_rows(self) -> list[Row]:
+        """The rows it is ranked on: those at the asked length, else (no such row) the fill-in rows."""
+        return [r for r in self.rows if not r.fills_in] or self.rows
+
+    @property
+    def confidence(self) -> str:
+        return self.sureness + (f" ({', '.join(self.marks)})" if self.marks else "")
 
     def why(self) -> list[str]:
         lines = [f"accuracy/extrapolation.csv: {r.line()}" for r in self.rows]
@@ -198,6 +245,8 @@ class Advice:
     excluded: list[tuple[str, str]]  # (encoding, reason)
     guidance: list[str]  # the matching rows' verdicts, from verdicts.csv
     no_evidence: list[tuple[str, str, list[str]]]  # (constraint, what is missing, config keys to run)
+    basis: list[str] = field(default_factory=list)  # the length ranked at, the tasks that rank and that fill in
+    disagreement: list[str] = field(default_factory=list)  # each ranking task's order, where tasks disagree
     rule: str = RULE
 
     def leaders(self) -> list[Candidate]:
@@ -207,28 +256,26 @@ class Advice:
         return next((c for c in self.ranked if c.rank > 1), None)
 
     def as_dict(self) -> dict:
-        def clean(value):
-            if isinstance(value, float) and not math.isfinite(value):
-                return None
-            return value
-
         ranked = [{"rank": c.rank, "encoding": c.encoding, "tied_with": c.tied_with, "sureness": c.sureness,
-                   "overhead_ratio": c.overhead_ratio, "latency_ms": c.latency_ms, "extra_params": c.extra_params,
-                   "verdicts": c.verdicts, "why": c.why(),
-                   "evidence": [{k: clean(v) for k, v in asdict(r).items() if k != "values"} for r in c.rows]}
+                   "confidence": c.confidence, "overhead_ratio": c.overhead_ratio, "latency_ms": c.latency_ms,
+                   "extra_params": c.extra_params, "verdicts": c.verdicts, "why": c.why(),
+                   "evidence": [r.as_dict() for r in c.rows]}
                   for c in self.ranked]
-        return {"situation": asdict(self.situation), "rule": self.rule, "guidance": self.guidance,
-                "ranked": ranked, "excluded": [{"encoding": e, "reason": r} for e, r in self.excluded],
+        return {"situation": asdict(self.situation), "rule": self.rule, "basis": self.basis,
+                "disagreement": self.disagreement, "guidance": self.guidance, "ranked": ranked,
+                "excluded": [{"encoding": e, "reason": r} for e, r in self.excluded],
                 "no_evidence": [{"constraint": c, "missing": m, "config_keys": k} for c, m, k in self.no_evidence]}
 
     def text(self) -> str:
         lines = [f"Situation: {self.situation.describe()}", f"Rule: {self.rule}"]
+        lines += [f"Basis: {b}" for b in self.basis]
+        lines += [f"Tasks disagree: {d}" for d in self.disagreement]
         lines += [f"Guidance (verdicts.csv): {g}" for g in self.guidance]
         if not self.ranked:
             lines.append("No encoding can be recommended from these tables.")
         for c in self.ranked:
             tie = f" (tied with {', '.join(c.tied_with)})" if c.tied_with else ""
-            lines.append(f"{c.rank}. {c.encoding}{tie} — {c.sureness}")
+            lines.append(f"{c.rank}. {c.encoding}{tie} — {c.confidence}")
             lines += [f"     {line}" for line in c.why()]
         lines += [f"Left out: {e}: {r}" for e, r in self.excluded]
         lines += [f"No evidence: {c}: {m}; run: {'; '.join(k)}" for c, m, k in self.no_evidence]
@@ -251,13 +298,15 @@ def advise(situation: Situation, inputs: Inputs) -> Advice:
                             "extrapolation.csv is missing: only the training length has evidence",
                             ["train.tasks (the train step evaluates every task's eval_factors; aggregate writes "
                              "extrapolation.csv)"]))
+    target, basis = _target(situation, {task: _measured(results[results["task"] == task])[1] for task in chosen})
     by_encoding: dict[str, list[Row]] = {}
-    gated = []
+    gated, at = [], {}
     for task in chosen:
-        rows, gates = _task_rows(situation, results[results["task"] == task], task)
+        rows, gates, at[task] = _task_rows(target, results[results["task"] == task], task)
         gated += gates
         for encoding, row in rows.items():
             by_encoding.setdefault(encoding, []).append(row)
+    basis += _fill_in(target, at, [r for rows in by_encoding.values() for r in rows])
     candidates = [Candidate(e, rows) for e, rows in by_encoding.items()]
     for encoding, reason in gated:  # gated on every task: left out; on some: a note
         if encoding in by_encoding:
@@ -267,18 +316,17 @@ def advise(situation: Situation, inputs: Inputs) -> Advice:
     _parameters(situation, inputs.accuracy, candidates, excluded, no_evidence)
     _latency(situation, inputs.cost, candidates, excluded, no_evidence)
     kept = [c for c in candidates if c.encoding not in {e for e, _ in excluded}]
-    _rank(kept)
+    disagreement = _rank(kept)
     rows = guidance_rows(situation)
     for c in kept:
         c.verdicts = _comparisons(inputs.verdicts, rows, c.encoding.split("+")[0])
-    return Advice(situation, kept, excluded, _row_verdicts(inputs.verdicts, rows), no_evidence)
+    return Advice(situation, kept, excluded, _row_verdicts(inputs.verdicts, rows), no_evidence, basis, disagreement)
 
 
 def guidance_rows(situation: Situation) -> list[str]:
-    """The article's guidance rows (``comparisons.ROW_CLAIMS``) that speak to ``situation``."""
-    rows = {"nlp": ["standard_nlp"], "classification": ["standard_nlp"], "code": ["fixed_length", "precise_position"],
-            "structured": ["precise_position"], "long": ["long_sequences"], "multimodal": ["multimodal"]}.get(
-        situation.task, [])
+    """The article's guidance rows (:data:`posbench.guidance.ROWS`) that speak to ``situation``: those of its
+    task kind, then those its lengths and budget bring up."""
+    rows = guidance.rows_for_kind(situation.task)
     if situation.ratio > 1:
         rows.append("long_sequences")
     elif situation.deploy_len is not None and situation.deploy_len < 512:
@@ -303,6 +351,35 @@ def _tasks(situation: Situation, results: pd.DataFrame) -> list[str]:
     return [t for t in present if situation.task is None or tasks.get(t).kind == situation.task]
 
 
+def _measured(rows: pd.DataFrame) -> tuple[str | None, list[float]]:
+    """A task's model size with the most ok rows, and the length ratios measured there (ascending)."""
+    ok = rows[rows["status"] == "ok"].dropna(subset=["value"])
+    if ok.empty:
+        return None, []
+    size = ok.groupby("size").size().sort_values(ascending=False).index[0]
+    return size, sorted(float(r) for r in ok.loc[ok["size"] == size, "length_ratio"].dropna().unique())
+
+
+def _target(situation: Situation, measured: dict[str, list[float]]) -> tuple[float, list[str]]:
+    """The length ratio to rank at (rule 1), and how it was chosen where the situation does not say."""
+    longest = {task: ratios[-1] for task, ratios in measured.items() if ratios}
+    if situation.task != LONG_CONTEXT or (situation.train_len and situation.deploy_len) or not longest:
+        return situation.ratio, []
+    ratio = max(longest.values())
+    reached = ", ".join(task for task, r in longest.items() if r == ratio)
+    return ratio, [f"a long-context question without a deployment length (give --train-len and --deploy-len): "
+                   f"ranked at the longest measured length ratio, {ratio:g}× ({reached})"]
+
+
+def _reaches(ratio: float, target: float) -> bool:
+    return ratio > target or math.isclose(ratio, target, rel_tol=1e-6)
+
+
+def _at_or_above(target: float, measured: list[float]) -> float:
+    """The nearest measured ratio at or above ``target``; the longest where none is (``measured`` ascending)."""
+    return next((m for m in measured if _reaches(m, target)), measured[-1])
+
+
 def _sureness(ratio: float, measured: list[float]) -> str:
     if not measured:
         return NO_EVIDENCE
@@ -315,14 +392,14 @@ def _nearest(target: float, measured: list[float]) -> float:
     return min(measured, key=lambda m: (abs(math.log(m / target)), m))
 
 
-def _task_rows(situation: Situation, rows: pd.DataFrame, task: str) -> tuple[dict[str, Row], list[tuple[str, str]]]:
-    """Each encoding's :class:`Row` for ``task`` at the nearest measured ratio, and the gated encodings."""
+def _task_rows(target: float, rows: pd.DataFrame, task: str) -> tuple[dict[str, Row], list[tuple[str, str]], float]:
+    """Each encoding's :class:`Row` for ``task`` at its nearest measured ratio at or above ``target``, the
+    gated encodings, and that ratio."""
+    size, measured = _measured(rows)
     ok = rows[rows["status"] == "ok"].dropna(subset=["value"])
-    size = ok.groupby("size").size().sort_values(ascending=False).index[0]
     rows = rows[rows["size"] == size]
-    measured = sorted(float(r) for r in rows.loc[rows["status"] == "ok", "length_ratio"].dropna().unique())
-    ratio = _nearest(situation.ratio, measured)
-    sureness = _sureness(situation.ratio, measured)
+    ratio = _at_or_above(target, measured)
+    sureness = _sureness(target, measured)
     metric = str(ok["metric"].dropna().iloc[0]) if "metric" in ok.columns else "value"
     higher = metrics.get(metric).higher_is_better if metric in metrics.METRICS else True
     probe = Comparison("advise", "standard_nlp", task, metric, ratio, BASELINE, BASELINE, 1.0, 1.0, ())
@@ -342,20 +419,52 @@ def _task_rows(situation: Situation, rows: pd.DataFrame, task: str) -> tuple[dic
         if metric == "exact_match" and not arm.values.any():  # tokens above chance, yet no sequence right
             gated.append((encoding, f"{task}: no sequence right (exact match 0 in all {arm.n} seeds at {ratio:g}×)"))
             continue
-        low, high = _interval(arm.values)
+        low, high, clipped = seed_interval(arm.values, metric)
         found[encoding] = Row(task, metric, higher, str(size), ratio, arm.eval_len, float(arm.values.mean()), low,
-                              high, arm.n, sureness, values=arm.values)
-    return found, gated
+                              high, arm.n, sureness, clipped, values=arm.values)
+    return found, gated, ratio
 
 
-def _interval(values: np.ndarray) -> tuple[float, float]:
-    """95 % t interval of the mean over seeds (exact for seeds without spread; NaN for one seed)."""
+def _fill_in(target: float, at: dict[str, float], rows: list[Row]) -> list[str]:
+    """Marks the rows of tasks that fill in (rule 2) and says which tasks rank and which fill in."""
+    if not at:
+        return []
+    reached = any(_reaches(r, target) for r in at.values())
+    ranking = [t for t, r in at.items() if (_reaches(r, target) if reached else r == max(at.values()))]
+    for row in rows:
+        row.fills_in = row.task not in ranking
+    lines = [f"ranked at {target:g}× the training length on " + ", ".join(f"{t} at {at[t]:g}×" for t in ranking)
+             + ("" if reached else f" (the longest measured: no task reaches {target:g}×)")]
+    fill = [f"{t} at {r:g}×" for t, r in at.items() if t not in ranking]
+    if fill:
+        lines.append(f"filling in, measured only at other lengths (ties and encodings without evidence at "
+                     f"{target:g}× only): {', '.join(fill)}")
+    return lines
+
+
+def seed_interval(values: np.ndarray, metric: str) -> tuple[float, float, bool]:
+    """95 % t interval of the mean over seeds, kept inside the metric's range (:func:`value_range`), and
+    whether it had to be clipped to stay there (a t interval on a few widely spread seeds of an accuracy
+    reaches past 0 or 1). Exact for seeds without spread; NaN for one seed. The CLI and the report print
+    this one interval."""
     if len(values) < 2:
-        return math.nan, math.nan
+        return math.nan, math.nan, False
     if np.ptp(values) == 0:
-        return float(values[0]), float(values[0])
+        return float(values[0]), float(values[0]), False
     low, high = stats.ttest_1samp(values, 0.0).confidence_interval(0.95)
-    return float(low), float(high)
+    bottom, top = value_range(metric)
+    return float(max(low, bottom)), float(min(high, top)), bool(low < bottom or high > top)
+
+
+def value_range(metric: str) -> tuple[float, float]:
+    """Where a metric's values lie, from its declaration (:data:`posbench.metrics.METRICS`): every metric is a
+    ratio of non-negative sums, so at least 0; a share (its numerator counts part of what its denominator
+    counts: right targets of the scored, exact sequences of all) at most 1. Unknown metrics: unbounded."""
+    if metric not in metrics.METRICS:
+        return -math.inf, math.inf
+    declared = metrics.get(metric)
+    share = SHARE_OF.get(declared.numerator) == declared.denominator and declared.divisor == 1
+    return 0.0, 1.0 if share else math.inf
 
 
 def _parameters(situation, accuracy, candidates, excluded, no_evidence) -> None:
@@ -426,35 +535,82 @@ def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
                                          + extra))
 
 
-def _rank(candidates: list[Candidate]) -> None:
-    """Tiers per task, then the rank over tasks (rule 4); sets rank, tied_with and sureness."""
+def _rank(candidates: list[Candidate]) -> list[str]:
+    """The rank over tasks (rule 5): sets rank, tied_with, sureness and marks; returns each ranking task's
+    order where two of them disagree."""
+    by_task = _tiers(candidates)
+    ranking = [t for t, rows in by_task.items() if not next(iter(rows.values())).fills_in]
+    filling = [t for t in by_task if t not in ranking]
+    key = {c.encoding: (0, *_standing(c.ranking_rows, ranking)) if not c.ranking_rows[0].fills_in
+           else (1, *_standing(c.rows, filling)) for c in candidates}  # evidence at the asked length first
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(key[c.encoding], []).append(c)
+    for standing, group in groups.items():  # tied at the asked length: the fill-in tasks break it where they can
+        fills = {c.encoding: _standing([r for r in c.rows if r.fills_in], filling) for c in group}
+        if standing[0] == 0 and all(fills.values()) and len(set(fills.values())) > 1:
+            for c in group:
+                key[c.encoding] += fills[c.encoding]
+                c.notes.append(f"tied at the asked length with {', '.join(o.encoding for o in group if o is not c)}; "
+                               f"the fill-in tasks ({', '.join(filling)}) break the tie")
+    disagreement, split = _disagreement(by_task, ranking)
+    candidates.sort(key=lambda c: (key[c.encoding], c.overhead_ratio if c.overhead_ratio is not None else math.inf,
+                                   -np.mean([(1 if r.higher_is_better else -1) * r.mean for r in c.ranking_rows])))
+    rank = 0
+    for i, c in enumerate(candidates):
+        if i == 0 or key[c.encoding] != key[candidates[i - 1].encoding]:
+            rank += 1
+        c.rank = rank
+        found = [r.sureness for r in c.ranking_rows] + ([c.cost_sureness] if c.cost_sureness else [])
+        c.sureness = max(found, key=SURENESS.index)  # the weakest
+        c.marks = ([FEW] * any(r.few_seeds for r in c.ranking_rows) + [OTHER_LENGTHS] * c.ranking_rows[0].fills_in
+                   + [DISAGREE] * (c.encoding in split))
+    for c in candidates:
+        c.tied_with = [o.encoding for o in candidates if o.rank == c.rank and o is not c]
+    return disagreement
+
+
+def _tiers(candidates: list[Candidate]) -> dict[str, dict[str, Row]]:
+    """Task -> encoding -> its row, each row's tier set (rule 5: tier 1 is the leader and those tied with it)."""
+    by_task = {}
     for task in dict.fromkeys(r.task for c in candidates for r in c.rows):
-        rows = {c.encoding: next(r for r in c.rows if r.task == task) for c in candidates
-                if any(r.task == task for r in c.rows)}
-        sign = 1 if next(iter(rows.values())).higher_is_better else -1
-        left, tier = sorted(rows, key=lambda e: -sign * rows[e].mean), 1
+        found = {c.encoding: r for c in candidates for r in c.rows if r.task == task}
+        sign = 1 if next(iter(found.values())).higher_is_better else -1
+        rows = by_task[task] = {e: found[e] for e in sorted(found, key=lambda e: -sign * found[e].mean)}  # best first
+        left, tier = list(rows), 1
         while left:
             leader = rows[left[0]]
             tied = [e for e in left if e == left[0] or _tied(rows[e], leader)]
             for e in tied:
                 rows[e].tier = tier
             left, tier = [e for e in left if e not in tied], tier + 1
-    most = max((len(c.rows) for c in candidates), default=0)
+    return by_task
 
-    def key(c: Candidate):
-        return (most - len(c.rows), float(np.mean([r.tier for r in c.rows])))
 
-    candidates.sort(key=lambda c: (*key(c), c.overhead_ratio if c.overhead_ratio is not None else math.inf,
-                                   -np.mean([(1 if r.higher_is_better else -1) * r.mean for r in c.rows])))
-    rank = 0
-    for i, c in enumerate(candidates):
-        if i == 0 or key(c) != key(candidates[i - 1]):
-            rank += 1
-        c.rank = rank
-        found = [r.sureness for r in c.rows] + ([c.cost_sureness] if c.cost_sureness else [])
-        c.sureness = max(found, key=SURENESS.index)  # the weakest
-    for c in candidates:
-        c.tied_with = [o.encoding for o in candidates if o.rank == c.rank and o is not c]
+def _standing(rows: list[Row], tasks: list[str]) -> tuple:
+    """Measured on more of ``tasks`` first, then the lower mean tier; () without rows."""
+    return (len(tasks) - len(rows), float(np.mean([r.tier for r in rows]))) if rows else ()
+
+
+def _disagreement(by_task: dict[str, dict[str, Row]], ranking: list[str]) -> tuple[list[str], set[str]]:
+    """Each ranking task's order where two of them order a pair of encodings oppositely, and those encodings."""
+    split = set()
+    for first, second in combinations(ranking, 2):
+        shared = [e for e in by_task[first] if e in by_task[second]]
+        for x, y in combinations(shared, 2):
+            if ((by_task[first][x].tier - by_task[first][y].tier)
+                    * (by_task[second][x].tier - by_task[second][y].tier)) < 0:
+                split |= {x, y}
+    if not split:
+        return [], split
+    lines = []
+    for task in ranking:
+        rows = by_task[task]
+        tiers = sorted({r.tier for r in rows.values()})
+        order = " > ".join(" = ".join(e for e in rows if rows[e].tier == tier) for tier in tiers)
+        some = next(iter(rows.values()))
+        lines.append(f"{task} {some.metric} at {some.length_ratio:g}×: {order}")
+    return lines, split
 
 
 def _tied(row: Row, leader: Row) -> bool:
@@ -496,3 +652,43 @@ def _comparisons(verdicts: pd.DataFrame, rows: list[str], encoding: str) -> list
         lines.append(f"{r.comparison} ({r.size}): {r.comparator_arm} vs {r.add_arm} at {r.length_ratio:g}×, {effect} "
                      f"→ {r.outcome} ({role})")
     return lines
+
+
+# ----- the common situations, for the report -------------------------------------------------------
+SITUATION_COLUMNS = ("situation", "recommendation", "runner_up", "evidence", "confidence")
+SITUATIONS = (  # (label, the situation advise is asked about): the report's page "Which encoding should I use?"
+    ("Short, fixed-length NLP", Situation(task="nlp", train_len=256, deploy_len=256)),
+    ("Long-context task (the longest measured length)", Situation(task="long")),
+    ("Length beyond training (4×)", Situation(task="nlp", train_len=256, deploy_len=1024)),
+    ("Code", Situation(task="code")),
+    ("Structured data", Situation(task="structured")),
+    ("Vision + language", Situation(task="multimodal")),
+    ("Tight parameter budget (no extra parameters)", Situation(task="nlp", param_budget=0)),
+    ("Token-by-token serving", Situation(task="nlp", decode=True)),
+)
+
+
+def summary_row(label: str, advice: Advice) -> list[str]:
+    """label, recommendation, runner-up, evidence in one line, confidence (as the command prints them)."""
+    leaders, runner_up = advice.leaders(), advice.runner_up()
+    missing = "; ".join(f"{c}: {m}" for c, m, _ in advice.no_evidence)
+    if not leaders:
+        return [label, "no evidence", "—", missing or "no ok rows for this situation", NO_EVIDENCE]
+    best = leaders[0]
+    evidence = "; ".join(f"{r.task} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}×, n = {r.n}"
+                         + (" (fills in)" if r.fills_in else "") for r in best.rows)
+    if advice.disagreement:
+        evidence += "; tasks disagree: " + "; ".join(advice.disagreement)
+    if best.overhead_ratio is not None:
+        evidence += f"; latency ×{best.overhead_ratio:.2g} vs {BASELINE}"
+    if missing:
+        evidence += f"; no evidence for {missing}"
+    return [label, " = ".join(c.encoding for c in leaders), runner_up.encoding if runner_up else "—", evidence,
+            best.confidence]
+
+
+def situations_table(inputs: Inputs) -> pd.DataFrame:
+    """``advice.csv``, what the report's page "Which encoding should I use?" shows: one row per
+    :data:`SITUATIONS` entry, as the command would answer it on these tables, and the rule it ranks by."""
+    found = [summary_row(label, advise(situation, inputs)) for label, situation in SITUATIONS]
+    return pd.DataFrame(found, columns=list(SITUATION_COLUMNS)).assign(rule=RULE)

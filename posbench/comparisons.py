@@ -21,17 +21,9 @@ from pathlib import Path
 import yaml
 
 from posbench import encodings, metrics, tasks
+from posbench.guidance import BY_KEY as ROWS
 
 PATH = Path(__file__).with_name("comparisons.yaml")
-ADDING_SUFFICES, OTHER_SCHEME_WINS = "adding suffices", "another scheme wins"
-ROW_CLAIMS = {  # the article's six rows (section 九), in its order, and what each row claims
-    "standard_nlp": ADDING_SUFFICES,
-    "fixed_length": ADDING_SUFFICES,
-    "parameter_budget": ADDING_SUFFICES,
-    "long_sequences": OTHER_SCHEME_WINS,
-    "precise_position": OTHER_SCHEME_WINS,
-    "multimodal": OTHER_SCHEME_WINS,
-}
 PRESETS = ("default", "full")
 FIELDS = {"id": str, "task": str, "metric": str, "length_ratio": (int, float), "added": str, "comparator": str,
           "margin": (int, float), "reference_spread": (int, float), "presets": list}
@@ -86,7 +78,7 @@ class Comparison:
 
     @property
     def claim(self) -> str:
-        return ROW_CLAIMS[self.row]
+        return ROWS[self.row].claim
 
     @property
     def higher_is_better(self) -> bool:
@@ -161,7 +153,7 @@ def load(path: str | Path | None = None) -> Declaration:
     data = yaml.safe_load(text) or {}
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, dict):
-        raise ValueError(f"{path}: needs a mapping 'rows' with keys among {', '.join(ROW_CLAIMS)}")
+        raise ValueError(f"{path}: needs a mapping 'rows' with keys among {', '.join(ROWS)}")
     comparisons = [parse(row, entry, path) for row, entries in rows.items() for entry in _entries(row, entries, path)]
     ids = [c.id for c in comparisons]
     if len(set(ids)) < len(ids):
@@ -171,8 +163,8 @@ def load(path: str | Path | None = None) -> Declaration:
 
 
 def _entries(row: str, entries, path: Path) -> list:
-    if row not in ROW_CLAIMS:
-        raise ValueError(f"{path}: unknown row {row!r}; allowed: {', '.join(ROW_CLAIMS)}")
+    if row not in ROWS:
+        raise ValueError(f"{path}: unknown row {row!r}; allowed: {', '.join(ROWS)}")
     if not isinstance(entries, list):
         raise ValueError(f"{path}: row {row!r} must be a list of comparisons")
     return entries

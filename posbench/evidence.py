@@ -38,7 +38,8 @@ import pandas as pd
 from scipy import stats
 
 from posbench import metrics
-from posbench.comparisons import ADDING_SUFFICES, POWER_Z, ArmSpec, Comparison, Declaration
+from posbench.comparisons import POWER_Z, ArmSpec, Comparison, Declaration
+from posbench.guidance import ADDING_SUFFICES
 
 ALPHA = 0.025  # each one-sided test: both together are the 95 % interval
 MIN_SEEDS = 10  # a comparison with fewer ok seeds per arm decides nothing

@@ -72,7 +72,7 @@ with warnings.catch_warnings():  # fvcore 0.1.5 torch.jit.scripts its losses on 
     )
 
 from posbench import attention
-from posbench.model import ModelConfig, Transformer, build_model
+from posbench.model import ModelConfig, Transformer, meta_model
 
 MODES = ("infer", "train")
 ELEMENTWISE_OPS = ("add", "sub", "mul")  # the arithmetic the convention counts, each also in place
@@ -169,7 +169,7 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
     logits instead of ``L²``. A config is turned into a model on the meta device (no memory).
     """
     _check_arguments(batch_size, seq_len, mode)
-    model = _meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
+    model = meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
     cfg, enc, width = model.cfg, model.encoding, model.width
     B, L, n, h = batch_size, seq_len, cfg.n_layers, cfg.n_heads
     logits = L * (L + 1) // 2 if causal_half and cfg.causal else L * L  # per (batch, head)
@@ -212,7 +212,7 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
     under the module's convention: every per-token term of :func:`analytic_flops` at one token, the
     attention terms over the ``context + 1`` keys, the bias of one query row built."""
     _check_arguments(batch_size, context, "infer")
-    model = _meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
+    model = meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
     cfg, enc, width = model.cfg, model.encoding, model.width
     B, keys, n, h = batch_size, context + 1, cfg.n_layers, cfg.n_heads
     bias = attention.bias_kind(enc)
@@ -228,11 +228,6 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
         "residual": n * 2 * B * width,
         "head": 2 * B * width * (cfg.n_classes or cfg.vocab_size),
     }
-
-
-def _meta_model(cfg: ModelConfig) -> Transformer:
-    with torch.device("meta"):
-        return build_model(cfg)
 
 
 # ----- shared by the counters --------------------------------------------------------------------

@@ -201,6 +201,13 @@ def generate(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, use_
     return tokens
 
 
+def meta_model(cfg: ModelConfig) -> Transformer:
+    """The model on the meta device: every parameter's shape without its memory (the large sizes cost
+    nothing), for parameter and FLOP counts."""
+    with torch.device("meta"):
+        return build_model(cfg)
+
+
 def count_params(model: Transformer) -> dict[str, int]:
     """Parameters: ``total``, ``position`` (the encoding's own) and ``rest``."""
     total = sum(p.numel() for p in model.parameters())

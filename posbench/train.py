@@ -1,8 +1,9 @@
 """Train one (task, encoding, size, seed) cell and evaluate it at the training length and beyond.
 
 One loop (:func:`fit`) serves every task and every caller (this module's :func:`train`, the probe's
-short language model): a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`), the
-loss is cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
+short language model), and its one step (:meth:`Trainer.step`) is the step ``posbench bench`` times
+(P8): a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`), the loss is
+cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
 10 % of the peak, gradient clipping, weight decay on the linear layers' matrices only (so rows of a
 learned position table that no training sequence reaches keep their initial values — the record
 checks this). Seeds fix the initialisation and the training data; evaluation data is fixed per
@@ -50,6 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.profiler import record_function
 
 from posbench import encodings, metrics, records, tasks
 from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
@@ -232,6 +234,51 @@ def initial_model(job: Job) -> nn.Module:
     return build_model(job.model).to(job.config.device)
 
 
+STEP_RANGES = ("step", "data", "forward", "optimizer", "backward")  # Trainer.step's torch.profiler ranges
+
+
+class Diverged(RuntimeError):
+    """A training step's loss was not finite; the message says which step and the loss."""
+
+
+class Trainer:
+    """A job's training state (the model, AdamW and its schedule, the seeded batch stream) and its one
+    training step: the step :func:`fit` loops over, and the one ``posbench bench`` times (P8), so the
+    bench measures the step training takes."""
+
+    def __init__(self, model: nn.Module, job: Job):
+        config = job.config
+        self.model, self.job, self.steps_taken = model, job, 0
+        self.optimizer, self.schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps,
+                                                       config.warmup_fraction)
+        self.rng = np.random.default_rng(config.seed)
+
+    def step(self) -> tuple[float, tasks.Batch]:
+        """One optimizer step on the next training batch: forward, cross-entropy over the scored targets,
+        backward, gradient clipping, AdamW and the schedule. Returns the batch's loss and the batch; a
+        non-finite loss raises :class:`Diverged` before anything is updated. Its phases are
+        ``torch.profiler`` ranges (:data:`STEP_RANGES`): the bench's breakdown of where a step's time goes."""
+        config = self.job.config
+        self.steps_taken += 1
+        with record_function("step"):
+            with record_function("data"):
+                batch = self.job.task.train_batch(self.rng, self.job.batch_size)
+            with record_function("forward"):
+                logits, targets = scored_logits(self.model, batch, config.dtype)
+                loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+            if not torch.isfinite(loss):
+                raise Diverged(f"non-finite loss ({loss.item()}) at step {self.steps_taken}")
+            with record_function("optimizer"):
+                self.optimizer.zero_grad(set_to_none=True)
+            with record_function("backward"):
+                loss.backward()
+            with record_function("optimizer"):
+                nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
+                self.optimizer.step()
+                self.schedule.step()
+            return loss.item(), batch
+
+
 def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
     """Train ``model`` (from :func:`initial_model`) on ``job``: the one training loop.
 
@@ -241,29 +288,22 @@ def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
     ``diverged``.
     """
     config = job.config
-    optimizer, schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps, config.warmup_fraction)
-    rng = np.random.default_rng(config.seed)
+    trainer = Trainer(model, job)
     held_out = validation_set(job.task, job.batch_size)
     every = max(1, job.steps // CURVE_POINTS)
     losses, curve, validation_curve, validation_seconds = [], [], [], 0.0
     started = time.perf_counter()
     for step in range(1, job.steps + 1):
-        logits, targets = scored_logits(model, job.task.train_batch(rng, job.batch_size), config.dtype)
-        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
-        if not torch.isfinite(loss):
-            reason = f"non-finite loss ({loss.item()}) at step {step}"
-            return Fitted(losses, curve, validation_curve, "diverged", reason, time.perf_counter() - started,
+        try:
+            losses.append(trainer.step()[0])
+        except Diverged as stopped:
+            return Fitted(losses, curve, validation_curve, "diverged", str(stopped), time.perf_counter() - started,
                           validation_seconds)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
         if step % config.log_every == 0 or step == job.steps:
             since = curve[-1]["step"] if curve else 0
             window = losses[since:]
-            curve.append({"step": step, "loss": sum(window) / len(window), "lr": optimizer.param_groups[0]["lr"]})
+            curve.append({"step": step, "loss": sum(window) / len(window),
+                          "lr": trainer.optimizer.param_groups[0]["lr"]})
             print(f"[{label}] step {step}/{job.steps} loss {curve[-1]['loss']:.4f} "
                   f"{time.perf_counter() - started:.1f}s", file=log, flush=True)
         if step % every == 0 or step == job.steps:

@@ -6,7 +6,10 @@ is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import jsonschema
@@ -15,10 +18,12 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import advise, encodings, tasks
+from posbench import advise, encodings, guidance, metrics, tasks
+from posbench import verdicts as judge
 from posbench.__main__ import main
 from posbench.cli import advise as cli
-from posbench.report import build_report, data, verdicts
+from posbench.report import build_report
+from posbench.tables import load
 
 SEEDS = tuple(range(10))
 Z = np.linspace(-1, 1, len(SEEDS)) / np.linspace(-1, 1, len(SEEDS)).std(ddof=1)  # sample sd 1
@@ -27,6 +32,10 @@ TASKS = {
     "lm_prose": ("bits_per_char", False, 64, (1.0, 2.0, 4.0, 8.0), 4.5,
                  {"sinusoidal": (2.30, 0.5), "learned": (2.31, 0.5), "rope": (2.20, 0.2), "alibi": (2.32, 0.0),
                   "none": (2.60, 0.05)}),
+    "scan": ("exact_match", True, 48, (1.0,), None,  # nlp measured at 1× only, without alibi
+             {"sinusoidal": (0.40, 0), "rope": (0.90, 0)}),
+    "passkey": ("exact_match", True, 64, (1.0, 4.0, 16.0), None,  # long: rope leads at 1×, alibi at 16×
+                {"sinusoidal": (0.90, 0.2), "rope": (0.95, 0.15), "alibi": (0.80, 0.02)}),
     "reverse": ("exact_match", True, 16, (1.0,), None,
                 {"sinusoidal": (0.40, 0), "rope": (0.90, 0), "none": (0.01, 0)}),
     "digits_2d": ("accuracy", True, 16, (1.0,), 0.1,
@@ -37,7 +46,7 @@ LATENCY = {"alibi": 1.3, "learned": 1.0, "rope": 1.05}  # × sinusoidal's; other
 
 
 def make_tables(folder: Path, with_verdicts: bool = True) -> Path:
-    """accuracy, extrapolation and cost CSVs as aggregate writes them, and verdicts.csv as report writes it."""
+    """accuracy, extrapolation and cost CSVs as aggregate writes them, and verdicts.csv as the judge step writes it."""
     common = {"machine": "testbox", "git_commit": "abc", "status": "ok", "reason": "", "size": "tiny", "steps": 300,
               "batch_size": 32, "lr": 3e-3, "validation_loss": 1.0, "undertrained": False, "positions_trained": True}
     accuracy, extrapolation = [], []
@@ -67,7 +76,7 @@ def make_tables(folder: Path, with_verdicts: bool = True) -> Path:
         pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
     (folder / "meta.json").write_text(json.dumps({"machines": ["testbox"], "n_records": len(accuracy)}))
     if with_verdicts:
-        verdicts.verdict_table(data.load(folder)).to_csv(folder / "verdicts.csv", index=False)
+        judge.write(folder)
     return folder
 
 
@@ -148,7 +157,200 @@ def test_an_encoding_with_no_sequence_right_is_left_out_and_none_is_recommended(
                                              (16, advise.EXTRAPOLATED)])
 def test_how_sure_follows_the_measured_lengths(inputs, ratio, sureness):
     advice = ask(inputs, task="nlp", train_len=100, deploy_len=100 * ratio)
-    assert {r.sureness for c in advice.ranked for r in c.rows} == {sureness}
+    assert {r.sureness for c in advice.ranked for r in c.ranking_rows} == {sureness}
+    assert {r.task for c in advice.ranked for r in c.ranking_rows} == {"lm_prose"}  # scan (1× only) fills in
+
+
+# ----- planted tables with a known answer: the CLI and the report page say the same ------------------
+def variant(tables: Path, folder: Path, edit) -> Path:
+    """A copy of the planted tables with ``edit`` applied to extrapolation.csv (the rows advice ranks;
+    verdicts.csv stays as it was: the ranking never reads it)."""
+    shutil.copytree(tables, folder)
+    edit(pd.read_csv(folder / "extrapolation.csv")).to_csv(folder / "extrapolation.csv", index=False)
+    return folder
+
+
+def tie_with_rope_at_4x(*tied: str):
+    """lm_prose at 4×: ``tied`` take rope's value seed by seed (an exact tie with it)."""
+    def edit(frame: pd.DataFrame) -> pd.DataFrame:
+        at_4x = (frame["task"] == "lm_prose") & (frame["length_ratio"] == 4)
+        rope = frame[at_4x & (frame["encoding"] == "rope")].set_index("seed")["value"]
+        for encoding in tied:
+            mine = at_4x & (frame["encoding"] == encoding)
+            frame.loc[mine, "value"] = frame.loc[mine, "seed"].map(rope)
+        return frame
+    return edit
+
+
+def copy_disagreeing_with_reverse(frame: pd.DataFrame) -> pd.DataFrame:
+    """A second structured task, copy: reverse's rows with rope's and sinusoidal's values swapped."""
+    swap = {"rope": "sinusoidal", "sinusoidal": "rope"}
+    copy = frame[frame["task"] == "reverse"].assign(task="copy")
+    copy["encoding"] = copy["encoding"].map(lambda e: swap.get(e, e))
+    return pd.concat([frame, copy], ignore_index=True)
+
+
+def rope_spread_at_16x(frame: pd.DataFrame) -> pd.DataFrame:
+    """passkey at 16×: rope keeps three seeds, exact match 0, 0.5 and 1 (a t interval of [-0.74, 1.74])."""
+    at = (frame["task"] == "passkey") & (frame["encoding"] == "rope") & (frame["length_ratio"] == 16)
+    frame = frame[~at | (frame["seed"] < 3)].copy()
+    frame.loc[at & (frame["seed"] < 3), "value"] = frame.loc[at & (frame["seed"] < 3), "seed"] / 2
+    return frame
+
+
+M, X = advise.MEASURED, advise.EXTRAPOLATED
+PLANTED = {  # name -> (edit, situation, {rank 1: confidence}, rank 2)
+    # at 4×: alibi 2.32, rope 2.60, none 2.70; alibi has no scan row (scan: 1× only) and still leads
+    "best at 4×, absent from a 1× task": (None, {"task": "nlp", "train_len": 256, "deploy_len": 1024},
+                                          {"alibi": M}, {"rope"}),
+    # alibi takes 13.3 ms at 1024: over the budget
+    "a budget that excludes the leader": (None, {"task": "nlp", "train_len": 256, "deploy_len": 1024,
+                                                 "latency_budget_ms": 12}, {"rope": M}, {"none"}),
+    # rope = sinusoidal at 4×; scan (rope 0.90, sinusoidal 0.40) breaks the tie
+    "a tie the fill-in task breaks": (tie_with_rope_at_4x("sinusoidal"),
+                                      {"task": "nlp", "train_len": 256, "deploy_len": 1024}, {"alibi": M}, {"rope"}),
+    # none has no scan row: the three stay tied
+    "a tie the fill-in task cannot break": (tie_with_rope_at_4x("sinusoidal", "none"),
+                                            {"task": "nlp", "train_len": 256, "deploy_len": 1024}, {"alibi": M},
+                                            {"rope", "sinusoidal", "none"}),
+    "equal means: a tie": (None, {"task": "multimodal"}, {"rope_2d": M, "sinusoidal_2d": M}, {"sinusoidal"}),
+    # 16×: nothing measured beyond 8× (alibi 2.32, none 2.75, rope 2.80)
+    "no evidence at the asked length": (None, {"task": "nlp", "train_len": 64, "deploy_len": 1024},
+                                        {"alibi": X}, {"none"}),
+    "no task of the kind": (None, {"task": "code"}, {}, set()),
+    # passkey at 16× (its longest): alibi 0.72, rope 0.35, sinusoidal 0.10; at 1× rope would lead
+    "long context without a deployment length": (None, {"task": "long"}, {"alibi": M}, {"rope"}),
+    # reverse: rope 0.90 > sinusoidal 0.40; copy: the other way round
+    "tasks of one kind disagree": (copy_disagreeing_with_reverse, {"task": "structured"},
+                                   {"rope": f"{M} (tasks disagree)", "sinusoidal": f"{M} (tasks disagree)"}, set()),
+    # rope's three seeds 0, 0.5, 1 at 16×: tied with alibi 0.72, ahead on overhead; few seeds
+    "an interval clipped to [0, 1]": (rope_spread_at_16x, {"task": "long"},
+                                      {"rope": f"{M} (few seeds)", "alibi": M}, {"sinusoidal"}),
+}
+
+
+def planted(tables: Path, tmp_path: Path, name: str) -> tuple[Path, advise.Situation]:
+    edit, situation, _, _ = PLANTED[name]
+    return (variant(tables, tmp_path / "tables", edit) if edit else tables), advise.Situation(**situation)
+
+
+def printed(folder: Path, situation: advise.Situation, capsys) -> str:
+    """What ``python -m posbench advise`` prints for ``situation``."""
+    argv = [f"--{key.replace('_', '-')}={value}" for key, value in asdict(situation).items()
+            if value not in (None, False) and key not in ("device", "decode")]
+    assert main(["advise", "--tables", str(folder), *argv]) == 0
+    return capsys.readouterr().out
+
+
+def ranks(text: str) -> dict[str, tuple[int, str]]:
+    """encoding -> (rank, confidence), from the printed ranking's lines ``N. encoding (tied with …) — …``."""
+    lines = [re.match(r"^(\d+)\. (\S+)(?: \(tied with [^)]*\))? — (.*)$", line) for line in text.splitlines()]
+    return {m[2]: (int(m[1]), m[3]) for m in lines if m}
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_planted_tables_give_the_known_recommendation_in_the_cli_and_on_the_page(tables, tmp_path, capsys, name):
+    folder, situation = planted(tables, tmp_path, name)
+    _, _, first, second = PLANTED[name]
+    shown = ranks(printed(folder, situation, capsys))
+    assert {e: c for e, (rank, c) in shown.items() if rank == 1} == first
+    assert {e for e, (rank, _) in shown.items() if rank == 2} == second
+    advice = advise.advise(situation, advise.load(folder))
+    label, recommendation, runner_up, _, confidence = advise.summary_row(name, advice)
+    assert set(recommendation.split(" = ")) == (set(first) or {"no evidence"})
+    assert confidence == first.get(recommendation.split(" = ")[0], advise.NO_EVIDENCE)
+    assert runner_up in (second or {"—"})
+
+
+def test_evidence_at_the_asked_length_ranks_and_other_lengths_fill_in_labelled(inputs):
+    advice = ask(inputs, task="nlp", train_len=256, deploy_len=1024)
+    assert advice.basis == ["ranked at 4× the training length on lm_prose at 4×",
+                            "filling in, measured only at other lengths (ties and encodings without evidence at 4× "
+                            "only): scan at 1×"]
+    rope = next(c for c in advice.ranked if c.encoding == "rope")
+    assert [(r.task, r.length_ratio, r.fills_in) for r in rope.rows] == [("lm_prose", 4.0, False), ("scan", 1.0, True)]
+    assert "fills in (no evidence at the asked length: breaks ties only)" in advice.text()
+
+
+def test_a_tie_at_the_asked_length_is_broken_by_the_fill_in_tasks_and_says_so(tables, tmp_path):
+    advice = ask(advise.load(variant(tables, tmp_path / "t", tie_with_rope_at_4x("sinusoidal"))),
+                 task="nlp", train_len=256, deploy_len=1024)
+    assert [(c.encoding, c.rank) for c in advice.ranked[:3]] == [("alibi", 1), ("rope", 2), ("sinusoidal", 3)]
+    assert "tied at the asked length with sinusoidal; the fill-in tasks (scan) break the tie" in advice.ranked[1].notes
+
+
+def test_an_encoding_measured_only_at_other_lengths_ranks_last_and_says_so(tables, tmp_path):
+    """t5, best on scan (1×) and absent from lm_prose: at 4× it follows every encoding measured there."""
+    def t5_on_scan(frame: pd.DataFrame) -> pd.DataFrame:
+        rope = frame[(frame["task"] == "scan") & (frame["encoding"] == "rope")]
+        return pd.concat([frame, rope.assign(encoding="t5", value=rope["value"] + 0.05)], ignore_index=True)
+
+    advice = ask(advise.load(variant(tables, tmp_path / "t", t5_on_scan)), task="nlp", train_len=256, deploy_len=1024)
+    last = advice.ranked[-1]
+    assert (last.encoding, last.rank) == ("t5", len({c.rank for c in advice.ranked}))
+    assert last.confidence == f"{advise.EXTRAPOLATED} (other lengths only)"
+    assert advice.leaders()[0].encoding == "alibi"
+
+
+def test_beyond_every_measured_length_the_longest_ranks_and_says_so(inputs):
+    advice = ask(inputs, task="nlp", train_len=64, deploy_len=1024)
+    assert advice.basis[0] == "ranked at 16× the training length on lm_prose at 8× (the longest measured: no task " \
+                              "reaches 16×)"
+
+
+def test_a_long_context_question_without_a_deployment_length_uses_the_longest_measured_ratio(inputs):
+    advice = ask(inputs, task="long")
+    assert advice.basis[0].endswith("ranked at the longest measured length ratio, 16× (passkey)")
+    assert {r.length_ratio for c in advice.ranked for r in c.rows} == {16.0}
+    assert ask(inputs, task="long", train_len=64, deploy_len=64).leaders()[0].encoding == "rope"  # asked at 1×
+
+
+def test_tasks_that_disagree_are_each_shown(tables, tmp_path, capsys):
+    folder = variant(tables, tmp_path / "t", copy_disagreeing_with_reverse)
+    advice = ask(advise.load(folder), task="structured")
+    assert advice.disagreement == ["reverse exact_match at 1×: rope > sinusoidal",
+                                   "copy exact_match at 1×: sinusoidal > rope"]
+    assert "Tasks disagree: copy exact_match at 1×: sinusoidal > rope" in printed(folder, advice.situation, capsys)
+    assert "tasks disagree: reverse exact_match at 1×: rope > sinusoidal" in advise.summary_row("s", advice)[3]
+
+
+def test_an_interval_that_leaves_the_metric_range_is_clipped_and_marked_in_the_cli_and_on_the_page(
+        tables, tmp_path, capsys):
+    folder = variant(tables, tmp_path / "t", rope_spread_at_16x)
+    advice = ask(advise.load(folder), task="long")
+    rope = advice.leaders()[0]
+    assert (rope.encoding, rope.rows[0].ci_low, rope.rows[0].ci_high, rope.rows[0].clipped) == ("rope", 0, 1, True)
+    shown = "0.5 [0, 1] (clipped to the metric's range; few seeds)"
+    assert f"passkey exact_match (higher is better) at 16× (tiny, eval length 1024): {shown}, n = 3 seeds" in printed(
+        folder, advice.situation, capsys)
+    assert f"passkey exact_match {shown} at 16×, n = 3" in advise.summary_row("s", advice)[3]
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_no_interval_of_a_share_leaves_0_1(tables, tmp_path, name):
+    folder, situation = planted(tables, tmp_path, name)
+    for c in advise.advise(situation, advise.load(folder)).ranked:
+        for r in c.rows:
+            assert r.n < 2 or (r.metric == "bits_per_char" and r.ci_low > 0) or 0 <= r.ci_low <= r.ci_high <= 1
+
+
+@pytest.mark.parametrize("values, metric, expected", [
+    ([2.1, 2.2, 2.3], "bits_per_char", (2.2 - 0.24841, 2.2 + 0.24841, False)),  # t(2) 4.3027 × 0.1 / √3
+    ([0.0, 0.5, 1.0], "exact_match", (0.0, 1.0, True)),  # [-0.742, 1.742] before clipping
+    ([0.9, 0.95, 1.0], "accuracy", (0.95 - 0.12421, 1.0, True)),
+    ([0.01, 0.02, 0.03], "bits_per_char", (0.0, 0.02 + 0.024841, True)),
+    ([0.4, 0.4], "token_accuracy", (0.4, 0.4, False)),  # no spread: exact
+])
+def test_seed_intervals_stay_inside_the_metric_range(values, metric, expected):
+    low, high, clipped = advise.seed_interval(np.array(values), metric)
+    assert (low, high) == pytest.approx(expected[:2], abs=1e-5) and clipped is expected[2]
+
+
+def test_every_metric_has_a_range_from_its_declaration():
+    assert {m: advise.value_range(m) for m in metrics.METRICS} == {
+        "loss": (0, math.inf), "bits_per_char": (0, math.inf), "token_accuracy": (0, 1), "exact_match": (0, 1),
+        "accuracy": (0, 1)}
+    assert all(math.isnan(x) for x in advise.seed_interval(np.array([0.5]), "accuracy")[:2])
 
 
 @pytest.mark.parametrize("situation, key", [
@@ -176,14 +378,15 @@ def test_json_output_validates_against_the_schema(tables, capsys):
     schema = json.loads((Path(advise.__file__).parent / "schemas" / "advice.schema.json").read_text())
     for argv in (["--task", "nlp", "--train-len", "64", "--deploy-len", "200", "--param-budget", "0"],
                  ["--task", "classification", "--decode", "--device", "cuda", "--latency-budget-ms", "2"],
-                 ["--task", "multimodal"]):
+                 ["--task", "multimodal"], ["--task", "long"]):
         assert main(["advise", "--tables", str(tables), "--format", "json", *argv]) == 0
         jsonschema.validate(json.loads(capsys.readouterr().out), schema)
 
 
-def test_task_kinds_come_from_the_tasks():
-    assert cli.KINDS == tasks.base.KINDS
-    assert {tasks.get(n).kind for n in tasks.names()} <= set(tasks.base.KINDS)
+def test_task_kinds_are_defined_once_and_every_task_has_one():
+    assert cli.KINDS is guidance.KINDS and advise.KINDS is guidance.KINDS
+    assert {tasks.get(n).kind for n in tasks.names()} <= set(guidance.KINDS)
+    assert {kind for row in guidance.ROWS for kind in row.task_kinds} <= set(guidance.KINDS)
     assert tasks.get("lm_prose").kind == "nlp" and tasks.get("digits_2d").kind == "multimodal"
 
 
@@ -191,9 +394,11 @@ def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
     build_report(tables, tmp_path / "report.pdf")
     text = "".join("".join(page.extract_text().split()) for page in pypdf.PdfReader(tmp_path / "report.pdf").pages)
     assert "WhichencodingshouldIuse?" in text
-    from posbench.report import advice as page
-
-    found = page.rows(data.load(tables))
+    written = load(tables).get("advice")
+    assert written["rule"].eq(advise.RULE).all()
+    found = written[list(advise.SITUATION_COLUMNS)].values.tolist()
+    assert found == advise.situations_table(advise.load(tables))[list(advise.SITUATION_COLUMNS)].values.tolist()
+    assert found[1][:3] == ["Long-context task (the longest measured length)", "alibi", "rope"]  # at 16×
     assert found[2][:3] == ["Length beyond training (4×)", "alibi", "rope"]
     for label, recommendation, runner_up, _, sureness in found:
         for cell in (label, recommendation, runner_up, sureness):

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 import posbench
-from posbench import attention, bench, encodings
-from posbench.__main__ import main
+from posbench import attention, encodings
 from posbench.encodings import PositionalEncoding, alibi
 from posbench.positions import Positions
 
@@ -230,58 +229,6 @@ def test_randomized_positions_bias_by_their_ids(name):
         plain = model(tokens)
     assert attention.choose_path(model.encoding, 37, 37, True, contiguous=False) == "general_dense"
     torch.testing.assert_close(as_ids, plain, atol=1e-5, rtol=0)
-
-
-# ----- the bench program (its logic; timings are never asserted) ----------------------------------
-def test_alternate_rotates_the_order_and_counts_calls():
-    calls = []
-    steps = {name: (lambda name=name: calls.append(name)) for name in "abc"}
-    samples = bench.alternate(steps, rounds=3, warmup=2)
-    assert calls == list("aabbcc") + list("abc") + list("bca") + list("cab")
-    assert {name: len(s) for name, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
-
-
-def test_text_table_pivots_rows_with_targets():
-    result = bench.PartResult("P1", [bench.Row("overhead", "rope", "median", 12.345, "ms"),
-                                     bench.Row("overhead", "rope", "ratio", 1.07, "x", "<= 1.05", False)])
-    lines = bench.text_table(result).splitlines()
-    assert lines[0] == "P1"
-    assert lines[1].split() == ["median", "ratio", "target", "met"]
-    assert lines[2].split() == ["rope", "12.3", "ms", "1.07", "<=", "1.05", "NO"]
-
-
-def test_scale_point_reports_path_memory_and_latency():
-    sections = {}
-    bench.scale_point({"encoding": "alibi", "seq_len": 32, "threads": 1, "point_seconds": 0.0}, sections)
-    assert sections["path"] == "relative"
-    assert sections["peak_mib"] >= sections["baseline_mib"] > 0
-    assert sections["latency_n"] == 0 and sections["latency_ms"] == sections["first_call_ms"] > 0
-
-
-@pytest.mark.parametrize("argv,message", [
-    (["--parts", "overhead,speed"],
-     "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, decode, decode_peer, "
-     "train, comma-separated"),
-    (["--scale-max-len", "3000"], "'3000' is not allowed; allowed: a power of two >= 1024"),
-    (["--rounds", "0"], "'0' is not allowed; allowed: a positive integer")])
-def test_bench_arguments_fail_in_one_line(argv, message, capsys):
-    with pytest.raises(SystemExit) as stop:
-        main(["bench", *argv])
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
-
-
-def test_decode_part_times_each_encoding_against_none_at_each_context(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench, "DECODE_TARGETS", {"none": None, "alibi": 1.10})
-    options = bench.BenchOptions(parts=("decode",), rounds=2, warmup=0, decode_contexts=(16, 32))
-    result = bench.part_decode(options, tmp_path)
-    ratios = {row.item: row.value for row in result.rows if row.metric == "ratio"}
-    assert set(ratios) == {"none C=16", "alibi C=16", "none C=32", "alibi C=32"}
-    assert ratios["none C=16"] == ratios["none C=32"] == 1.0 and ratios["alibi C=32"] > 0
-    assert {name: len(s) for name, s in result.samples.items()} == {
-        "none@16": 2, "alibi@16": 2, "none@32": 2, "alibi@32": 2}
-    target = next(row for row in result.rows if row.item == "alibi C=16" and row.metric == "ratio")
-    assert target.target == "<= 1.1" and target.meets == (target.value <= 1.10)
 
 
 def manual_attention(q, k, v, sees=None):

@@ -1,5 +1,7 @@
-"""The bench's P8 train part: its steps are fit's, its FLOPs the analytic train count, its breakdown
-whole; and the speed-up it led to leaves training bit for bit as it was."""
+"""The bench: every registered encoding is timed against a declared target or left out for a declared
+reason; its parts' rows are the numbers they say (timings are never asserted); P8's steps are fit's,
+its FLOPs the analytic train count, its breakdown whole; and the speed-up P8 led to leaves training bit
+for bit as it was."""
 
 import argparse
 import io
@@ -10,7 +12,18 @@ import pytest
 import torch
 import yaml
 
-from posbench import bench, model
+from posbench import encodings, measure, model
+from posbench.__main__ import main
+from posbench.bench import (
+    base,
+    decode_overhead,
+    encoding_overhead,
+    longest_length,
+    suite,
+    targets,
+    train_throughput,
+    transformers_peer,
+)
 from posbench.cli import bench as bench_cli
 from posbench.flops import analytic_flops
 from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve
@@ -18,22 +31,120 @@ from posbench.train import TrainConfig, deterministic, fit, initial_model, resol
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# ----- what is timed, against which target -------------------------------------------------------
+def test_every_registered_encoding_is_declared_timed_or_not():
+    missing = sorted(set(encodings.names()) - set(targets.DECLARED))
+    assert not missing, f"declare a target or the reason it is not timed in posbench/bench/targets.py: {missing}"
+    assert sorted(targets.DECLARED) == encodings.names()  # and nothing the registry lacks
+    reasons = {name: row for name, row in targets.DECLARED.items() if isinstance(row, str)}
+    assert all(reason.strip() for reason in reasons.values())
+    timed = targets.timed()
+    assert len(timed) == 13 and len(reasons) == 11 and set(timed) | set(reasons) == set(encodings.names())
+    assert next(iter(timed)) == "none" and timed["none"] == targets.REFERENCE
+    assert (timed["rope"].overhead, timed["alibi"].overhead, timed["fire"].overhead) == (1.05, 1.25, 2.0)
+    assert (timed["rope"].decode, timed["alibi"].decode, timed["fire"].decode) == (1.10, 1.10, 2.0)
+    assert targets.notes() == ["not timed: " + "; ".join(f"{name} ({reasons[name]})" for name in sorted(reasons))]
+
+
+def test_every_timed_encoding_builds_as_the_bench_model():
+    for name in targets.timed():
+        tokens = torch.randint(0, 256, (1, 16))
+        assert base.posbench_model(name, 16)(tokens).shape == (1, 16, 256), name
+
+
+def test_an_encoding_the_table_does_not_know_is_timed_without_a_target(monkeypatch):
+    registered = encodings.names()
+    monkeypatch.setattr(encodings, "names", lambda: sorted([*registered, "plugin_bias"]))
+    timed = targets.timed()
+    assert list(timed)[-1] == "plugin_bias" and timed["plugin_bias"] == targets.Targets(None, None)
+    assert targets.notes()[-1] == ("no declared target (timed, not judged; add it to posbench.bench.targets): "
+                                   "plugin_bias")
+
+
+def test_the_suite_runs_every_part_by_its_name():
+    assert tuple(suite.PART_FUNCTIONS) == base.PARTS == base.BenchOptions().parts
+
+
+def test_overhead_judges_each_timed_encoding_by_its_declared_target(monkeypatch, tmp_path):
+    monkeypatch.setattr(encoding_overhead, "SEQ_LEN", 16)
+    monkeypatch.setattr(targets, "timed", lambda: {"none": targets.REFERENCE, "rope": targets.VECTOR_OR_ROTATION,
+                                                   "fire": targets.UNDECLARED})
+    result = encoding_overhead.run(base.BenchOptions(parts=("overhead",), rounds=2, warmup=0), tmp_path)
+    ratios = {row.item: row for row in result.rows if row.metric == "ratio"}
+    assert {item: row.target for item, row in ratios.items()} == {"none": "", "rope": "<= 1.05", "fire": ""}
+    assert ratios["rope"].meets == (ratios["rope"].value <= 1.05) and ratios["fire"].meets is None
+    assert ratios["rope"].value == base.median(result.samples["rope"]) / base.median(result.samples["none"])
+    assert result.notes[-1:] == targets.notes()  # after any profile of a miss
+
+
+# ----- shared helpers, P6, the command line --------------------------------------------------------
+def test_alternate_rotates_the_order_and_counts_calls():
+    calls = []
+    steps = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    samples = measure.alternate(steps, rounds=3, warmup=2)
+    assert calls == list("aabbcc") + list("abc") + list("bca") + list("cab")
+    assert {name: len(s) for name, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
+
+
+def test_text_table_pivots_rows_with_targets():
+    result = base.PartResult("P1", [base.Row("overhead", "rope", "median", 12.345, "ms"),
+                                    base.Row("overhead", "rope", "ratio", 1.07, "x", "<= 1.05", False)])
+    lines = suite.text_table(result).splitlines()
+    assert lines[0] == "P1"
+    assert lines[1].split() == ["median", "ratio", "target", "met"]
+    assert lines[2].split() == ["rope", "12.3", "ms", "1.07", "<=", "1.05", "NO"]
+
+
+def test_scale_point_reports_path_memory_and_latency():
+    sections = {}
+    longest_length.scale_point({"encoding": "alibi", "seq_len": 32, "threads": 1, "point_seconds": 0.0}, sections)
+    assert sections["path"] == "relative"
+    assert sections["peak_mib"] >= sections["baseline_mib"] > 0
+    assert sections["latency_n"] == 0 and sections["latency_ms"] == sections["first_call_ms"] > 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--parts", "overhead,speed"],
+     "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, decode, decode_peer, "
+     "train, comma-separated"),
+    (["--scale-max-len", "3000"], "'3000' is not allowed; allowed: a power of two >= 1024"),
+    (["--rounds", "0"], "'0' is not allowed; allowed: a positive integer")])
+def test_bench_arguments_fail_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", *argv])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_decode_part_times_each_encoding_against_none_at_each_context(monkeypatch, tmp_path):
+    monkeypatch.setattr(targets, "timed", lambda: {"none": targets.REFERENCE, "alibi": targets.LOGIT_BIAS})
+    options = base.BenchOptions(parts=("decode",), rounds=2, warmup=0, decode_contexts=(16, 32))
+    result = decode_overhead.run(options, tmp_path)
+    ratios = {row.item: row.value for row in result.rows if row.metric == "ratio"}
+    assert set(ratios) == {"none C=16", "alibi C=16", "none C=32", "alibi C=32"}
+    assert ratios["none C=16"] == ratios["none C=32"] == 1.0 and ratios["alibi C=32"] > 0
+    assert {name: len(s) for name, s in result.samples.items()} == {
+        "none@16": 2, "alibi@16": 2, "none@32": 2, "alibi@32": 2}
+    target = next(row for row in result.rows if row.item == "alibi C=16" and row.metric == "ratio")
+    assert target.target == "<= 1.1" and target.meets == (target.value <= 1.10)
+
+
 def test_train_tasks_are_the_default_sweeps():
     sweep = yaml.safe_load((ROOT / "config.yaml").read_text())["train"]["tasks"]
-    assert bench.TRAIN_TASKS == tuple(sweep)
+    assert base.BenchOptions.train_tasks == tuple(sweep)
 
 
 @pytest.mark.parametrize("task", ["reverse", "long_range"])
 def test_train_steps_are_fits_bit_for_bit(task):
     job = resolve(TrainConfig(task=task, encoding="sinusoidal", steps=5, batch_size=8))
     with deterministic(threads=1):
-        steps = bench.TrainSteps(job)
+        steps = train_throughput.TimedSteps(job)
         for _ in range(job.steps):
             steps()
         fitted_model = initial_model(job)
         fitted = fit(fitted_model, job, io.StringIO(), "test")
     assert steps.losses == fitted.losses
-    assert all(a.equal(b) for a, b in zip(steps.model.parameters(), fitted_model.parameters()))
+    assert all(a.equal(b) for a, b in zip(steps.trainer.model.parameters(), fitted_model.parameters()))
 
 
 def event(name, parent=None):
@@ -59,14 +170,14 @@ def test_category_follows_the_callers(chain, expected):
     leaf = None
     for name in reversed(chain):
         leaf = event(name, leaf)
-    assert bench.category(leaf) == expected
+    assert train_throughput.category(leaf) == expected
 
 
 @pytest.fixture(scope="module")
 def train_part(tmp_path_factory):
-    options = bench.BenchOptions(parts=("train",), train_tasks=("reverse", "long_range"), train_steps=2,
+    options = base.BenchOptions(parts=("train",), train_tasks=("reverse", "long_range"), train_steps=2,
                                  train_warmup=1, train_profile_steps=2)
-    result = bench.part_train(options, tmp_path_factory.mktemp("bench"))
+    result = train_throughput.run(options, tmp_path_factory.mktemp("bench"))
     return result, {(row.item, row.metric): row for row in result.rows}
 
 
@@ -77,13 +188,13 @@ def test_train_part_flops_are_the_analytic_train_count(train_part):
     assert rows["reverse/sinusoidal", "B×L"].value == f"{job.batch_size}×32"
     assert rows["reverse/sinusoidal", "GFLOP/step"].value == expected / 1e9
     per_step = [expected / ms * 1e3 for ms in result.samples["reverse/sinusoidal"]]
-    assert rows["reverse/sinusoidal", "GFLOP/s"].value == pytest.approx(bench.median(per_step) / 1e9, rel=1e-12)
+    assert rows["reverse/sinusoidal", "GFLOP/s"].value == pytest.approx(base.median(per_step) / 1e9, rel=1e-12)
 
 
 def test_train_part_shares_are_of_the_matmul_rate(train_part):
     result, rows = train_part
-    matmul = rows[f"matmul {bench.TRAIN_MATMUL_SIZE}³, 1 thread", "GFLOP/s"].value
-    assert matmul == pytest.approx(2 * 1024**3 / bench.median(result.samples["matmul"]) / 1e6, rel=1e-12)
+    matmul = rows[f"matmul {train_throughput.TRAIN_MATMUL_SIZE}³, 1 thread", "GFLOP/s"].value
+    assert matmul == pytest.approx(2 * 1024**3 / base.median(result.samples["matmul"]) / 1e6, rel=1e-12)
     for name in ("reverse/sinusoidal", "long_range/sinusoidal"):
         share = rows[name, "of matmul"]
         assert share.value == pytest.approx(100 * rows[name, "GFLOP/s"].value / matmul, rel=1e-12)
@@ -91,13 +202,13 @@ def test_train_part_shares_are_of_the_matmul_rate(train_part):
         assert len(result.samples[name]) == 2
     reverse = [rows["reverse/sinusoidal", "GFLOP/step"].value * 1e9 / ms / (2 * 1024**3 / mm)
                for ms, mm in zip(result.samples["reverse/sinusoidal"], result.samples["matmul"])]
-    assert rows["reverse/sinusoidal", "paired"].value == pytest.approx(100 * bench.median(reverse), rel=1e-12)
+    assert rows["reverse/sinusoidal", "paired"].value == pytest.approx(100 * base.median(reverse), rel=1e-12)
 
 
 def test_train_part_breakdown_sums_to_100(train_part):
     _, rows = train_part
     for name in ("reverse/sinusoidal", "long_range/sinusoidal"):
-        shares = [rows[name, category].value for category in bench.BREAKDOWN]
+        shares = [rows[name, category].value for category in train_throughput.BREAKDOWN]
         assert sum(shares) == pytest.approx(100, abs=1e-9)
         assert all(share >= 0 for share in shares)
         assert rows[name, "matmul"].value > 0 and rows[name, "attention"].value > 0
@@ -113,7 +224,7 @@ def test_cli_train_options():
     options = parse(["--parts", "train", "--train-steps", "7", "--train-encodings", "sinusoidal,rope"])
     assert (options.parts, options.train_steps, options.train_encodings) == (("train",), 7, ("sinusoidal", "rope"))
     quick = parse(["--quick"])
-    assert quick.train_steps < bench.BenchOptions.train_steps
+    assert quick.train_steps < base.BenchOptions.train_steps
 
 
 def permuted_forward(self, x, encoding, positions, mask, causal, cache=None):
@@ -152,65 +263,65 @@ def test_split_qkv_trains_bit_for_bit_as_the_permuted_split(task, encoding, opti
 def test_self_timed_steps_keep_their_own_milliseconds_in_rotating_order():
     order = []
     steps = {name: (lambda name=name, ms=ms: order.append(name) or ms) for name, ms in (("a", 1.5), ("b", 7.0))}
-    samples = bench.alternate(steps, rounds=3, warmup=1, self_timed=True)
+    samples = measure.alternate(steps, rounds=3, warmup=1, self_timed=True)
     assert samples == {"a": [1.5] * 3, "b": [7.0] * 3}
     assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then the order rotating each round
 
 
 def test_decode_part_rows_for_every_encoding_against_none(tmp_path):
-    options = bench.BenchOptions(parts=("decode",), rounds=2, warmup=1, decode_contexts=(16,))
-    result = bench.part_decode(options, tmp_path)
+    options = base.BenchOptions(parts=("decode",), rounds=2, warmup=1, decode_contexts=(16,))
+    result = decode_overhead.run(options, tmp_path)
     rows = {(row.item, row.metric): row for row in result.rows}
-    for name, target in bench.DECODE_TARGETS.items():
+    for name, target in targets.timed().items():
         ratio = rows[f"{name} C=16", "ratio"]
         samples, none = result.samples[f"{name}@16"], result.samples["none@16"]
-        assert len(samples) == 2 and ratio.value == bench.median(samples) / bench.median(none)
-        assert ratio.target == ("" if target is None else f"<= {target:g}")
+        assert len(samples) == 2 and ratio.value == base.median(samples) / base.median(none)
+        assert ratio.target == ("" if target.decode is None else f"<= {target.decode:g}")
     assert rows["none C=16", "ratio"].value == 1.0
     assert f"{torch.get_num_threads()} threads" in result.title
 
 
 def test_a_generation_step_times_the_tokens_after_the_prefill_and_refuses_early_stops():
-    ours = bench.posbench_model("rope", 24)
+    ours = base.posbench_model("rope", 24)
     prompt = torch.randint(0, 256, (1, 16))
-    step = bench.generation_step(ours, lambda p: model.generate(ours, p, 4), prompt, 4)
+    step = transformers_peer.generation_step(ours, lambda p: model.generate(ours, p, 4), prompt, 4)
     assert step() > 0
-    short = bench.generation_step(ours, lambda p: model.generate(ours, p, 3), prompt, 4)
+    short = transformers_peer.generation_step(ours, lambda p: model.generate(ours, p, 3), prompt, 4)
     with pytest.raises(RuntimeError, match="generate ran 3 forwards for 3 tokens; expected 4 of each"):
         short()
 
 
 def test_decode_peer_skips_in_one_line_without_transformers(tmp_path, monkeypatch):
     def absent(name):
-        raise bench.PackageNotFoundError(name)
+        raise transformers_peer.PackageNotFoundError(name)
 
-    monkeypatch.setattr(bench, "version", absent)
-    result = bench.part_decode_peer(bench.BenchOptions(parts=("decode_peer",)), tmp_path)
+    monkeypatch.setattr(transformers_peer, "version", absent)
+    result = transformers_peer.run(base.BenchOptions(parts=("decode_peer",)), tmp_path)
     assert result.rows == [] and result.notes == [
         "skipped: transformers is not installed (pip install 'posbench[bench]')"]
 
 
 def test_decode_peers_have_posbench_parameters_but_for_the_stated_differences():
     pytest.importorskip("transformers")
-    d, layers = bench.BASE["d_model"], bench.BASE["n_layers"]
+    d, layers = base.BASE["d_model"], base.BASE["n_layers"]
     for encoding, extra in (("learned", layers * 9 * d),  # GPT-2's biases: qkv 3d, out d, MLP 4d and d
                             ("rope", layers * (3 * d * 683 - 8 * d * d) - (2 * layers + 1) * d)):  # SwiGLU; RMSNorm
-        ours = model.count_params(bench.posbench_model(encoding, 40))["total"]
-        theirs = sum(p.numel() for p in bench.transformers_model(encoding, 40).parameters())
+        ours = model.count_params(base.posbench_model(encoding, 40))["total"]
+        theirs = sum(p.numel() for p in transformers_peer.transformers_model(encoding, 40).parameters())
         assert theirs - ours == extra and abs(extra) / ours < 0.01
 
 
 def test_decode_peer_part_rows(tmp_path):
     pytest.importorskip("transformers")
-    options = bench.BenchOptions(parts=("decode_peer",), rounds=2, warmup=1, decode_contexts=(16,),
-                                 decode_new_tokens=3)
-    result = bench.part_decode_peer(options, tmp_path)
+    options = base.BenchOptions(parts=("decode_peer",), rounds=2, warmup=1, decode_contexts=(16,),
+                                decode_new_tokens=3)
+    result = transformers_peer.run(options, tmp_path)
     rows = {(row.item, row.metric): row for row in result.rows}
     for item, name in (("learned vs GPT-2 C=16", "learned"), ("rope vs Llama C=16", "rope")):
         ours, theirs = result.samples[f"{name}/posbench@16"], result.samples[f"{name}/transformers@16"]
         assert len(ours) == len(theirs) == 2
-        assert rows[item, "ratio"].value == bench.median(ours) / bench.median(theirs)
-        assert rows[item, "paired ratio"].value == bench.paired_ratio(ours, theirs)
+        assert rows[item, "ratio"].value == base.median(ours) / base.median(theirs)
+        assert rows[item, "paired ratio"].value == base.paired_ratio(ours, theirs)
         assert rows[item, "ratio"].target == "<= 1" and abs(rows[item, "params diff"].value) < 1
     assert "DynamicCache" in " ".join(result.notes)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -13,8 +14,9 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from posbench import comparisons, evidence
-from posbench.comparisons import ADDING_SUFFICES, OTHER_SCHEME_WINS, ArmSpec
+from posbench import comparisons, evidence, guidance
+from posbench.comparisons import ArmSpec
+from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
 
 DECLARED = comparisons.load()
 PROSE = DECLARED.by_id["prose-rope"]  # lm_prose bits/char, lower is better, δ 0.05
@@ -222,7 +224,7 @@ def test_the_verdict_table_has_one_row_per_comparison():
 # ----- the declaration file --------------------------------------------------------------------------
 def test_the_default_preset_declares_one_comparison_per_row():
     default = DECLARED.in_preset("default")
-    assert [c.row for c in default] == list(comparisons.ROW_CLAIMS)
+    assert [c.row for c in default] == [row.key for row in guidance.ROWS]
     assert all(c.added in ("sinusoidal", "learned", "sinusoidal_2d") for c in DECLARED.comparisons)
     assert [(a.encoding, a.train_length, a.d_model) for a in DECLARED.arms("default") if a.task == "lm_prose"] == [
         ("sinusoidal", 128, None), ("rope", 128, None), ("sinusoidal", None, None), ("sinusoidal_concat", None, 32)]
@@ -670,3 +672,23 @@ def test_arms_at_different_widths_are_compared_only_at_matched_parameters():
                             "only within 5% of each other",)
     frame = evidence.table([row(evidence.judge(DECLARED, table, comparisons=[MATCHED]), "parameter_budget")])
     assert frame[["train_len", "d_model_added", "d_model_comparator"]].values.tolist() == [[64, 64, 32]]
+
+
+def test_holm_decides_a_row_of_several_comparisons_not_the_raw_p_values():
+    """Two comparisons at raw p 0.02 and 0.024 (each below α = 0.025 alone): Holm makes both 0.04, so
+    neither is "better by more than δ" — through holm_outcomes and through a row's outcomes."""
+    unclear = [(evidence.UNCLEAR, pytest.approx(0.04)), (evidence.UNCLEAR, pytest.approx(0.04))]
+    assert evidence.holm_outcomes([0.02, 0.024], [0.9, 0.9]) == unclear
+    assert evidence.holm_outcomes([0.9, 0.9], [0.02, 0.024]) == unclear
+    compared = SimpleNamespace(gates=(), compared=True)
+    assert evidence.outcomes([compared, compared], [0.02, 0.024], [0.9, 0.9]) == unclear
+    assert evidence.outcomes([compared], [0.02], [0.9]) == [(evidence.BETTER, 0.02)]  # a row of one: no correction
+
+
+@pytest.mark.parametrize(("share", "shown"), [
+    (0.85, "unstable (supported in 85% of seed resamples)"), (0.8999, "unstable (supported in 90% of seed resamples)"),
+    (0.9, "supported"), (1.0, "supported")])
+def test_a_verdict_reproduced_by_fewer_than_90_percent_of_resamples_is_unstable(share, shown):
+    assert evidence.STABLE == 0.9
+    assert evidence.RowJudgement("standard_nlp", "tiny", evidence.SUPPORTED, share, {}).shown == shown
+    assert evidence.RowJudgement("standard_nlp", "tiny", evidence.INCONCLUSIVE, 0.5, {}).shown == evidence.INCONCLUSIVE

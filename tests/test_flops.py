@@ -394,7 +394,8 @@ def test_count_flops_defaults_to_one_sequence_of_1024():
 
 
 def test_a_float64_model_is_counted_on_inputs_of_its_dtype_and_device():
-    from posbench.flops import _example_inputs, _meta_model
+    from posbench.flops import _example_inputs
+    from posbench.model import meta_model
 
     patches = dict(d_model=8, n_heads=2, n_layers=1, patch_dim=3, n_classes=4, causal=False)
     model = tiny_model("sinusoidal", **patches).double()
@@ -405,7 +406,7 @@ def test_a_float64_model_is_counted_on_inputs_of_its_dtype_and_device():
     assert (inputs.shape, inputs.dtype, inputs.device.type) == ((2, 9, 3), torch.float64, "cpu")
     for config in (ModelConfig(encoding="none", **patches), ModelConfig(encoding="none", vocab_size=11, d_model=8,
                                                                          n_heads=2, n_layers=1)):
-        inputs = _example_inputs(_meta_model(config).double(), 2, 5)  # a model on the meta device: inputs there too
+        inputs = _example_inputs(meta_model(config).double(), 2, 5)  # a model on the meta device: inputs there too
         assert inputs.device.type == "meta"
         assert (inputs.shape, inputs.dtype) == (((2, 5, 3), torch.float64) if config.patch_dim
                                                 else ((2, 5), torch.int64))

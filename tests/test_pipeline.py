@@ -112,3 +112,22 @@ def test_snakemake_report_has_every_figure_with_its_caption(smoke):
         assert opening in words, f"caption {caption.name} missing from the HTML report"
     for figure in (results / "plots").glob("*.png"):
         assert figure.name in text
+
+
+def test_the_judge_step_runs_without_the_report(smoke):
+    """`snakemake results/tables/verdicts.csv` judges the tables (verdicts, claims, advice) and renders no PDF;
+    advise then runs on what it wrote. Last in this file: it removes the smoke run's report."""
+    results, _ = smoke
+    workdir, tables = results.parent.parent, results / "tables"
+    judged = [tables / f"{name}.csv" for name in ("verdicts", "claims", "advice")]
+    assert all(path.stat().st_size > 0 for path in judged)
+    for path in (results / "report.pdf", *judged):
+        path.unlink()
+    target = str((tables / "verdicts.csv").relative_to(workdir))  # before --configfile, which takes several
+    run = snakemake(workdir, target, "--configfile", str(ROOT / "workflow" / "smoke.yaml"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert all(path.exists() for path in judged) and not (results / "report.pdf").exists()
+    assert len(pd.read_csv(tables / "claims.csv")) == 8 and len(pd.read_csv(tables / "advice.csv")) == 8
+    advise = subprocess.run([sys.executable, "-m", "posbench", "advise", "--tables", str(tables), "--task", "nlp"],
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert advise.returncode == 0 and advise.stdout.startswith("Situation: task kind nlp"), advise.stderr

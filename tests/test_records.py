@@ -81,13 +81,14 @@ def test_code_hash_changes_with_one_token_of_a_measuring_source(tmp_path, change
 
 @pytest.mark.parametrize("change", [
     lambda root: edit(root.joinpath(*ROPE), '"""Rotary position embedding', '"""The rotary position embedding'),
-    lambda root: edit(root.joinpath(*ROPE), "        \"\"\"A scaling dict (or ``None``)", "        \"\"\"A dict (or ``None``)"),
-    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", "ROPE_BASE = 10000.0  # RoFormer's\n\n# more prose\n"),
-    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", 'ROPE_BASE = 10000.0\n"""A string left as a note."""'),
+    lambda root: edit(root.joinpath(*ROPE), '    """A scaling dict (or ``None``)', '    """A dict (or ``None``)'),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", "ROPE_BASE = 10000.0  # RoFormer\n\n# prose\n"),
+    lambda root: edit(root.joinpath(*ROPE), "ROPE_BASE = 10000.0", 'ROPE_BASE = 10000.0\n"""A note."""'),
     lambda root: edit(root.joinpath(*ROPE), "def frequencies(self, width: int, base: float,",
                       "def frequencies(self, width: int,\n                    base: float,"),
     lambda root: (root / "schemas" / "train.schema.json").write_text(
-        (root / "schemas" / "train.schema.json").read_text().replace('"description": "Absent: cpu', '"description": "None: cpu')),
+        (root / "schemas" / "train.schema.json").read_text().replace('"description": "Absent: cpu',
+                                                                     '"description": "None: cpu')),
     lambda root: (root / "report" / "figures.py").write_text("# another report\n"),
     lambda root: (root / "report" / "extra.py").write_text("X = 1\n"),
     lambda root: (root / "verdicts.py").write_text("X = 1\n"),

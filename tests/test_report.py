@@ -12,8 +12,11 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import comparisons, encodings, evidence
-from posbench.report import build_report, claims, data, style, verdicts
+from posbench import claims, comparisons, encodings, evidence, guidance
+from posbench import verdicts as judge
+from posbench.report import build_report, style
+from posbench.report import verdicts as words
+from posbench.tables import load
 
 SEEDS = tuple(range(10))
 TASKS = {  # task -> (metric, higher_is_better, train_len, {encoding: mean at the training length})
@@ -105,13 +108,23 @@ EXPECTED = {  # the declared comparisons on make_tables' means (seed sd 0.004)
 }
 
 
+def judged(folder, preset: str | None = None) -> pd.DataFrame:
+    """The judge step's verdicts.csv for the tables in ``folder`` (written there), as the report reads it."""
+    judge.write(folder, preset)
+    return load(folder).get("verdicts")
+
+
+def row_verdicts(frame: pd.DataFrame) -> dict[str, str]:
+    return {row.key: words.row_verdict(words.of_row(frame, row)) for row in guidance.ROWS}
+
+
 def test_guidance_rows_on_synthetic_tables(tmp_path):
     make_tables(tmp_path)
-    judged = verdicts.judged(data.load(tmp_path))
-    assert {key: verdicts.row_verdict(found) for key, found in judged.items()} == EXPECTED
-    (budget,) = judged["parameter_budget"]
-    assert [j.comparison.id for j in budget.judged] == ["prose-concat-fixed", "prose-learned-concat-fixed"]
-    assert all(j.stability == 1.0 and j.added.n == j.comparator.n == 10 for j in budget.judged)
+    frame = judged(tmp_path)
+    assert row_verdicts(frame) == EXPECTED
+    budget = words.of_row(frame, guidance.BY_KEY["parameter_budget"])
+    assert budget["comparison"].tolist() == ["prose-concat-fixed", "prose-learned-concat-fixed"]
+    assert (budget["stability"] == 1.0).all() and (budget[["n_added", "n_comparator"]] == 10).all().all()
 
 
 def test_only_the_presets_comparisons_decide_a_row(tmp_path):
@@ -122,21 +135,20 @@ def test_only_the_presets_comparisons_decide_a_row(tmp_path):
     wrecked = (rows["task"] == "long_range") & (rows["encoding"] == "rope")
     rows.loc[wrecked, "value"] = 0.1  # long_range now contradicts the row (rope far worse than sinusoidal)
     rows.to_csv(tmp_path / "extrapolation.csv", index=False)
-    assert verdicts.row_verdict(verdicts.judged(data.load(tmp_path))["long_sequences"]) == "not supported"
-    tables = data.load(tmp_path)
-    tables.derived["preset"] = "default"
-    assert verdicts.row_verdict(verdicts.judged(tables)["long_sequences"]) == "supported"
-    lines = verdicts.evidence_lines(verdicts.judged(tables)["long_sequences"],
-                                    verdicts.judged(tables, descriptive=True)["long_sequences"])
+    assert row_verdicts(judged(tmp_path))["long_sequences"] == "not supported"
+    frame = judged(tmp_path, "default")
+    assert row_verdicts(frame)["long_sequences"] == "supported"
+    row = guidance.BY_KEY["long_sequences"]
+    lines = words.evidence_lines(words.of_row(frame, row), words.of_row(frame, row, decides=False))
     assert any(line.startswith("not in this preset, descriptive: long_range") for line in lines)
-    frame = verdicts.verdict_table(tables).set_index("comparison")
+    frame = frame.set_index("comparison")
     assert frame.loc["passkey-16x-alibi", "decides"] and not frame.loc["long-range-2x-rope", "decides"]
     assert not frame.loc["prose-4x-alibi", "decides"]
 
 
 def test_the_verdict_table_lists_every_comparison_with_results(tmp_path):
     make_tables(tmp_path)
-    frame = verdicts.verdict_table(data.load(tmp_path))
+    frame = judged(tmp_path)
     assert set(frame["comparison"]) == {"prose-rope", "prose-alibi", "code-rope", "code-alibi", "prose-concat-fixed",
                                         "prose-learned-concat-fixed", "prose-4x-alibi", "prose-4x-rope",
                                         "long-range-2x-rope", "passkey-16x-alibi", "passkey-16x-rope",
@@ -149,7 +161,7 @@ def test_the_verdict_table_lists_every_comparison_with_results(tmp_path):
 
 # ----- claims: computed figures ------------------------------------------------------------------
 def test_computed_claims_have_reference_values(tmp_path):
-    found = {c.article: c for c in claims.check_all(data.load(tmp_path))}  # no tables: computed ones only
+    found = {c.article: c for c in claims.check_all(load(tmp_path))}  # no tables: computed ones only
     concat = found["Concat [E;P] at width 2d costs ~4× the projection parameters and more FLOPs"]
     assert "projection params naive ×4.00, fixed-width ×1.00" in concat.ours and concat.verdict == evidence.SUPPORTED
     periods = 2 * np.pi / claims.pair_frequencies(512)
@@ -168,12 +180,12 @@ def test_probe_table_decides_the_information_claim(tmp_path):
             for combine in ("add", "concat_fixed", "concat") for d in (16, 64) for target in ("token", "position")
             for probe in ("linear", "mlp") for seed in SEEDS]
     pd.DataFrame(rows).to_csv(tmp_path / "probe.csv", index=False)
-    claim = claims.claim_information(data.load(tmp_path))
+    claim = claims.claim_information(load(tmp_path))
     assert claim.verdict == evidence.NOT_SUPPORTED and "token, random embeddings, d 16: +0.2 [" in claim.ours
     pd.DataFrame([r for r in rows if r["d_model"] == 64]).to_csv(tmp_path / "probe.csv", index=False)
-    assert claims.claim_information(data.load(tmp_path)).verdict == evidence.SUPPORTED
+    assert claims.claim_information(load(tmp_path)).verdict == evidence.SUPPORTED
     pd.DataFrame([r for r in rows if r["d_model"] == 64 and r["seed"] < 2]).to_csv(tmp_path / "probe.csv", index=False)
-    assert claims.claim_information(data.load(tmp_path)).verdict == evidence.INCONCLUSIVE
+    assert claims.claim_information(load(tmp_path)).verdict == evidence.INCONCLUSIVE
 
 
 # ----- the PDF -----------------------------------------------------------------------------------
@@ -189,6 +201,7 @@ def squeeze(text: str) -> str:
 def built_report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     make_tables(folder / "tables")
+    judge.write(folder / "tables")
     pages = build_report(folder / "tables", folder / "report.pdf", plots_dir=folder / "plots")
     return folder, pages
 
@@ -196,16 +209,16 @@ def built_report(tmp_path_factory):
 def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     folder, pages = built_report
     text = pdf_text(folder / "report.pdf")
-    assert len(text) == pages == 10  # verdicts and their forest plot, claims, advice, 5 figure pages, appendix
+    assert len(text) == pages == 11  # summary, forest and row details (2), claims, advice, 5 figure pages, appendix
     claims_page = next(i for i, page in enumerate(text) if "Claimscheck" in page)
     assert style.cjk_family() is not None, "install fonts-wqy-microhei (CI needs it)"
     verdict_pages = "".join(text[:claims_page])
-    for row in verdicts.ROWS:  # the Chinese row, its English line, its verdict
+    for row in guidance.ROWS:  # the Chinese row, its English line, its verdict
         assert squeeze(row.quote) in verdict_pages and squeeze(row.english) in verdict_pages
     for verdict in EXPECTED.values():
         assert squeeze(verdict) in verdict_pages
     assert "Declaredcomparisons" in verdict_pages and comparisons.load().sha256[:12] in text[0]
-    for claim in claims.check_all(data.load(folder / "tables")):
+    for claim in claims.check_all(load(folder / "tables")):
         assert squeeze(claim.article) in text[claims_page]
     assert "Vaswani" in text[claims_page] and "PPL4.92" in text[claims_page]
     everything = "".join(text)
@@ -223,9 +236,9 @@ def test_report_writes_one_png_per_figure(built_report):
 
 def test_fewer_than_ten_seeds_make_every_row_inconclusive(tmp_path):
     make_tables(tmp_path / "tables", seeds=SEEDS[:3])
-    judged = verdicts.judged(data.load(tmp_path / "tables"))
-    assert {verdicts.row_verdict(found) for found in judged.values()} == {"inconclusive"}
-    lines = [line for found in judged.values() for line in verdicts.evidence_lines(found)]
+    frame = judged(tmp_path / "tables")
+    assert set(row_verdicts(frame).values()) == {"inconclusive"}
+    lines = [line for row in guidance.ROWS for line in words.evidence_lines(words.of_row(frame, row), frame.iloc[0:0])]
     assert all("descriptive only" in line and "n = 3/3 seeds" in line for line in lines if "effect" in line)
 
 
@@ -246,7 +259,7 @@ def test_without_a_cjk_font_english_lines_and_one_warning(tmp_path, monkeypatch)
     assert [str(w.message) for w in caught if "CJK" in str(w.message)] == [
         "posbench report: no CJK font found (install fonts-wqy-microhei); the guidance rows are shown in English only"]
     first = pdf_text(tmp_path / "report.pdf")[0]
-    assert "标准" not in first and squeeze(verdicts.ROWS[0].english) in first
+    assert "标准" not in first and squeeze(guidance.ROWS[0].english) in first
 
 
 def test_cli_bad_folder_is_one_line_and_exit_2(tmp_path, capsys):
@@ -282,7 +295,7 @@ def test_a_training_free_scaling_is_an_arm_of_the_extrapolation_figure(tmp_path)
     arm = rows[rows["encoding"] == "rope"].assign(encoding="rope+yarn:4", value=lambda r: r["value"] - 0.01)
     pd.concat([rows, arm]).to_csv(tmp_path / "extrapolation.csv", index=False)
     figure = figures.Figure(figsize=(8, 10))
-    figures.draw_extrapolation(figure, (0.05, 0.05, 0.95, 0.95), data.load(tmp_path))
+    figures.draw_extrapolation(figure, (0.05, 0.05, 0.95, 0.95), load(tmp_path))
     labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
     assert "rope+yarn:4" in labels and "rope" in labels
     assert style.palette(["rope+yarn:4"])["rope+yarn:4"] not in {style.colour(e) for e in ("rope", "none")}
@@ -299,7 +312,7 @@ def test_the_sliding_score_is_a_dashed_line_beside_each_character_lm_curve(tmp_p
     rows.loc[lm, "value_sliding"] = rows.loc[lm, "value"] - 0.1 * np.log2(rows.loc[lm, "length_ratio"])
     rows.to_csv(tmp_path / "extrapolation.csv", index=False)
     figure = figures.Figure(figsize=(8, 10))
-    figures.draw_extrapolation(figure, (0.05, 0.05, 0.95, 0.95), data.load(tmp_path))
+    figures.draw_extrapolation(figure, (0.05, 0.05, 0.95, 0.95), load(tmp_path))
     panels = {ax.get_title().split(" (")[0]: ax for ax in figure.axes}
     def dashed_lines(ax):  # (seaborn's legend handles are lines without data)
         return [line for line in ax.get_lines() if line.get_linestyle() == "--" and len(line.get_xdata())]
@@ -332,17 +345,26 @@ def test_passkey_heat_map_pools_seeds_per_depth_and_length(tmp_path):
                            "exact": int(item % 11 == 10 or (item == 0 and seed == 0 and length == 128))}
                           for seed in (0, 1) for length in (128, 256) for item in range(22)])
     items.to_parquet(tmp_path / "items.parquet", index=False)
-    tables = data.load(tmp_path)
+    tables = load(tmp_path)
     cells = figures.passkey_cells(tables).set_index(["eval_len", "depth"])["exact"]
     assert cells[128, 0.0] == 0.25 and cells[256, 0.0] == 0.0  # item 0 right once in 4 (2 items × 2 seeds)
     assert cells[128, 1.0] == cells[256, 1.0] == 1.0 and len(cells) == 2 * 11
     assert figures.passkey_missing(tables) is None
     figure = figures.Figure(figsize=(8, 4))
     figures.draw_passkey(figure, (0.0, 0.0, 1.0, 1.0), tables)
-    (ax,) = figure.axes
+    ax, bar = figure.axes
     assert ax.get_title() == "alibi" and ax.images[0].get_array().shape == (11, 2)
+    assert bar.get_ylabel() == "exact match (share of keys)" and bar.get_ylim() == (0.0, 1.0)
+    # five encodings: two rows of panels, the y label on the first column only, one colour bar for all
+    pd.concat([items.assign(encoding=name) for name in ("alibi", "none", "rope", "sinusoidal", "t5")]).to_parquet(
+        tmp_path / "items.parquet", index=False)
+    figure = figures.Figure(figsize=(8, 4))
+    figures.draw_passkey(figure, (0.0, 0.0, 1.0, 1.0), load(tmp_path))
+    *panels, bar = figure.axes
+    assert [ax.get_ylabel() for ax in panels] == ["key depth", "", "", "", "key depth"]
+    assert bar.get_ylabel() == "exact match (share of keys)" and not bar.images
     (tmp_path / "items.parquet").unlink()
-    assert figures.passkey_missing(data.load(tmp_path)) == "items.parquet (per-item results) is missing"
+    assert figures.passkey_missing(load(tmp_path)) == "items.parquet (per-item results) is missing"
 
 
 def test_loss_by_position_curves_take_each_tasks_longest_windows_in_bits(tmp_path):
@@ -357,7 +379,7 @@ def test_loss_by_position_curves_take_each_tasks_longest_windows_in_bits(tmp_pat
             for task, runs in (("lm_prose", 16), ("passkey", 1)) for encoding in ("rope", "alibi")
             for seed in (0, 1) for length in (64, 512) for start in range(0, length, length // runs)]
     pd.DataFrame(rows).to_csv(tmp_path / "positions.csv", index=False)
-    tables = data.load(tmp_path)
+    tables = load(tmp_path)
     curves = figures.position_curves(tables)
     assert set(curves["task"]) == {"lm_prose"} and set(curves["eval_len"]) == {512}
     assert len(curves) == 2 * 2 * 16 and curves["bits"].tolist()[:2] == pytest.approx([2.0, 2.0])
@@ -368,7 +390,7 @@ def test_loss_by_position_curves_take_each_tasks_longest_windows_in_bits(tmp_pat
     (ax,) = figure.axes
     assert ax.get_title() == "lm_prose at 512 (lower is better)" and len(ax.lines) >= 3  # two means and the mark
     (tmp_path / "positions.csv").unlink()
-    assert figures.positions_missing(data.load(tmp_path)) == f"positions.csv is not in {tmp_path}"
+    assert figures.positions_missing(load(tmp_path)) == f"positions.csv is not in {tmp_path}"
 
 
 def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_ones(tmp_path):
@@ -386,7 +408,7 @@ def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_one
     swept += [{**base, "task": "lm_prose", "encoding": "rope", "seed": seed, "train_len": length, "d_model": 64,
                "params_total": 112256, "value": 2.0 + length / 1000} for length in (128, 256) for seed in (0, 1)]
     pd.concat([accuracy, pd.DataFrame(swept)]).to_csv(tmp_path / "accuracy.csv", index=False)
-    tables = data.load(tmp_path)
+    tables = load(tmp_path)
     plain = tables.ok("accuracy", "task", "value").query("task == 'lm_prose'")
     assert len(plain) == 7 * len(SEEDS) and set(zip(plain["train_len"], plain["d_model"])) == {(64, 64)}
     frontier = figures.swept_rows(tables, "d_model")
@@ -409,9 +431,9 @@ def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_one
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64", "128", "256"]
     for axis, what in (("d_model", "width"), ("train_len", "training length")):
         assert figures.sweep_missing(axis, what)(tables) is None
-        assert figures.sweep_missing(axis, what)(data.load(tmp_path.parent)) is not None
+        assert figures.sweep_missing(axis, what)(load(tmp_path.parent)) is not None
     make_tables(tmp_path / "plain")
-    assert figures.sweep_missing("d_model", "width")(data.load(tmp_path / "plain")) == (
+    assert figures.sweep_missing("d_model", "width")(load(tmp_path / "plain")) == (
         "accuracy.csv has no column d_model")
 
 
@@ -428,3 +450,22 @@ def test_layout_figure_names_how_each_arm_sees_the_grid_and_the_text():
         "rope_2d": "rope_2d (2-D, rotate q/k)", "mrope": "mrope (per modality, rotate q/k)",
         "sinusoidal_per_modality": "sinusoidal_per_modality (per modality, add)",
     }
+
+
+def test_no_report_module_judges_it_reads_the_judge_steps_tables():
+    """The report words verdicts.csv, claims.csv and advice.csv: no module under posbench/report/ imports
+    a statistics package or a module that judges (posbench.evidence, .advise, .verdicts, .claims)."""
+    import ast
+    from pathlib import Path
+
+    import posbench.report
+
+    judging = {"scipy", "statsmodels", "posbench.evidence", "posbench.advise", "posbench.verdicts", "posbench.claims"}
+    for path in Path(posbench.report.__file__).parent.glob("*.py"):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+        assert not {name for name in imported if name.split(".")[0] in judging or name in judging}, path.name

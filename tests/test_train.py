@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import re
 
 import jsonschema
 import numpy as np
@@ -110,6 +111,22 @@ def test_train_records_the_curve_of_the_one_loop():
     assert fitted.curve[1]["loss"] == sum(fitted.losses[3:6]) / 3 and fitted.curve[2]["loss"] == fitted.losses[6]
     progress = [line.split()[:3] for line in log.getvalue().splitlines()]
     assert progress == [["[mine]", "step", f"{s}/7"] for s in (3, 6, 7)]
+
+
+def test_a_non_finite_loss_stops_the_run_before_the_step_updates_anything():
+    job = resolve(small_config("rope", steps=6, lr=1e30))
+    with deterministic(job.config.threads):
+        fitted = fit(initial_model(job), job, io.StringIO(), "diverges")
+        trainer = posbench.train.Trainer(initial_model(job), job)
+        assert [trainer.step()[0] for _ in fitted.losses] == fitted.losses  # the same steps as fit's
+        before = [p.detach().clone() for p in trainer.model.parameters()]
+        with pytest.raises(posbench.train.Diverged) as stopped:
+            trainer.step()
+    failed = len(fitted.losses) + 1
+    assert fitted.status == "diverged" and 1 < failed <= 6 and fitted.reason == str(stopped.value)
+    assert re.fullmatch(rf"non-finite loss \((nan|inf|-inf)\) at step {failed}", fitted.reason)
+    assert all(p.equal(b) for p, b in zip(trainer.model.parameters(), before))
+    assert trainer.optimizer.state_dict()["state"][0]["step"].item() == failed - 1  # AdamW did not step
 
 
 def test_aggregate_collects_the_items_and_reports_a_record_without_them(runs, tmp_path):

@@ -1,17 +1,21 @@
-"""Page 1's guidance rows (posbench/report/verdicts.py) on small hand-made tables: the rule in words,
-the rows judged per size and task, the evidence lines and verdicts.csv. The statistics themselves are
-tested in test_evidence.py; the whole report in test_report.py."""
+"""The judge step (posbench/verdicts.py) and page 1's words for its verdicts.csv (posbench/report/
+verdicts.py) on small hand-made tables: the rule in words, the rows judged per size and task, the
+evidence lines and the summary as read back from the CSV. The statistics themselves are tested in
+test_evidence.py; the whole report in test_report.py."""
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from posbench import comparisons, evidence
-from posbench.report import data, verdicts
+from posbench import comparisons, evidence, guidance
+from posbench import verdicts as judge
+from posbench.report import verdicts as report
+from posbench.tables import Tables
 
 SPREAD = 0.01 * np.linspace(-1.5, 1.5, 10)  # ten seeds around each mean
 ARMS = {  # task -> metric, {encoding: mean}: every comparator within δ of the added arm, or clearly better
@@ -31,21 +35,39 @@ def extrapolation(sizes=("tiny",)) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tables(frame: pd.DataFrame, preset: str | None = None, items: pd.DataFrame | None = None) -> data.Tables:
-    found = data.Tables({"extrapolation": frame}, {}, None, items=items)
-    found.derived["preset"] = preset
-    return found
+def tables(frame: pd.DataFrame, items: pd.DataFrame | None = None) -> Tables:
+    return Tables({"extrapolation": frame}, {}, None, items=items)
+
+
+def judged(found: Tables, preset: str | None = None) -> pd.DataFrame:
+    """What the judge step writes to verdicts.csv, read back as the report reads it."""
+    buffer = io.StringIO()
+    judge.verdict_table(found, preset).to_csv(buffer, index=False)
+    return pd.read_csv(io.StringIO(buffer.getvalue()))
+
+
+def row_lines(found: Tables, key: str, preset: str | None = None, decides: bool = True):
+    return report.of_row(judged(found, preset), guidance.BY_KEY[key], decides)
+
+
+def judgements(found: Tables, key: str, preset: str | None = None, descriptive: bool = False):
+    """The judgements behind one row, as posbench.evidence makes them (to compare the CSV's words with)."""
+    chosen = judge.deciding(preset)
+    if descriptive:
+        chosen = [c for c in comparisons.load().comparisons if c not in chosen]
+    found = evidence.judge(comparisons.load(), judge.results_frame(found), found.items, chosen)
+    return [j for j in found if j.row == key]
 
 
 def test_each_rule_in_words():
-    adding, other = verdicts.ROWS[0], verdicts.ROWS[3]
+    adding, other = guidance.ROWS[0], guidance.ROWS[3]
     assert (adding.key, adding.claim, other.key, other.claim) == (
-        "standard_nlp", comparisons.ADDING_SUFFICES, "long_sequences", comparisons.OTHER_SCHEME_WINS)
-    assert verdicts.rule(adding) == (
+        "standard_nlp", guidance.ADDING_SUFFICES, "long_sequences", guidance.OTHER_SCHEME_WINS)
+    assert judge.rule(adding) == (
         "Supported when every declared comparator is shown not better than the added encoding by its margin δ "
         "(95 % Welch interval below δ, Holm across the row, >= 10 seeds per arm); not supported when one is shown "
         "better by more than δ; otherwise inconclusive.")
-    assert verdicts.rule(other) == (
+    assert judge.rule(other) == (
         "Supported when a declared comparator is shown better than the added encoding by more than its margin δ "
         "(95 % Welch interval above δ, Holm across the row, >= 10 seeds per arm); not supported when every one is "
         "shown not better by δ; otherwise inconclusive.")
@@ -53,54 +75,67 @@ def test_each_rule_in_words():
 
 def test_results_without_a_needed_column_are_no_results():
     found = tables(extrapolation().drop(columns="status"))
-    frame = verdicts.results_frame(found)
-    assert frame.empty and list(frame.columns) == list(verdicts.RESULT_COLUMNS)
-    judged = verdicts.judged(found)
-    assert list(judged) == [row.key for row in verdicts.ROWS] and all(v == [] for v in judged.values())
-    assert verdicts.row_verdict(judged["standard_nlp"]) == (
-        "inconclusive: no declared comparison has results in these tables")
-    table = verdicts.verdict_table(found)
+    frame = judge.results_frame(found)
+    assert frame.empty and list(frame.columns) == list(judge.RESULT_COLUMNS)
+    table = judge.verdict_table(found, None)
     assert table.empty and list(table.columns) == ["declaration_sha256", "decides"]
+    assert report.row_verdict(report.of_row(table, guidance.ROWS[0])) == (
+        "inconclusive: no declared comparison has results in these tables")
 
 
 def test_a_row_over_two_tasks_and_two_sizes():
     """standard_nlp with every comparison deciding (no preset): lm_prose (rope, alibi) and scan (rope) at
     two sizes; every comparator within δ, so each task and the row are supported at each size."""
     found = tables(extrapolation(sizes=("tiny", "small")))
-    judged = verdicts.judged(found)["standard_nlp"]
-    assert [(j.size, j.verdict, j.by_task) for j in judged] == [
+    lines = row_lines(found, "standard_nlp")
+    assert [(j.size, j.verdict, j.by_task) for j in judgements(found, "standard_nlp")] == [
         (size, "supported", {"lm_prose": "supported", "scan": "supported"}) for size in ("small", "tiny")]
-    assert verdicts.row_verdict(judged) == "small: supported; tiny: supported"
-    assert verdicts.row_verdict(judged[1:]) == "supported"
+    assert report.row_verdict(lines) == "small: supported; tiny: supported"
+    assert report.row_verdict(lines[lines["size"] == "tiny"]) == "supported"
     expected = []
-    for judgement in judged:
+    for judgement in judgements(found, "standard_nlp"):
         assert [j.comparison.id for j in judgement.judged] == ["prose-rope", "prose-alibi", "scan-rope"]
         expected += [j.line() for j in judgement.judged]
-        expected += [f"by task ({judgement.size}): lm_prose supported, scan supported",
-                     "note: lm_prose: every arm trained 300 steps × batch 32",  # once, though two comparisons say it
-                     "note: scan: every arm trained 300 steps × batch 32"]
-    assert verdicts.evidence_lines(judged) == expected
+    expected += [f"by task ({size}): lm_prose supported, scan supported" for size in ("small", "tiny")]
+    expected += ["note: lm_prose: every arm trained 300 steps × batch 32",  # once, though four comparisons say it
+                 "note: scan: every arm trained 300 steps × batch 32"]
+    assert report.evidence_lines(lines, lines.iloc[0:0]) == expected
     # one task: no by-task line
-    reverse = verdicts.judged(found)["precise_position"]
-    assert verdicts.evidence_lines(reverse[:1]) == [
-        reverse[0].judged[0].line(), "note: reverse: every arm trained 300 steps × batch 32"]
+    reverse = row_lines(found, "precise_position")
+    reverse = reverse[reverse["size"] == "tiny"]
+    (tiny,) = judgements(found, "precise_position")[1].judged
+    assert report.evidence_lines(reverse, reverse.iloc[0:0]) == [
+        tiny.line(), "note: reverse: every arm trained 300 steps × batch 32"]
 
 
 def test_the_preset_decides_and_the_rest_is_descriptive():
-    found = tables(extrapolation(), preset="default")
-    deciding, descriptive = verdicts.judged(found), verdicts.judged(found, descriptive=True)
-    assert [j.comparison.id for j in deciding["standard_nlp"][0].judged] == ["scan-rope"]
-    assert [j.comparison.id for j in descriptive["standard_nlp"][0].judged] == ["prose-rope", "prose-alibi"]
-    (scan,), (rope, alibi) = deciding["standard_nlp"][0].judged, descriptive["standard_nlp"][0].judged
-    assert verdicts.evidence_lines(deciding["standard_nlp"], descriptive["standard_nlp"]) == [
+    found = tables(extrapolation())
+    deciding = row_lines(found, "standard_nlp", "default")
+    descriptive = row_lines(found, "standard_nlp", "default", decides=False)
+    assert deciding["comparison"].tolist() == ["scan-rope"]
+    assert descriptive["comparison"].tolist() == ["prose-rope", "prose-alibi"]
+    (scan,) = judgements(found, "standard_nlp", "default")[0].judged
+    rope, alibi = judgements(found, "standard_nlp", "default", descriptive=True)[0].judged
+    assert report.evidence_lines(deciding, descriptive) == [
         scan.line(), "note: scan: every arm trained 300 steps × batch 32",
         f"not in this preset, descriptive: {rope.line()}", f"not in this preset, descriptive: {alibi.line()}"]
-    table = verdicts.verdict_table(found)
+    table = judge.verdict_table(found, "default")
     assert list(table.columns[:2]) == ["declaration_sha256", "row"] and list(table.columns[-1:]) == ["decides"]
     assert table.index.tolist() == list(range(len(table)))
     decides = table.set_index("comparison")["decides"]
     assert decides[["scan-rope", "reverse-rope"]].tolist() == [True, False]  # reverse-rope: full preset only
     assert decides[["prose-alibi", "prose-rope"]].tolist() == [False, False]
+    assert (table["row_rule"] == [judge.rule(guidance.BY_KEY[row]) for row in table["row"]]).all()
+
+
+def test_the_summary_names_the_deciding_comparison_its_interval_seeds_and_scope():
+    found = tables(extrapolation())
+    (scan,) = report.summary(row_lines(found, "standard_nlp", "default"))
+    x = judgements(found, "standard_nlp", "default")[0].judged[0].numbers
+    assert scan == ("scan-rope: sinusoidal → rope, exact_match",
+                    f"{x.effect:+.3f} [{x.ci_low:+.3f}, {x.ci_high:+.3f}] vs δ 0.1", "10/10",
+                    "scan, tiny, trained at 48")  # SCAN's own training length
+    assert 0.009 < x.effect < 0.011  # rope 0.61 against sinusoidal 0.60
 
 
 def test_the_items_give_each_comparison_its_evaluation_error():
@@ -110,10 +145,10 @@ def test_the_items_give_each_comparison_its_evaluation_error():
                           for encoding, share in (("sinusoidal", 3), ("rope", 1)) for seed in range(10)
                           for i in range(n_items) for right in [i % share == 0]])
     found = tables(extrapolation(), items=items)
-    (judgement,) = verdicts.judged(found)["precise_position"]
+    (judgement,) = judgements(found, "precise_position")
     (reverse,) = judgement.judged
     expected = evidence.item_error(items, reverse.comparison, "tiny", reverse.added, reverse.comparator)
     assert reverse.eval_se == expected and 0.06 < expected < 0.09  # binomial: sqrt(0.35 · 0.65 / 40) = 0.075
-    table = verdicts.verdict_table(found).set_index("comparison")
+    table = judge.verdict_table(found, None).set_index("comparison")
     assert table.loc["reverse-rope", "eval_se"] == pytest.approx(expected)
     assert math.isnan(table.loc["prose-rope", "eval_se"])  # no lm_prose items

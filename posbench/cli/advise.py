@@ -8,9 +8,9 @@ import sys
 
 from posbench.cli import arguments
 from posbench.devices import ANY_DEVICE, CPU
+from posbench.guidance import KINDS
 
 HELP = "Rank the encodings for a situation (task kind, lengths, budgets) from results/tables; nothing is measured."
-KINDS = ("nlp", "classification", "code", "structured", "long", "multimodal")  # posbench.tasks.base.KINDS (tested)
 CORE_FILES = "verdicts.csv, accuracy.csv and cost.csv"
 
 

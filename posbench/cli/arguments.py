@@ -74,3 +74,19 @@ non_negative_int = integer(0)
 positive_number = number(0, inclusive=False)
 non_negative_number = number(0, inclusive=True)
 existing_folder = _parser(Path, Path.is_dir, "an existing folder")
+
+
+def without_rows(folder: Path, command: str) -> bool:
+    """Whether the aggregate step's tables under ``folder`` hold no row at all; if so, say it in one line
+    on stderr (a command that reads tables has nothing to do, and writes nothing)."""
+    import sys
+
+    from posbench.aggregate import TABLE_NAMES
+    from posbench.tables import load
+
+    tables = load(folder)
+    if any(not tables.get(name).empty for name in TABLE_NAMES):
+        return False
+    print(f"posbench {command}: error: argument --tables: no rows in {', '.join(n + '.csv' for n in TABLE_NAMES)} "
+          f"under {folder}; run `python -m posbench aggregate` on some records first", file=sys.stderr)
+    return True

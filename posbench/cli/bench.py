@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posbench import bench
+from posbench.bench import suite
+from posbench.bench.base import PARTS, BenchOptions
+from posbench.bench.train_throughput import TRAIN_ENCODINGS
 from posbench.cli import arguments
 
 HELP = ("benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale, P7 decode "
@@ -33,33 +35,33 @@ def contexts(text: str) -> tuple[int, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/bench"),
                         help="folder for bench.csv, bench.txt, samples.json and profiles (default: %(default)s)")
-    parser.add_argument("--parts", type=arguments.comma_list(bench.PARTS), default=bench.PARTS,
-                        help=f"comma-separated subset of {','.join(bench.PARTS)} (default: all)")
+    parser.add_argument("--parts", type=arguments.comma_list(PARTS), default=PARTS,
+                        help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run")
     parser.add_argument("--rounds", type=arguments.positive_int,
-                        help=f"timed rounds of alternation for paths, P1, P2, P7 (default {bench.BenchOptions.rounds})")
+                        help=f"timed rounds of alternation for paths, P1, P2, P7 (default {BenchOptions.rounds})")
     parser.add_argument("--scale-max-len", type=arguments.power_of_two(1024),
-                        help=f"longest P6 length tried (default {max(bench.BenchOptions.scale_lengths)})")
+                        help=f"longest P6 length tried (default {max(BenchOptions.scale_lengths)})")
     parser.add_argument("--train-steps", type=arguments.positive_int,
-                        help=f"timed training steps per task in P8 (default {bench.BenchOptions.train_steps})")
-    parser.add_argument("--train-encodings", type=arguments.comma_list(tuple(bench.TRAIN_ENCODINGS)),
+                        help=f"timed training steps per task in P8 (default {BenchOptions.train_steps})")
+    parser.add_argument("--train-encodings", type=arguments.comma_list(tuple(TRAIN_ENCODINGS)),
                         help="comma-separated encodings P8 trains (default: "
-                             f"{','.join(bench.BenchOptions.train_encodings)})")
+                             f"{','.join(BenchOptions.train_encodings)})")
     parser.add_argument("--decode-contexts", type=contexts,
                         help="P7 context lengths (default: "
-                             f"{','.join(map(str, bench.BenchOptions.decode_contexts))})")
+                             f"{','.join(map(str, BenchOptions.decode_contexts))})")
     parser.add_argument("--decode-new-tokens", type=arguments.integer(2),
                         help="tokens each generate call makes in the P7 peer (default "
-                             f"{bench.BenchOptions.decode_new_tokens})")
-    parser.add_argument("--threads", type=arguments.positive_int, default=bench.BenchOptions.threads,
+                             f"{BenchOptions.decode_new_tokens})")
+    parser.add_argument("--threads", type=arguments.positive_int, default=BenchOptions.threads,
                         help="torch threads (default: %(default)s)")
     parser.add_argument("--flex", action="store_true",
                         help="also time FlexAttention in 'paths' (torch.compile: needs a C++ compiler; the "
                              "part's notes give the compile time)")
 
 
-def options_from(args: argparse.Namespace) -> bench.BenchOptions:
+def options_from(args: argparse.Namespace) -> BenchOptions:
     chosen = dict(QUICK) if args.quick else {}
     if args.rounds:
         chosen["rounds"] = args.rounds
@@ -72,12 +74,12 @@ def options_from(args: argparse.Namespace) -> bench.BenchOptions:
     if args.decode_new_tokens:
         chosen["decode_new_tokens"] = args.decode_new_tokens
     if args.scale_max_len:
-        chosen["scale_lengths"] = tuple(n for n in bench.BenchOptions.scale_lengths if n <= args.scale_max_len)
-    return bench.BenchOptions(parts=args.parts, threads=args.threads, flex=args.flex, **chosen)
+        chosen["scale_lengths"] = tuple(n for n in BenchOptions.scale_lengths if n <= args.scale_max_len)
+    return BenchOptions(parts=args.parts, threads=args.threads, flex=args.flex, **chosen)
 
 
 def run(args: argparse.Namespace) -> int:
-    results = bench.run_bench(options_from(args), args.out)
+    results = suite.run_bench(options_from(args), args.out)
     missed = [f"{row.part} {row.item}" for result in results for row in result.rows if row.meets is False]
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.txt'}; targets missed: "
           f"{', '.join(missed) or 'none'}")

@@ -11,7 +11,8 @@ import yaml
 
 from posbench.cli import arguments
 
-HELP = "Build the PDF report (verdicts, claims, figures, appendix) from results/tables; nothing is re-measured."
+HELP = ("Build the PDF report (verdicts, claims, figures, appendix) from results/tables and the judge step's "
+        "verdicts.csv and claims.csv there; nothing is re-measured or re-judged.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     config.add_argument("--config", type=Path, help="workflow config file (YAML) to print in the appendix")
     config.add_argument("--config-json", help="the workflow's effective config as JSON (what the report rule passes)")
     parser.add_argument("--plots", type=Path, help="also write one PNG per figure into this folder")
-    parser.add_argument("--verdicts", type=Path, help="also write the verdicts table (one row per declared "
-                        "comparison and size) here, e.g. results/tables/verdicts.csv")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,15 +35,9 @@ def run(args: argparse.Namespace) -> int:
         where = "argument --config-json" if args.config_json is not None else f"argument --config: {args.config}"
         print(f"posbench report: error: {where}: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
-    from posbench.report.data import TABLE_NAMES, load
-
-    tables = load(args.tables)
-    if not any(not tables.get(name).empty for name in TABLE_NAMES):
-        print(f"posbench report: error: argument --tables: no rows in {', '.join(n + '.csv' for n in TABLE_NAMES)} "
-              f"under {args.tables}; run `python -m posbench aggregate` on some records first", file=sys.stderr)
+    if arguments.without_rows(args.tables, "report"):
         return 1
-    pages = build_report(args.tables, args.out, config, args.plots, args.verdicts)
-    print(f"wrote {args.out} ({pages} pages)" + (f", figures under {args.plots}" if args.plots else "")
-          + (f", verdicts in {args.verdicts}" if args.verdicts else ""))
+    pages = build_report(args.tables, args.out, config, args.plots)
+    print(f"wrote {args.out} ({pages} pages)" + (f", figures under {args.plots}" if args.plots else ""))
     return 0
 

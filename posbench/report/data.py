@@ -1,102 +1,11 @@
-"""The tables the report reads (``results/tables``, see the aggregate command), loaded so that a
-missing file, an empty file or a missing column becomes a sentence in the report, never a crash.
-"""
+"""How the report names a table's metric and its direction (the tables themselves: :mod:`posbench.tables`)."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
 import pandas as pd
 
 from posbench import metrics
-from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
-
-
-@dataclass
-class Tables:
-    """The CSV tables by name (absent ones are empty frames), the per-item results (``items.parquet``,
-    ``None`` when absent) and ``meta.json`` (or ``{}``)."""
-
-    frames: dict[str, pd.DataFrame]
-    meta: dict
-    folder: Path
-    problems: list[str] = field(default_factory=list)  # files that exist but could not be read
-    items: pd.DataFrame | None = None
-    derived: dict = field(default_factory=dict)  # what the report computes once from the tables (the verdicts)
-
-    def get(self, name: str) -> pd.DataFrame:
-        return self.frames.get(name, pd.DataFrame())
-
-    def ok(self, name: str, *columns: str, swept: bool = False) -> pd.DataFrame:
-        """Rows of ``name`` with status ok and every listed column present and non-empty; of a train
-        table only the cells at their task's length and size's width (:func:`posbench.aggregate.plain`)
-        unless ``swept``, which keeps a sweep's other lengths and widths too."""
-        frame = self.get(name)
-        if frame.empty or any(c not in frame.columns for c in columns):
-            return pd.DataFrame(columns=list(dict.fromkeys([*frame.columns, *columns])))
-        if "status" in frame.columns:
-            frame = frame[frame["status"] == "ok"]
-        return (frame if swept else plain(frame)).dropna(subset=list(columns))
-
-    def missing(self, name: str, *columns: str) -> str | None:
-        """Why ``ok(name, *columns)`` is empty, as a sentence; ``None`` when it has rows."""
-        frame = self.get(name)
-        if name not in self.frames:
-            return f"{name}.csv is not in {self.folder}"
-        if frame.empty:
-            return f"{name}.csv is empty"
-        absent = [c for c in columns if c not in frame.columns]
-        if absent:
-            return f"{name}.csv has no column {', '.join(absent)}"
-        if self.ok(name, *columns).empty:
-            return f"{name}.csv has no ok rows with {', '.join(columns)}"
-        return None
-
-
-def load(folder: str | Path) -> Tables:
-    folder = Path(folder)
-    frames, problems = {}, []
-    for name in TABLE_NAMES:
-        path = folder / f"{name}.csv"
-        if not path.exists():
-            continue
-        try:
-            frames[name] = pd.read_csv(path)
-        except pd.errors.EmptyDataError:  # aggregate writes a bare newline for an empty table
-            frames[name] = pd.DataFrame()
-        except (pd.errors.ParserError, UnicodeDecodeError) as error:
-            problems.append(f"{path.name}: {str(error).splitlines()[0]}")
-    meta = {}
-    if (folder / "meta.json").exists():
-        try:
-            meta = json.loads((folder / "meta.json").read_text())
-        except json.JSONDecodeError as error:
-            problems.append(f"meta.json: {error}")
-    return Tables(frames, meta, folder, problems, load_items(folder / "items.parquet", problems))
-
-
-def load_items(path: Path, problems: list[str]) -> pd.DataFrame | None:
-    """Per-item results, for the evaluation set's own sampling error; ``None`` when absent or unreadable."""
-    if not path.exists():
-        return None
-    try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as error:
-        problems.append(f"{path.name}: {str(error).splitlines()[0]}")
-        return None
-
-
-def higher_is_better(frame: pd.DataFrame) -> bool:
-    """The direction of a task's metric (one value per task in the tables; default: higher)."""
-    if "higher_is_better" not in frame.columns or frame["higher_is_better"].dropna().empty:
-        return True
-    value = frame["higher_is_better"].dropna().iloc[0]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    return str(value).strip().lower() in ("true", "1", "1.0")
+from posbench.tables import higher_is_better
 
 
 def metric_label(frame: pd.DataFrame) -> str:

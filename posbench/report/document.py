@@ -8,10 +8,10 @@ import pandas as pd
 import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
-from posbench import comparisons
-from posbench.report import advice, claims, figures, verdicts
-from posbench.report.data import Tables
+from posbench import guidance
+from posbench.report import advice, figures, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
+from posbench.tables import Tables
 
 METHOD = (
     "Latency: the model in eval and inference mode, warm-up calls, then at least min_repeats timed calls and at "
@@ -40,44 +40,65 @@ def verdict_cell(verdict: str, rule: str, size: float = 9) -> list:
     """One coloured label per verdict ("cited: not supported; ours: supported" gives two), then the rule."""
     labels = [(part, Style(size=size, weight="bold", badge=VERDICT_COLOURS.get(part.split(": ")[-1], "#dddddd")))
               for part in verdict.split("; ")]
-    return [*labels, (rule, RULE)]
+    return [*labels, (rule, RULE)] if rule else labels
 
 
 def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bool) -> None:
+    """Page 1: the summary table (a row, its verdict, what decided it), the forest plot, then each row's details."""
     doc.new_page()
     doc.paragraph("posbench: is adding position to the embedding enough?", H1)
     doc.paragraph(run_summary(tables), SMALL)
     section = "section 九" if chinese else "section 9"
-    declared = comparisons.load()
+    verdicts_table = tables.get("verdicts")
+    declared = verdicts_table["declaration_sha256"].iloc[0][:12] if "declaration_sha256" in verdicts_table else "—"
     preset = (config or tables.meta.get("config") or {}).get("preset", "not named in the config")
     doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged by the comparisons declared "
-                  f"in posbench/comparisons.yaml (SHA-256 {declared.sha256[:12]}) on this run's tables (preset: "
-                  f"{preset}). Effects are positive when the comparator beats the added encoding; [low, high] is "
-                  "the 95 % Welch interval over seeds; stability is the share of seed-bootstrap resamples giving the "
-                  "same outcome.", BODY)
-    judged, descriptive = verdicts.judged(tables), verdicts.judged(tables, descriptive=True)
-    for heading in verdicts.HEADINGS:
-        title = f"{heading}  {verdicts.HEADINGS[heading]}" if chinese else verdicts.HEADINGS[heading]
-        doc.heading(title, H2)
-        rows = []
-        for row in (r for r in verdicts.ROWS if r.heading == heading):
-            english = Style(size=9, weight="bold" if not chinese else "normal")
-            claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, english)]
-            lines = [(line, SMALL) for line in verdicts.evidence_lines(judged[row.key], descriptive[row.key])]
-            rows.append([claim + lines, verdict_cell(verdicts.row_verdict(judged[row.key]), verdicts.rule(row))])
-        doc.table(rows, [0.67, 0.33])
+                  f"in posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}); the "
+                  "judge step wrote verdicts.csv. Effect: the comparator minus the added encoding, positive when the "
+                  "comparator is better; [low, high] is the 95 % Welch interval over seeds; seeds: added/comparator.",
+                  BODY)
+    if "verdicts" not in tables.frames:
+        doc.paragraph(f"verdicts.csv is not in {tables.folder}: run `python -m posbench judge --tables "
+                      f"{tables.folder}` (the workflow's judge rule) first.", BODY)
+    header = ["Guidance row", "Verdict", "Decided by", "Effect [95 % CI] vs δ", "Seeds", "Scope"]
+    summary = []
+    for row in guidance.ROWS:  # a line per deciding comparison; the row and its verdict on the first
+        lines = verdicts.of_row(verdicts_table, row)
+        label = ([(row.quote, Style(size=8))] if chinese else []) + [(row.english, Style(size=7.5, weight="bold"))]
+        heads = [label, verdict_cell(verdicts.row_verdict(lines), "", size=7.5)]
+        for decided in verdicts.summary(lines) or [("—", "—", "—", "—")]:
+            summary.append([*heads, *[[(part, SMALL)] for part in decided]])
+            heads = [[], []]
+    doc.table(summary, [0.19, 0.19, 0.23, 0.19, 0.06, 0.14], header=header)
     spec = figures.FOREST
     if spec.missing(tables) is None:
         doc.heading(spec.title, H2, keep=spec.height + 0.4)
         doc.figure_block(lambda fig, rect: spec.draw(fig, rect, tables), spec.height, spec.caption)
+    for side, english in guidance.SIDES.items():
+        doc.heading(f"{side}  {english}" if chinese else english, H2)
+        rows = []
+        for row in (r for r in guidance.ROWS if r.side == side):
+            lines = verdicts.of_row(verdicts_table, row)
+            claim = ([(row.quote, QUOTE)] if chinese else []) + [(row.english, Style(size=9, weight="bold"))]
+            details = verdicts.evidence_lines(lines, verdicts.of_row(verdicts_table, row, decides=False))
+            rule = lines["row_rule"].iloc[0] if not lines.empty else ""
+            rows.append([claim + [(line, SMALL) for line in details], verdict_cell(verdicts.row_verdict(lines), rule)])
+        doc.table(rows, [0.67, 0.33])
 
 
 def claims_page(doc: Document, tables: Tables) -> None:
     doc.heading("Claims check", H2, page_break=True)
     doc.paragraph("Every claim the design lists from the article. 'computed': from posbench's own code; "
-                  "'measured': from this run's tables; 'cited': checked against the paper the claim is about.", SMALL)
-    rows = [[[(c.article, Style(size=8, weight="bold"))], [(c.ours, SMALL)], [(c.cited or "—", SMALL)],
-             verdict_cell(c.verdict, c.rule, size=8)] for c in claims.check_all(tables)]
+                  "'measured': from this run's tables; 'cited': checked against the paper the claim is about "
+                  "(the judge step's claims.csv).", SMALL)
+    found = tables.get("claims")
+    if found.empty:
+        doc.paragraph(f"claims.csv is not in {tables.folder}: run `python -m posbench judge` first.", BODY)
+        return
+    rows = [[[(c.article, Style(size=8, weight="bold"))], [(c.ours, SMALL)],
+             [(c.cited if isinstance(c.cited, str) and c.cited else "—", SMALL)],
+             verdict_cell(c.verdict, c.rule, size=8)]
+            for c in found.itertuples(index=False)]
     doc.table(rows, [0.2, 0.36, 0.2, 0.24], header=["Claim (article)", "This run", "Cited source", "Verdict and rule"])
 
 

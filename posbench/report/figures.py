@@ -18,10 +18,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from posbench.aggregate import at_defaults, plain
-from posbench.model import SIZES, ModelConfig, count_params
-from posbench.report.claims import meta_model
-from posbench.report.data import Tables, direction, metric_label
+from posbench.model import SIZES, ModelConfig, count_params, meta_model
+from posbench.report.data import direction, metric_label
 from posbench.report.style import colour, palette
+from posbench.tables import Tables
 from posbench.tasks.digits_2d import PATCH
 
 Rect = tuple[float, float, float, float]  # left, bottom, right, top (figure fractions)
@@ -81,11 +81,11 @@ def params_and_flops(widths=tuple(SIZES)) -> pd.DataFrame:
     rows = []
     for size in widths:
         for encoding in CONCAT_FAMILY:
-            model = meta_model(encoding, size)
+            config = ModelConfig.from_size(size, encoding=encoding)
+            model = meta_model(config)
             rows.append({"size": size, "d_model": SIZES[size]["d_model"], "encoding": encoding,
                          "params": count_params(model)["total"],
-                         "flops": sum(analytic_flops(ModelConfig.from_size(size, encoding=encoding), 1,
-                                                     FLOPS_SEQ_LEN).values())})
+                         "flops": sum(analytic_flops(config, 1, FLOPS_SEQ_LEN).values())})
     return pd.DataFrame(rows)
 
 
@@ -239,7 +239,7 @@ def task_curves(figure: Figure, rect: Rect, rows: pd.DataFrame, x: str, y: str, 
     ±1 sd band over seeds) of ``y`` against ``x``; yields ``(ax, task, that task's rows)`` for the labels."""
     tasks = sorted(rows["task"].unique())
     encoding_legend(figure, rect, list(rows["encoding"].unique()))
-    for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.6, wspace=0.3,
+    for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.75, wspace=0.3,
                                top=legend_top(rows["encoding"])), tasks):
         cell = rows[rows["task"] == task]
         sns.lineplot(cell, x=x, y=y, hue="encoding", palette=palette(rows["encoding"].unique()), errorbar="sd",
@@ -308,7 +308,7 @@ def positions_missing(tables: Tables) -> str | None:
 
 def draw_positions(figure: Figure, rect: Rect, tables: Tables) -> None:
     for ax, task, cell in task_curves(figure, rect, position_curves(tables), "x", "bits", lw=1):
-        ax.set(xlabel="position in the window", ylabel="loss (bits per scored target)",
+        ax.set(xlabel="position in the window", ylabel="bits per scored target",
                title=f"{task} at {cell['eval_len'].iloc[0]:g} (lower is better)")
         ax.axvline(cell["train_len"].iloc[0], color="#888888", lw=0.6, ls=":")
 
@@ -430,17 +430,25 @@ def passkey_missing(tables: Tables) -> str | None:
     return None
 
 
+PASSKEY_COLUMNS = 4
+
+
 def draw_passkey(figure: Figure, rect: Rect, tables: Tables) -> None:
     cells = passkey_cells(tables)
     encodings = sorted(cells["encoding"].unique())
-    axes = panels(figure, rect, len(encodings), 4, left=0.55, bottom=0.55, top=0.3, hspace=0.7, wspace=0.25)
-    for ax, encoding in zip(axes, encodings):
+    rect = (rect[0], rect[1], rect[2] - 0.9 / figure.get_size_inches()[0], rect[3])  # room for the colour bar
+    axes = panels(figure, rect, len(encodings), PASSKEY_COLUMNS, left=0.55, bottom=0.55, top=0.3, hspace=0.7,
+                  wspace=0.25)
+    for index, (ax, encoding) in enumerate(zip(axes, encodings)):
         grid = cells[cells["encoding"] == encoding].pivot(index="depth", columns="eval_len", values="exact")
-        ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
         ax.set_xticks(range(len(grid.columns)), [f"{n:g}" for n in grid.columns], fontsize=5, rotation=90)
         ax.set_yticks(range(0, len(grid.index), 5), [f"{d:.1f}" for d in grid.index[::5]], fontsize=5)
         ax.set_title(encoding, fontsize=7)
-        ax.set(xlabel="evaluation length", ylabel="key depth")
+        ax.set(xlabel="evaluation length", ylabel="key depth" if index % PASSKEY_COLUMNS == 0 else "")
+    bar = figure.colorbar(image, ax=axes, fraction=0.04, pad=0.03)
+    bar.set_label("exact match (share of keys)", fontsize=6)
+    bar.ax.tick_params(labelsize=5)
 
 
 # ----- cost against accuracy ---------------------------------------------------------------------
@@ -472,10 +480,9 @@ OUTCOME_COLOURS = {"comparator better by more than δ": "#c0392b", "comparator n
 
 
 def compared_rows(tables: Tables) -> pd.DataFrame:
-    from posbench.report import verdicts
-
-    frame = verdicts.verdict_table(tables)
-    return frame[frame["decides"]].dropna(subset=["effect"]) if not frame.empty else frame
+    """The judge step's deciding comparisons (``verdicts.csv``) that have an effect."""
+    frame = tables.get("verdicts")
+    return frame[frame["decides"].astype(bool)].dropna(subset=["effect"]) if not frame.empty else frame
 
 
 def forest_missing(tables: Tables) -> str | None:
@@ -551,7 +558,7 @@ FIGURES = (
                "windows every headline uses), mean over seeds with a ±1 sd band; the dotted line marks the "
                "training length. Falling past it: the model uses the longer context; flat: it survives it; "
                "rising: it breaks. Every arm reads the same windows, so ups and downs that all arms share are the "
-               "text's own; read the gaps between arms.", 3.4, positions_missing, draw_positions),
+               "text's own; read the gaps between arms.", 4.4, positions_missing, draw_positions),
     FigureSpec("training_length", "Fixed lengths: the metric at each training length",
                "From accuracy.csv (cells at several training lengths: train.sweeps, or a comparison's train_length): "
                "each task trained and evaluated at one fixed "
@@ -574,7 +581,8 @@ FIGURES = (
     FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
                "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
                "per key depth (0: the key opens the sequence, 1: it ends just before the question) and evaluation "
-               "length; colour from 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool depths.",
+               "length; the colour bar reads 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool "
+               "depths.",
                3.4, passkey_missing, draw_passkey),
     FigureSpec("cost_accuracy", "Cost against accuracy",
                "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "

@@ -38,7 +38,6 @@ EXTRAPOLATION_FACTORS = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)  # evaluation lengths, a
 EVAL_SEED = 20240601  # evaluation data is the same for every training seed and encoding
 VALIDATION_SEED = 20240602  # generated validation data: the same for every run, another stream than test's
 SPLITS = ("test", "validation")
-KINDS = ("nlp", "classification", "code", "structured", "long", "multimodal")  # what a task stands for (advise --task)
 
 
 @dataclass
@@ -57,7 +56,7 @@ class Task:
     name: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first (posbench.metrics)
     causal: ClassVar[bool] = True
-    kind: ClassVar[str]  # one of KINDS, what `posbench advise --task` names; a ClassVar: config hashes stay
+    kind: ClassVar[str]  # one of guidance.KINDS, what `posbench advise --task` names; a ClassVar: config hashes stay
 
     train_length: int = 16
     steps: int = 600

@@ -21,6 +21,7 @@ REPORT_FIGURES = {
 rule report:
     input:
         TABLES,
+        JUDGED,
     output:
         pdf=report(
             f"{RESULTS}/report.pdf",
@@ -35,7 +36,6 @@ rule report:
             )
             for name, category in REPORT_FIGURES.items()
         ],
-        verdicts=f"{RESULTS}/tables/verdicts.csv",
     log:
         f"{RESULTS}/logs/report.log",
     conda:
@@ -49,4 +49,4 @@ rule report:
         "report {RESULTS}/tables -> {output.pdf}"
     shell:
         "{params.py} -m posbench report --tables {params.tables} --out {output.pdf}"
-        " --plots {params.plots} --verdicts {output.verdicts} --config-json {params.config_json:q} > {log} 2>&1"
+        " --plots {params.plots} --config-json {params.config_json:q} > {log} 2>&1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 from posbench import comparisons, encodings, evidence
-from posbench.comparisons import ADDING_SUFFICES, OTHER_SCHEME_WINS
 from posbench.encodings.absolute import SINUSOID_BASE, sinusoid_table
 from posbench.evidence import INCONCLUSIVE, MIN_SEEDS, NOT_SUPPORTED, SUPPORTED, Entry
-from posbench.model import ModelConfig, build_model, count_params
-from posbench.report.data import Tables, higher_is_better
+from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
+from posbench.model import ModelConfig, count_params, meta_model
+from posbench.tables import Tables, higher_is_better
 
 D_MODEL = 512  # the width the article's examples use
 SIZE_AT_D = "medium"  # posbench.SIZES entry with d_model = 512
@@ -47,12 +47,6 @@ def float64():
         yield
     finally:
         torch.set_default_dtype(previous)
-
-
-def meta_model(encoding: str, size: str = SIZE_AT_D):
-    """A model on the meta device: parameter shapes without memory (the large sizes cost nothing)."""
-    with torch.device("meta"):
-        return build_model(ModelConfig.from_size(size, encoding=encoding))
 
 
 def projection_params(model) -> int:
@@ -85,7 +79,8 @@ def flops_ratios(tables: Tables) -> tuple[dict[str, float], str]:
 
 
 def claim_concat_cost(tables: Tables) -> Claim:
-    models = {e: meta_model(e) for e in ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")}
+    models = {e: meta_model(ModelConfig.from_size(SIZE_AT_D, encoding=e))
+              for e in ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")}
     proj = {e: projection_params(m) / projection_params(models["sinusoidal"]) for e, m in models.items()}
     total = {e: count_params(m)["total"] / count_params(models["sinusoidal"])["total"] for e, m in models.items()}
     flops, source = flops_ratios(tables)
@@ -272,3 +267,8 @@ CLAIMS = (claim_concat_cost, claim_learned_vs_sinusoidal, claim_periods, claim_s
 
 def check_all(tables: Tables) -> list[Claim]:
     return [check(tables) for check in CLAIMS]
+
+
+def table(tables: Tables) -> pd.DataFrame:
+    """``claims.csv``: one row per claim, in :data:`CLAIMS` order, with :class:`Claim`'s fields."""
+    return pd.DataFrame([asdict(claim) for claim in check_all(tables)], columns=[f.name for f in fields(Claim)])

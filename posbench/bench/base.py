@@ -1,0 +1,126 @@
+"""What every part of the bench shares: its options, its rows, how samples become verdicts, and the
+model most parts time (:data:`BASE` at :data:`SEQ_LEN`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from posbench import measure
+from posbench.model import ModelConfig, build_model
+
+BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2, P6 and P7 model (= SIZES["base"])
+SEQ_LEN = 1024
+# The parts by name, in the order a run takes them; suite.PART_FUNCTIONS holds each one's function.
+PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode", "decode_peer", "train")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    parts: tuple[str, ...] = PARTS
+    rounds: int = 30  # timed rounds of alternation (P1, P2, paths)
+    warmup: int = 3
+    limit_rounds: int = 5  # P3 rounds: one model forward and one matmul each
+    limit_batch: int = 8
+    scale_lengths: tuple[int, ...] = tuple(2**p for p in range(10, 16))  # 1k … 32k
+    scale_point_seconds: float = 3.0  # extra timed forwards per P6 point while under this
+    scale_budget_seconds: float = 150.0  # don't try a length whose forward is estimated longer
+    threads: int = 2
+    flex: bool = False
+    decode_contexts: tuple[int, ...] = (1024, 4096)  # P7: tokens in the KV cache
+    decode_new_tokens: int = 32  # P7 peer: tokens each generate call produces after the prompt
+    train_tasks: tuple[str, ...] = ("lm_prose", "passkey")  # config.yaml train.tasks
+    train_encodings: tuple[str, ...] = ("sinusoidal",)
+    train_steps: int = 30  # P8 timed rounds: one training step of each task and one matmul each
+    train_warmup: int = 3
+    train_profile_steps: int = 5  # P8 steps per task under torch.profiler, after the timed ones
+
+
+@dataclass
+class Row:
+    """One measured figure; ``target`` is a comparison like ``<= 1.05`` and ``meets`` its verdict."""
+
+    part: str
+    item: str
+    metric: str
+    value: object
+    unit: str = ""
+    target: str = ""
+    meets: bool | None = None
+
+
+@dataclass
+class PartResult:
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+
+# ----- timing ------------------------------------------------------------------------------------
+def median(samples: list[float]) -> float:
+    return measure.latency_stats(samples)["median_ms"]
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median over rounds of the per-round ratio: the pair saw the same load."""
+    return median([a / b for a, b in zip(numerator, denominator)])
+
+
+def verdict(value: float, target: float | None, at_most: bool) -> tuple[str, bool | None]:
+    if target is None:
+        return "", None
+    return (f"<= {target:g}", value <= target) if at_most else (f">= {target:g}", value >= target)
+
+
+def profile_table(step: Callable[[], object], rows: int = 12) -> str:
+    """Self CPU time per operator over one call of ``step``: what limits it, measured."""
+    with torch.inference_mode(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def save_profile(out: Path, result: PartResult, name: str, steps: dict[str, Callable[[], object]]) -> None:
+    """Profile one call of each step (the contender, and what it is compared with) into one file."""
+    path = out / f"profile_{name}.txt"
+    path.write_text("\n\n".join(f"{label}:\n{profile_table(step)}" for label, step in steps.items()))
+    result.notes.append(f"missed its target: profile in {path}")
+
+
+def against_none(out: Path, result: PartResult, where: tuple[str, str], samples: dict[str, list[float]],
+                 steps: dict[str, Callable[[], object]], name: str, target_value: float | None,
+                 extra: list[Row] = ()) -> None:
+    """Rows of contender ``name`` against ``none``, timed in the same rounds: its median (then ``extra``),
+    the paired ratio and the ratio of medians, judged against ``target_value``; a miss is profiled
+    beside ``none``. ``where`` is the rows' (part, item)."""
+    part, item = where
+    timed, none = samples[name], samples["none"]
+    ratio = median(timed) / median(none)
+    target, meets = verdict(ratio, target_value, at_most=True)
+    result.rows += [Row(part, item, "median", median(timed), "ms"), *extra,
+                    Row(part, item, "paired ratio", paired_ratio(timed, none), "x"),
+                    Row(part, item, "ratio", ratio, "x", target, meets)]
+    if meets is False:
+        label = f"{part}_{name}" + (f"_{item.rsplit('=', 1)[1]}" if "=" in item else "")
+        save_profile(out, result, label, {name: steps[name], "none": steps["none"]})
+
+
+# ----- models and steps --------------------------------------------------------------------------
+def posbench_model(encoding: str, seq_len: int = SEQ_LEN) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = ModelConfig(**BASE, max_len=seq_len, encoding=encoding, causal=True)
+    return build_model(cfg).eval()
+
+
+def forward_step(model: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], object]:
+    tokens = torch.randint(0, 256, (batch, seq_len))
+    return lambda: model(tokens)
+
+
+def matmul_step(size: int) -> tuple[Callable[[], object], int]:
+    """A square fp32 matmul of ``size`` (what the machine's rate is measured with) and its FLOPs, 2·n³."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    return lambda: a @ b, 2 * size**3

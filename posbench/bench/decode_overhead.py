@@ -1,0 +1,34 @@
+"""P7, the ``decode`` part: per-token generation latency with a KV cache (one token against a cache of
+C tokens) of each timed encoding (:func:`posbench.bench.targets.timed`) against ``none``'s, on
+:data:`~posbench.bench.base.BASE`. Generation is where a deployed model spends its time, and where a
+bias against every cached key costs most."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from posbench.bench import targets
+from posbench.bench.base import BASE, BenchOptions, PartResult, against_none, posbench_model
+from posbench.measure import alternate
+from posbench.profile import decode_step
+
+
+def run(options: BenchOptions, out: Path) -> PartResult:
+    """One generated token against a KV cache of C tokens, each encoding against NoPE, alternated."""
+    result = PartResult(f"P7 decode: per-token latency with a KV cache / none (d={BASE['d_model']}, "
+                        f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, batch 1, fp32, "
+                        f"{torch.get_num_threads()} threads, "
+                        f"contexts {', '.join(map(str, options.decode_contexts))})")
+    timed = targets.timed()
+    for context in options.decode_contexts:
+        models = {name: posbench_model(name, context + 1) for name in timed}
+        prompt = torch.randint(0, 256, (1, context), generator=torch.Generator().manual_seed(0))
+        steps = {name: decode_step(model, prompt) for name, model in models.items()}
+        samples = alternate(steps, options.rounds, options.warmup)
+        result.samples.update({f"{name}@{context}": s for name, s in samples.items()})
+        for name in samples:
+            against_none(out, result, ("decode", f"{name} C={context}"), samples, steps, name, timed[name].decode)
+    result.notes += targets.notes()
+    return result

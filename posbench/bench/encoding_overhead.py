@@ -1,0 +1,29 @@
+"""P1, the ``overhead`` part: the forward latency of each timed encoding (:func:`posbench.bench.targets.timed`)
+against ``none``'s on the same causal decoder (:data:`~posbench.bench.base.BASE`, L =
+:data:`~posbench.bench.base.SEQ_LEN`, batch 1, fp32, inference mode). A benchmark of positional
+encodings must not blame an encoding for a slow implementation: this is the check that it does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posbench import attention, measure
+from posbench.bench import targets
+from posbench.bench.base import BASE, SEQ_LEN, BenchOptions, PartResult, Row, against_none, forward_step, posbench_model
+from posbench.measure import alternate
+
+
+def run(options: BenchOptions, out: Path) -> PartResult:
+    result = PartResult(f"P1 overhead: forward latency / none (causal, d={BASE['d_model']}, "
+                        f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, L={SEQ_LEN}, batch 1, fp32)")
+    timed = targets.timed()
+    models = {name: posbench_model(name) for name in timed}
+    steps = {name: forward_step(model, 1, SEQ_LEN) for name, model in models.items()}
+    result.samples = alternate(steps, options.rounds, options.warmup)
+    for name, samples in result.samples.items():
+        path = attention.choose_path(models[name].encoding, SEQ_LEN, SEQ_LEN, True)
+        against_none(out, result, ("overhead", name), result.samples, steps, name, timed[name].overhead,
+                     extra=[Row("overhead", name, "p90", measure.latency_stats(samples)["p90_ms"], "ms"),
+                            Row("overhead", name, "path", path)])
+    result.notes += targets.notes()
+    return result

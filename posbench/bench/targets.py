@@ -1,0 +1,64 @@
+"""Which encodings the bench times against ``none`` (P1 forward, P6 longest length, P7 decode), and the
+targets they must meet: one declared row for every registered encoding.
+
+A row is either the encoding's :class:`Targets` or the reason it is not timed, so leaving an encoding
+out is a decision written down, never an accident: ``tests/test_bench.py`` checks that the rows are
+exactly the registry's names, and :func:`timed` still times an encoding the table does not know (a
+plugin's), without a target, and says so in the part's notes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from posbench import encodings
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Latency against ``none``'s on the same model, at most; ``None``: timed, not judged."""
+
+    overhead: float | None  # P1: forward latency / none's
+    decode: float | None  # P7: per-token latency with a KV cache / none's
+
+
+REFERENCE = Targets(None, None)  # none: what the others are divided by
+VECTOR_OR_ROTATION = Targets(1.05, 1.10)  # an input vector, or a rotation of q and k: within 5 % of a forward
+LOGIT_BIAS = Targets(1.25, 1.10)  # a bias added to every head's logits: within 25 %
+PAIRWISE_MLP = Targets(2.0, 2.0)  # FIRE: an MLP over every (query, key) pair's distance: within 2×
+UNDECLARED = Targets(None, None)  # an encoding this table does not know: timed, not judged
+
+DECLARED: dict[str, Targets | str] = {
+    "none": REFERENCE,
+    **dict.fromkeys(("sinusoidal", "learned", "rope", "rope_p50", "xpos", "mrope"), VECTOR_OR_ROTATION),
+    **dict.fromkeys(("alibi", "t5", "kerple"), LOGIT_BIAS),
+    "fire": PAIRWISE_MLP,
+    **dict.fromkeys(("sinusoidal_concat_fixed", "learned_concat_fixed"), VECTOR_OR_ROTATION),
+    **{f"{family}_concat": "a wider model (residual stream d + d_p): against none at d its cost is the width's"
+       for family in ("sinusoidal", "learned")},
+    **{f"{base}_randomized": f"evaluates as {base}: its random position ids are drawn in training only"
+       for base in ("alibi", "learned", "rope", "sinusoidal")},
+    "rope_theta500k": "rope with Llama 3's base: the same operations as rope",
+    **{f"{text}_per_modality": f"on a sequence's (L,) ids it runs its text part, {text}, alone"
+       for text in ("sinusoidal", "rope")},
+    **{f"{family}_2d": "reads (row, column) ids of a grid: the bench's causal decoder reads a sequence"
+       for family in ("sinusoidal", "rope")},
+}
+
+
+def timed() -> dict[str, Targets]:
+    """Every registered encoding the bench times, with its targets: the declared ones in the table's
+    order, then any the table lacks with :data:`UNDECLARED`."""
+    registered = encodings.names()
+    order = [*DECLARED, *(name for name in registered if name not in DECLARED)]
+    return {name: DECLARED.get(name, UNDECLARED) for name in order
+            if name in registered and not isinstance(DECLARED.get(name), str)}
+
+
+def notes() -> list[str]:
+    """What a part timing :func:`timed` says about the encodings it leaves out or cannot judge."""
+    registered = encodings.names()
+    skipped = [f"{name} ({DECLARED[name]})" for name in registered if isinstance(DECLARED.get(name), str)]
+    undeclared = [name for name in registered if name not in DECLARED]
+    return ([f"not timed: {'; '.join(skipped)}"] if skipped else []) + (
+        [f"no declared target (timed, not judged; add it to posbench.bench.targets): {', '.join(undeclared)}"]
+        if undeclared else [])

@@ -1,0 +1,26 @@
+"""``python -m posbench judge``: the tables -> ``verdicts.csv``, ``claims.csv`` and ``advice.csv`` beside them."""
+
+from __future__ import annotations
+
+from posbench.cli import arguments
+
+HELP = ("judge the declared comparisons and the article's claims on the tables under --tables; writes "
+        "verdicts.csv, claims.csv and advice.csv there (what the report and advise read)")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--tables", type=arguments.existing_folder, required=True,
+                        help="folder with the aggregate step's tables (extrapolation.csv, accuracy.csv, ...)")
+    parser.add_argument("--preset", help="the preset whose declared comparisons decide the rows, e.g. default "
+                        "(the others are shown as descriptive); absent or a preset comparisons.yaml does not name: "
+                        "every declared comparison decides")
+
+
+def run(args) -> int:
+    from posbench import verdicts
+
+    if arguments.without_rows(args.tables, "judge"):
+        return 1
+    written = verdicts.write(args.tables, args.preset)
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
