@@ -1,8 +1,10 @@
 """What the Snakemake workflow asks of posbench: a validated config and the cells it fans out to.
 
 The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
-with one line naming the key and what is allowed, before any job runs) and takes the record paths
-from :func:`profile_records`, :func:`train_records` and :func:`probe_records`.
+with one line naming the key and what is allowed, before any job runs) and asks for the manifest of
+every job, :func:`batch_manifests`: a job runs a batch of cells (:mod:`posbench.batch`) and writes one
+record per cell (``PROFILE_RECORD``, ``TRAIN_RECORD``, ``PROBE_RECORD``; its ``--out`` from
+:func:`record_template`) and the manifest that lists them.
 
 What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at
@@ -401,18 +403,6 @@ LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task
 SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (shape_dir), or nothing
 
 
-def profile_records(config: dict, devices: list[str]) -> list[str]:
-    return _paths(PROFILE_RECORD, config, profile_cells(config, devices))
-
-
-def train_records(config: dict) -> list[str]:
-    return _paths(TRAIN_RECORD, config, train_cells(config))
-
-
-def probe_records(config: dict) -> list[str]:
-    return _paths(PROBE_RECORD, config, probe_cells(config))
-
-
 def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
     q = config["probe"]
@@ -420,8 +410,8 @@ def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config)]
     probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
              for cell in probe_cells(config)]
-    return (_paths(PROFILE_BATCH, config, profile) + _paths(TRAIN_BATCH, config, train)
-            + _paths(PROBE_BATCH, config, probe))
+    return (cell_paths(PROFILE_BATCH, config, profile) + cell_paths(TRAIN_BATCH, config, train)
+            + cell_paths(PROBE_BATCH, config, probe))
 
 
 def probe_widths(config: dict, embedding: str) -> list[int]:
@@ -438,7 +428,7 @@ def split(text: str) -> str:
     return " ".join(text.split(LIST_SEPARATOR))
 
 
-def _paths(template: str, config: dict, cells: list[dict]) -> list[str]:
+def cell_paths(template: str, config: dict, cells: list[dict]) -> list[str]:
     """``template`` for each cell, in order, each path once (a batch template names several cells once)."""
     base = dict(results=config["results"], machine=machine_label(config))
     return list(dict.fromkeys(template.format(**base, **cell) for cell in cells))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import profile_records, train_records
 
 from posbench import comparisons, tasks
 from posbench.workflow import (
@@ -17,14 +18,12 @@ from posbench.workflow import (
     encodings_key,
     profile_job_encodings,
     profile_jobs,
-    profile_records,
     record_template,
     resolve_devices,
     shape_arguments,
     shape_dir,
     train_cells,
     train_jobs,
-    train_records,
     validate_config,
 )
 
