@@ -18,6 +18,9 @@ Tables (CSV and Parquet) under the output folder:
   has a trained row in a bounded table (``positions_trained``: false for a learned table read past
   the rows training reached). A cell without a measurement (diverged, failed) keeps its status and
   reason, its values NaN;
+* ``positions``      one row per (train record, evaluation length, run of positions): the loss in nats
+                     per scored target (``loss``, over ``scored`` targets) at positions ``start`` to
+                     ``stop`` of the evaluation windows, for the loss-by-position figure;
 * ``probe``          one row per (probe record, target, probe): token/position recovery and geometry;
 * ``items``          Parquet only: one row per (train record, evaluation length, evaluation sequence)
                      with the sequence's sums (:data:`posbench.metrics.ITEM_SUMS`), for intervals
