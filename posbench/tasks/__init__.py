@@ -19,16 +19,17 @@ from posbench.tasks import (  # noqa: F401
     dyck,
     index_lookup,
     lm_code,
-    lm_masked,
     lm_prose,
     lm_prose_long,
     long_range,
+    mlm_prose,
     mosaic_qa,
     passkey,
     reverse,
     scan,
     table_lookup,
-    text_classes,
+    text_order,
+    text_source,
 )
 
 __all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]
