@@ -136,7 +136,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
 def _shape(cfg: dict) -> dict:
     """A train cell's training length (``train_len``) and model width (``d_model``: the size's unless a
     sweep set it; a naive concat's E width): with task, encoding and size they name an arm."""
-    from posbench.comparisons import default_shape
+    from posbench.tasks import default_shape
 
     return {"train_len": cfg.get("train_length"),
             "d_model": cfg.get("d_model") or default_shape(cfg.get("task"), cfg.get("size"))[1]}
@@ -154,8 +154,8 @@ def plain(frame: pd.DataFrame) -> pd.DataFrame:
 
 def at_defaults(frame: pd.DataFrame, axes: tuple[str, ...]) -> pd.DataFrame:
     """The rows of ``frame`` whose ``axes`` (``train_len``, ``d_model``) hold their task's training length
-    and their size's width (:func:`posbench.comparisons.default_shape`)."""
-    from posbench.comparisons import default_shape
+    and their size's width (:func:`posbench.tasks.default_shape`)."""
+    from posbench.tasks import default_shape
 
     defaults = {cell: default_shape(*cell) for cell in set(zip(frame["task"], frame["size"]))}
     chosen = pd.Series(True, index=frame.index)

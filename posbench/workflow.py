@@ -317,7 +317,7 @@ def train_jobs(config: dict) -> list[dict]:
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
     """An arm's training length and width, ``None`` where they are the task's and the size's."""
-    from posbench.comparisons import default_shape
+    from posbench.tasks import default_shape
 
     return tuple(None if own == default else own for own, default in zip(spec.resolved(size),
                                                                            default_shape(spec.task, size)))

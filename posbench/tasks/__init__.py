@@ -7,7 +7,7 @@
 """
 
 from posbench.tasks.base import IGNORE, Batch, Task
-from posbench.tasks.registry import get, names, register
+from posbench.tasks.registry import default_shape, get, names, register
 
 # isort: split
 # Importing a task module registers it.
@@ -32,4 +32,4 @@ from posbench.tasks import (  # noqa: F401
     text_source,
 )
 
-__all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]
+__all__ = ["IGNORE", "Batch", "Task", "default_shape", "get", "names", "register"]
