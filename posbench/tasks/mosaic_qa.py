@@ -34,8 +34,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.encodings.per_modality import IMAGE, TEXT
-from posbench.positions import Positions
+from posbench.positions import IMAGE, TEXT, Positions
 from posbench.tasks.base import Batch, Task, check_one_length, eval_rng
 from posbench.tasks.digits_2d import IMAGE_SIZE, splits, to_patches
 from posbench.tasks.digits_2d import PATCH as STORED_PATCH
