@@ -25,7 +25,8 @@ import yaml
 
 from posbench.comparisons import ArmSpec
 
-SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: Snakefile, config.yaml, workflow/
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 KNOWN_DEVICES = ("cpu", "cuda", "cuda:N", "mps")
 
 
@@ -34,14 +35,42 @@ class ConfigError(ValueError):
 
 
 def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
-    """Fill defaults, check types against the schema and names against posbench's registries."""
+    """Read a preset's ``include``, fill defaults, check types against the schema and names against
+    posbench's registries."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    config = _size_alias(dict(config))
+    config = _size_alias(with_included(config))
     error = jsonschema.exceptions.best_match(_DefaultFillingValidator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(_one_line(error))
     _check_names(config)
     return config
+
+
+def with_included(config: dict) -> dict:
+    """``config`` over the file its ``include`` names (a path from the checkout, e.g. ``workflow/grids.yaml``,
+    the grids the full and cluster presets share): mappings merge key by key, a list of the preset's
+    extends the file's, any other value of the preset's replaces the file's. One level: the file
+    includes nothing. Without ``include``, ``config`` as it is."""
+    config = dict(config)
+    name = config.pop("include", None)
+    if name is None:
+        return config
+    path = ROOT / name if isinstance(name, str) else None
+    if path is None or not path.is_file():
+        raise ConfigError(f"config key 'include': {name!r} is not a file; allowed: a YAML file's path from the "
+                          f"checkout {ROOT}, e.g. workflow/grids.yaml")
+    included = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(included, dict) or "include" in included:
+        raise ConfigError(f"config key 'include': {name} must hold a mapping of config keys and include nothing")
+    return _merged(included, config)
+
+
+def _merged(base, over):
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{key: _merged(base[key], value) if key in base else value for key, value in over.items()}}
+    if isinstance(base, list) and isinstance(over, list):
+        return base + over
+    return over
 
 
 def _size_alias(config: dict) -> dict:
