@@ -1,8 +1,10 @@
 """What the Snakemake workflow asks of posbench: a validated config and the cells it fans out to.
 
 The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
-with one line naming the key and what is allowed, before any job runs) and takes the record paths
-from :func:`profile_records`, :func:`train_records` and :func:`probe_records`.
+with one line naming the key and what is allowed, before any job runs) and asks for the manifest of
+every job, :func:`batch_manifests`: a job runs a batch of cells (:mod:`posbench.batch`) and writes one
+record per cell (``PROFILE_RECORD``, ``TRAIN_RECORD``, ``PROBE_RECORD``; its ``--out`` from
+:func:`record_template`) and the manifest that lists them.
 
 What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at
@@ -23,7 +25,8 @@ import yaml
 
 from posbench.comparisons import ArmSpec
 
-SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: Snakefile, config.yaml, workflow/
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 KNOWN_DEVICES = ("cpu", "cuda", "cuda:N", "mps")
 
 
@@ -32,14 +35,42 @@ class ConfigError(ValueError):
 
 
 def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
-    """Fill defaults, check types against the schema and names against posbench's registries."""
+    """Read a preset's ``include``, fill defaults, check types against the schema and names against
+    posbench's registries."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    config = _size_alias(dict(config))
+    config = _size_alias(with_included(config))
     error = jsonschema.exceptions.best_match(_DefaultFillingValidator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(_one_line(error))
     _check_names(config)
     return config
+
+
+def with_included(config: dict) -> dict:
+    """``config`` over the file its ``include`` names (a path from the checkout, e.g. ``workflow/grids.yaml``,
+    the grids the full and cluster presets share): mappings merge key by key, a list of the preset's
+    extends the file's, any other value of the preset's replaces the file's. One level: the file
+    includes nothing. Without ``include``, ``config`` as it is."""
+    config = dict(config)
+    name = config.pop("include", None)
+    if name is None:
+        return config
+    path = ROOT / name if isinstance(name, str) else None
+    if path is None or not path.is_file():
+        raise ConfigError(f"config key 'include': {name!r} is not a file; allowed: a YAML file's path from the "
+                          f"checkout {ROOT}, e.g. workflow/grids.yaml")
+    included = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(included, dict) or "include" in included:
+        raise ConfigError(f"config key 'include': {name} must hold a mapping of config keys and include nothing")
+    return _merged(included, config)
+
+
+def _merged(base, over):
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{key: _merged(base[key], value) if key in base else value for key, value in over.items()}}
+    if isinstance(base, list) and isinstance(over, list):
+        return base + over
+    return over
 
 
 def _size_alias(config: dict) -> dict:
@@ -315,7 +346,7 @@ def train_jobs(config: dict) -> list[dict]:
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
     """An arm's training length and width, ``None`` where they are the task's and the size's."""
-    from posbench.comparisons import default_shape
+    from posbench.tasks import default_shape
 
     return tuple(None if own == default else own for own, default in zip(spec.resolved(size),
                                                                            default_shape(spec.task, size)))
@@ -401,18 +432,6 @@ LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task
 SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (shape_dir), or nothing
 
 
-def profile_records(config: dict, devices: list[str]) -> list[str]:
-    return _paths(PROFILE_RECORD, config, profile_cells(config, devices))
-
-
-def train_records(config: dict) -> list[str]:
-    return _paths(TRAIN_RECORD, config, train_cells(config))
-
-
-def probe_records(config: dict) -> list[str]:
-    return _paths(PROBE_RECORD, config, probe_cells(config))
-
-
 def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
     q = config["probe"]
@@ -420,8 +439,8 @@ def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config)]
     probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
              for cell in probe_cells(config)]
-    return (_paths(PROFILE_BATCH, config, profile) + _paths(TRAIN_BATCH, config, train)
-            + _paths(PROBE_BATCH, config, probe))
+    return (cell_paths(PROFILE_BATCH, config, profile) + cell_paths(TRAIN_BATCH, config, train)
+            + cell_paths(PROBE_BATCH, config, probe))
 
 
 def probe_widths(config: dict, embedding: str) -> list[int]:
@@ -438,7 +457,7 @@ def split(text: str) -> str:
     return " ".join(text.split(LIST_SEPARATOR))
 
 
-def _paths(template: str, config: dict, cells: list[dict]) -> list[str]:
+def cell_paths(template: str, config: dict, cells: list[dict]) -> list[str]:
     """``template`` for each cell, in order, each path once (a batch template names several cells once)."""
     base = dict(results=config["results"], machine=machine_label(config))
     return list(dict.fromkeys(template.format(**base, **cell) for cell in cells))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import profile_records, train_records
 
 from posbench import comparisons, tasks
 from posbench.workflow import (
@@ -17,14 +18,12 @@ from posbench.workflow import (
     encodings_key,
     profile_job_encodings,
     profile_jobs,
-    profile_records,
     record_template,
     resolve_devices,
     shape_arguments,
     shape_dir,
     train_cells,
     train_jobs,
-    train_records,
     validate_config,
 )
 
@@ -227,6 +226,50 @@ def test_shipped_configs_are_valid_and_named(preset):
 
 def shipped(preset: str) -> dict:
     return validate_config(yaml.safe_load((ROOT / preset).read_text()))
+
+
+GRIDS = yaml.safe_load((ROOT / "workflow" / "grids.yaml").read_text())
+
+
+def test_the_full_and_cluster_presets_share_the_grids_file_and_cluster_adds_one_length_sweep():
+    full, cluster = shipped("workflow/full.yaml"), shipped("workflow/cluster.yaml")
+    for cfg in (full, cluster):
+        assert "include" not in cfg and cfg["train"]["tasks"] == GRIDS["train"]["tasks"]
+        assert cfg["profile"]["encodings"] == GRIDS["profile"]["encodings"] and len(GRIDS["train"]["tasks"]) == 14
+        assert {k: cfg["probe"][k] for k in GRIDS["probe"]} == GRIDS["probe"]
+    assert full["train"]["sweeps"] == GRIDS["train"]["sweeps"] and len(GRIDS["train"]["sweeps"]) == 5
+    assert cluster["train"]["sweeps"] == [*GRIDS["train"]["sweeps"], {
+        "task": "lm_prose", "encodings": ["sinusoidal", "learned", "rope", "alibi"], "train_lengths": [1024]}]
+    assert full["probe"]["trained_widths"] == [16, 32, 64]  # the preset's own, beside the shared grids
+    assert cluster["probe"]["trained_widths"] == [16, 32, 64, 128, 256]
+
+
+def test_an_include_merges_mappings_extends_lists_and_the_presets_own_values_win(tmp_path):
+    cfg = validate_config({"include": "workflow/grids.yaml", "machine": "m",
+                           "profile": {"encodings": ["rope_randomized"], "seq_lens": [32]},
+                           "train": {"tasks": {"copy": ["rope_randomized"], "scan": ["rope"]}}})
+    tasks_ = cfg["train"]["tasks"]
+    assert tasks_["copy"] == [*GRIDS["train"]["tasks"]["copy"], "rope_randomized"] and tasks_["scan"] == ["rope"]
+    assert {k: v for k, v in tasks_.items() if k not in ("copy", "scan")} == {
+        k: v for k, v in GRIDS["train"]["tasks"].items() if k != "copy"}
+    assert cfg["profile"]["encodings"] == [*GRIDS["profile"]["encodings"], "rope_randomized"]
+    assert cfg["profile"]["seq_lens"] == [32] and cfg["probe"]["vocabs"] == [64, 1024]
+    with pytest.raises(ConfigError, match="config key 'profile.encodings': t5 listed more than once"):
+        validate_config({"include": "workflow/grids.yaml", "profile": {"encodings": ["t5"]}})
+    base = tmp_path / "base.yaml"
+    base.write_text("machine: a\ntrain: {steps: 5, threads: 2}\n")
+    cfg = validate_config({"include": str(base), "train": {"steps": 7}})
+    assert (cfg["machine"], cfg["train"]["steps"], cfg["train"]["threads"]) == ("a", 7, 2)
+
+
+def test_a_bad_include_is_one_line_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"^config key 'include': 'workflow/nothing.yaml' is not a file; allowed: "):
+        validate_config({"include": "workflow/nothing.yaml"})
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("include: workflow/grids.yaml\n")
+    with pytest.raises(ConfigError, match="config key 'include': .*nested.yaml must hold a mapping of config keys "
+                                          "and include nothing"):
+        validate_config({"include": str(nested)})
 
 
 def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_the_grid_at_3():
