@@ -447,7 +447,7 @@ def test_dry_run_job_counts_of_every_preset(tmp_path, preset):
     assert counts == {**expected, "profile": expected["profile"] * len(devices)}
     assert counts["train"] == len(train_jobs(cfg))
     assert counts["profile"] == len(profile_jobs(cfg, devices))  # one per (device, mode, size, length)
-    assert len(jobs) == sum(counts.values()) + len(devices) + 3  # a preflight per device, aggregate, report, all
+    assert len(jobs) == sum(counts.values()) + len(devices) + 4  # a preflight per device, aggregate, judge, report, all
 
 
 def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_path):
