@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import socket
+import sys
 from itertools import product
 from pathlib import Path
 
@@ -40,6 +41,42 @@ def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
         raise ConfigError(_one_line(error))
     _check_names(config)
     return config
+
+
+def stop_on_unreadable_configfile(argv: list[str] | None = None) -> None:
+    """Exit with one line when a ``--configfile`` of this ``snakemake`` command line cannot be read as a config.
+
+    Snakemake reads every ``--configfile`` before it parses any Snakefile, and a missing or unreadable one
+    ends in its traceback (9.27: ``snakemake.common.configfile._load_configfile`` opens the file outside the
+    ``try`` whose ``except FileNotFoundError`` would turn it into one line). The one file of this workflow
+    Snakemake reads before that is its workflow profile, ``profiles/default/config.yaml``, rendered with YTE:
+    its ``__definitions__`` call this. The arguments are parsed by Snakemake's own parser, so every spelling
+    it accepts (``--configfiles``, ``--configfile=…``, several files) is read as it reads it."""
+    from snakemake.cli import get_argument_parser
+
+    args, _ = get_argument_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    problem = configfile_problem(args.configfile or [])
+    if problem:
+        sys.exit(f"posbench: {problem}")
+
+
+def configfile_problem(paths: list) -> str | None:
+    """Why one of ``paths`` is not a config file Snakemake could load (a YAML or JSON mapping), or ``None``."""
+    for path in paths:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"--configfile {path}: no such file"
+        except (OSError, UnicodeDecodeError) as error:
+            return f"--configfile {path}: cannot be read ({getattr(error, 'strerror', None) or error})"
+        except yaml.YAMLError as error:
+            where = getattr(error, "problem_mark", None)
+            line = f" at line {where.line + 1}" if where else ""
+            return f"--configfile {path}: not YAML or JSON{line} ({getattr(error, 'problem', None) or error})"
+        if not isinstance(loaded, dict):
+            return (f"--configfile {path}: expected a mapping of config keys (profile:, train:, …), "
+                    f"got {type(loaded).__name__}")
+    return None
 
 
 def _size_alias(config: dict) -> dict:
