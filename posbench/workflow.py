@@ -40,6 +40,7 @@ def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
     if error is not None:
         raise ConfigError(_one_line(error))
     _check_names(config)
+    _check_memory(config)
     return config
 
 
@@ -206,6 +207,23 @@ def _check_names(config: dict) -> None:
     if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
         raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
                           "train.comparisons and probe.encodings × widths select no cell; list at least one")
+
+
+def _check_memory(config: dict) -> None:
+    """Every profile cell fits its device: its analytic memory (:func:`posbench.profile.memory_problem`)
+    against what the device holds, for each device this machine sees; a cell on a device it cannot see
+    (cuda on a CPU-only login node) is left to its job, which records it ``oom`` without running it. The
+    longest lengths are checked first: one too long for every cell's table (``profile_max_len``) is named."""
+    from posbench.profile import ProfileConfig, memory_problem
+
+    profile = config["profile"]
+    devices, _ = resolve_devices(config["devices"])
+    for cell in sorted(profile_cells(config, devices), key=lambda cell: -cell["seq_len"]):
+        problem = memory_problem(ProfileConfig(**cell, max_len=profile_max_len(config), batch=profile["batch"],
+                                               dtype=profile["dtype"]))
+        if problem:
+            raise ConfigError(f"config key 'profile.seq_lens[{profile['seq_lens'].index(cell['seq_len'])}]': "
+                              f"{problem}; allowed: lengths whose cells fit their device")
 
 
 def _check_sweeps(train: dict) -> None:

@@ -127,6 +127,10 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "sweep over widths as a word": (
         config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "d_models": "wide"}]}),
         "'train.sweeps[0].d_models': expected array, got 'wide'"),
+    "a length no device holds": (config(profile={"seq_lens": [64, 10**9]}),
+                                 "'profile.seq_lens[1]': 1000000000 tokens of rope at size tiny (infer, float32, "
+                                 "batch 1) need an estimated 2.62 TiB (activations 2.56 TiB, weights 59.6 GiB), more "
+                                 "than cpu holds ("),
     "misspelled sweep key": (
         config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "width": [32]}]}),
         "unknown config key 'width' in 'train.sweeps[0]'; allowed: task, encodings, train_lengths, d_models"),
@@ -309,15 +313,21 @@ def write_kept_record(results: Path) -> Path:
     return kept
 
 
-def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
+@pytest.mark.parametrize("profile, words", [
+    ({"encodings": ["rotary"]}, "'profile.encodings[0]': unknown 'rotary'; allowed:"),
+    ({"seq_lens": [1000000000]}, "'profile.seq_lens[0]': 1000000000 tokens of none at size base (infer, float32, "
+                                 "batch 1) need an estimated 10.2 TiB (activations 10.2 TiB, weights 12.5 MiB), more "
+                                 "than cpu holds ("),
+])
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, profile, words):
     """End to end: exit code non-zero, one line naming the key, existing results untouched."""
     results = tmp_path / "results"
     kept = write_kept_record(results)
-    bad = write(tmp_path / "bad.yaml", yaml.safe_dump({"results": str(results), "profile": {"encodings": ["rotary"]}}))
+    bad = write(tmp_path / "bad.yaml", yaml.safe_dump({"results": str(results), "profile": profile}))
     run = snakemake("--cores", "1", "--configfile", bad)
     assert run.returncode != 0
     lines = [line for line in run.stderr.splitlines() if line.startswith("posbench:")]
-    assert lines == [lines[0]] and "'profile.encodings[0]': unknown 'rotary'; allowed:" in lines[0]
+    assert lines == [lines[0]] and words in lines[0]
     assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
 
 
