@@ -35,8 +35,8 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   compiled FlexAttention work in tiles.
 
 Not counted: the Python and torch runtime (about 290 MiB resident before any model exists, plus what the
-first kernels and the first optimizer step load: about 30 MiB, 110 MiB in training, on the reference
-machine), the allocator's fragmentation and a CUDA context. The measured peak of small CPU cells over the
+first kernels and the first optimizer step load: about 30 MiB, 110 MiB in training, measured on this
+project's 2-core AMD EPYC machine), the allocator's fragmentation and a CUDA context. The measured peak of small CPU cells over the
 estimate is stated and checked in ``tests/test_footprint.py``.
 """
 
