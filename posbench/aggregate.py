@@ -19,6 +19,9 @@ Tables (CSV and Parquet) under the output folder:
   has a trained row in a bounded table (``positions_trained``: false for a learned table read past
   the rows training reached). A cell without a measurement (diverged, failed) keeps its status and
   reason, its values NaN;
+* ``positions``      one row per (train record, evaluation length, run of positions): the loss in nats
+                     per scored target (``loss``, over ``scored`` targets) at positions ``start`` to
+                     ``stop`` of the evaluation windows, for the loss-by-position figure;
 * ``probe``          one row per (probe record, target, probe): token/position recovery and geometry;
 * ``items``          Parquet only: one row per (train record, evaluation length, evaluation sequence)
                      with the sequence's sums (:data:`posbench.metrics.ITEM_SUMS`), for intervals
@@ -142,7 +145,7 @@ def _run(cfg: dict) -> dict:
 def _shape(cfg: dict) -> dict:
     """A train cell's training length (``train_len``) and model width (``d_model``: the size's unless a
     sweep set it; a naive concat's E width): with task, encoding and size they name an arm."""
-    from posbench.comparisons import default_shape
+    from posbench.tasks import default_shape
 
     return {"train_len": cfg.get("train_length"),
             "d_model": cfg.get("d_model") or default_shape(cfg.get("task"), cfg.get("size"))[1]}
@@ -160,8 +163,8 @@ def plain(frame: pd.DataFrame) -> pd.DataFrame:
 
 def at_defaults(frame: pd.DataFrame, axes: tuple[str, ...]) -> pd.DataFrame:
     """The rows of ``frame`` whose ``axes`` (``train_len``, ``d_model``) hold their task's training length
-    and their size's width (:func:`posbench.comparisons.default_shape`)."""
-    from posbench.comparisons import default_shape
+    and their size's width (:func:`posbench.tasks.default_shape`)."""
+    from posbench.tasks import default_shape
 
     defaults = {cell: default_shape(*cell) for cell in set(zip(frame["task"], frame["size"]))}
     chosen = pd.Series(True, index=frame.index)

@@ -1,4 +1,5 @@
-"""The claims check: every claim DESIGN.md lists from the article, our figure beside it, a verdict.
+"""The claims check: each claim of the article that posbench can test (:data:`CLAIMS`), our figure
+beside it, a verdict.
 
 Figures come from three places, and each says which: *computed* from posbench's own code (parameter
 counts on the meta device, the sinusoid table in float64, the ALiBi bias), *measured* in this run's

@@ -45,17 +45,8 @@ class ArmSpec:
 
     def resolved(self, size: str) -> tuple[int, int]:
         """The training length and model width this arm trains at: its own, else the task's and the size's."""
-        length, width = default_shape(self.task, size)
+        length, width = tasks.default_shape(self.task, size)
         return self.train_length or length, self.d_model or width
-
-
-def default_shape(task: str, size: str) -> tuple[int | None, int | None]:
-    """A task's training length and a size's model width (``None`` for a name the registries lack): the
-    cell every grid arm trains, and that a record path names no folder for."""
-    from posbench.model import SIZES
-
-    return (tasks.get(task).train_length if task in tasks.names() else None,
-            SIZES.get(size, {}).get("d_model"))
 
 
 @dataclass(frozen=True)

@@ -99,17 +99,6 @@ def make_timer(device: torch.device) -> tuple[str, Callable[[Callable[[], object
     return "perf_counter", time_wall
 
 
-def measure_latency(step: Callable[[], object], device: torch.device, *, warmup: int,
-                    min_repeats: int, min_seconds: float) -> dict:
-    """Time ``step`` alone: ``warmup`` untimed calls, then repeat until both minimums are met
-    (:func:`alternate` with one step; ``step`` sets its own grad mode)."""
-    timer_name, _ = make_timer(device)
-    began = time.perf_counter()
-    samples = alternate({"step": step}, min_repeats, warmup, grad=True, min_seconds=min_seconds, device=device)
-    return {"unit": "ms", "timer": timer_name, "warmup": warmup, "total_s": time.perf_counter() - began,
-            **latency_stats(samples["step"])}
-
-
 def alternate(steps: dict[str, Callable[[], object]], rounds: int, warmup: int, grad: bool = False,
               self_timed: bool = False, *, min_seconds: float = 0.0,
               device: torch.device | None = None) -> dict[str, list[float]]:

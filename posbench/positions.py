@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+TEXT, IMAGE = 0, 1  # modality ids, what a task marks its tokens with and an encoding per modality reads
+
 
 @dataclass(frozen=True, eq=False)
 class Positions:
@@ -30,7 +32,7 @@ class Positions:
     ids: torch.Tensor  # (L,) or (L, axes) integer
     max_position: int  # an upper bound on every id, known on the host (exact from arange and from_ids)
     offset: int = 0  # tokens before these ones (in a cache)
-    modality: torch.Tensor | None = None  # (L,) integer modality id per token; None: one modality
+    modality: torch.Tensor | None = None  # (L,) modality id per token (TEXT, IMAGE); None: one modality, TEXT
     contiguous: bool = False  # 1-D ids offset, offset + 1, …: a bias of i − j alone may use a (h, 2L − 1) table
 
     @classmethod
@@ -99,7 +101,7 @@ class Positions:
 
 
 def _modality(positions: Positions) -> torch.Tensor:
-    """Modality ids, 0 (one modality) where none were given."""
+    """Modality ids, ``TEXT`` (one modality) where none were given."""
     if positions.modality is not None:
         return positions.modality
-    return torch.zeros(len(positions), dtype=torch.long, device=positions.ids.device)
+    return torch.full((len(positions),), TEXT, dtype=torch.long, device=positions.ids.device)

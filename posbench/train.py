@@ -317,10 +317,9 @@ def validation_set(task: tasks.Task, size: int) -> list[tasks.Batch]:
     """The first ``size`` (the training batch size) sequences of the task's validation set at its
     training length: the fixed set of the validation curve. One forward of a batch about every
     ``steps // 50`` steps, against a forward and backward (about three forwards) every step, keeps the
-    curve under 5 % of training time from 50 steps on: measured with the tiny model on one CPU core at
-    the default budgets, 0.8 s of 27 s for reverse (2.8 %), 1.7 s of 41 s for lm_prose (4.1 %). Every
-    record keeps its own figure (``wall_time_s.validation_curve``, part of ``wall_time_s.train``).
-    Shorter runs pay more: below 50 steps it is a point every step."""
+    curve under 5 % of training time from 50 steps on (measured: results/reference/README.md, Lab
+    notes). Every record keeps its own figure (``wall_time_s.validation_curve``, part of
+    ``wall_time_s.train``). Shorter runs pay more: below 50 steps it is a point every step."""
     batches, seen = [], 0
     for batch in task.eval_batches(task.train_length, "validation"):
         batches.append(tasks.Batch(batch.inputs[: size - seen], batch.targets[: size - seen], batch.positions))

@@ -58,8 +58,8 @@ def verdict_table(tables: Tables, preset: str | None) -> pd.DataFrame:
     for decides, these in ((True, chosen), (False, [c for c in declared.comparisons if c not in chosen])):
         judgements = evidence.judge(declared, results_frame(tables), tables.items, these)
         frames.append(_with_wording(evidence.table(judgements), judgements).assign(decides=decides))
-    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
-        not f.empty for f in frames) else frames[0]
+    found = [f for f in frames if not f.empty]
+    frame = pd.concat(found, ignore_index=True) if found else frames[0]
     frame.insert(0, "declaration_sha256", declared.sha256)
     return frame
 

@@ -1,8 +1,10 @@
 """What the Snakemake workflow asks of posbench: a validated config and the cells it fans out to.
 
 The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
-with one line naming the key and what is allowed, before any job runs) and takes the record paths
-from :func:`profile_records`, :func:`train_records` and :func:`probe_records`.
+with one line naming the key and what is allowed, before any job runs) and asks for the manifest of
+every job, :func:`batch_manifests`: a job runs a batch of cells (:mod:`posbench.batch`) and writes one
+record per cell (``PROFILE_RECORD``, ``TRAIN_RECORD``, ``PROBE_RECORD``; its ``--out`` from
+:func:`record_template`) and the manifest that lists them.
 
 What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import socket
+import sys
 from itertools import product
 from pathlib import Path
 
@@ -30,7 +33,8 @@ import yaml
 from posbench.comparisons import ArmSpec
 from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, TRAINING_DEVICES, present
 
-SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: Snakefile, config.yaml, workflow/
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 class ConfigError(ValueError):
@@ -38,14 +42,79 @@ class ConfigError(ValueError):
 
 
 def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
-    """Fill defaults, check types against the schema and names against posbench's registries."""
+    """Read a preset's ``include``, fill defaults, check types against the schema and names against
+    posbench's registries."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    config = _size_alias(dict(config))
+    config = _size_alias(with_included(config))
     error = jsonschema.exceptions.best_match(_DefaultFillingValidator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(_one_line(error))
     _check_names(config)
+    _check_memory(config)
     return config
+
+
+def with_included(config: dict) -> dict:
+    """``config`` over the file its ``include`` names (a path from the checkout, e.g. ``workflow/grids.yaml``,
+    the grids the full and cluster presets share): mappings merge key by key, a list of the preset's
+    extends the file's, any other value of the preset's replaces the file's. One level: the file
+    includes nothing. Without ``include``, ``config`` as it is."""
+    config = dict(config)
+    name = config.pop("include", None)
+    if name is None:
+        return config
+    path = ROOT / name if isinstance(name, str) else None
+    if path is None or not path.is_file():
+        raise ConfigError(f"config key 'include': {name!r} is not a file; allowed: a YAML file's path from the "
+                          f"checkout {ROOT}, e.g. workflow/grids.yaml")
+    included = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(included, dict) or "include" in included:
+        raise ConfigError(f"config key 'include': {name} must hold a mapping of config keys and include nothing")
+    return _merged(included, config)
+
+
+def _merged(base, over):
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{key: _merged(base[key], value) if key in base else value for key, value in over.items()}}
+    if isinstance(base, list) and isinstance(over, list):
+        return base + over
+    return over
+
+
+def stop_on_unreadable_configfile(argv: list[str] | None = None) -> None:
+    """Exit with one line when a ``--configfile`` of this ``snakemake`` command line cannot be read as a config.
+
+    Snakemake reads every ``--configfile`` before it parses any Snakefile, and a missing or unreadable one
+    ends in its traceback (9.27: ``snakemake.common.configfile._load_configfile`` opens the file outside the
+    ``try`` whose ``except FileNotFoundError`` would turn it into one line). The one file of this workflow
+    Snakemake reads before that is its workflow profile, ``profiles/default/config.yaml``, rendered with YTE:
+    its ``__definitions__`` call this. The arguments are parsed by Snakemake's own parser, so every spelling
+    it accepts (``--configfiles``, ``--configfile=…``, several files) is read as it reads it."""
+    from snakemake.cli import get_argument_parser
+
+    args, _ = get_argument_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    problem = configfile_problem(args.configfile or [])
+    if problem:
+        sys.exit(f"posbench: {problem}")
+
+
+def configfile_problem(paths: list) -> str | None:
+    """Why one of ``paths`` is not a config file Snakemake could load (a YAML or JSON mapping), or ``None``."""
+    for path in paths:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"--configfile {path}: no such file"
+        except (OSError, UnicodeDecodeError) as error:
+            return f"--configfile {path}: cannot be read ({getattr(error, 'strerror', None) or error})"
+        except yaml.YAMLError as error:
+            where = getattr(error, "problem_mark", None)
+            line = f" at line {where.line + 1}" if where else ""
+            return f"--configfile {path}: not YAML or JSON{line} ({getattr(error, 'problem', None) or error})"
+        if not isinstance(loaded, dict):
+            return (f"--configfile {path}: expected a mapping of config keys (profile:, train:, …), "
+                    f"got {type(loaded).__name__}")
+    return None
 
 
 def _size_alias(config: dict) -> dict:
@@ -175,6 +244,23 @@ def _check_names(config: dict) -> None:
     if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
         raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
                           "train.comparisons and probe.encodings × widths select no cell; list at least one")
+
+
+def _check_memory(config: dict) -> None:
+    """Every profile cell fits its device: its analytic memory (:func:`posbench.profile.memory_problem`)
+    against what the device holds, for each device this machine sees; a cell on a device it cannot see
+    (cuda on a CPU-only login node) is left to its job, which records it ``oom`` without running it. The
+    longest lengths are checked first: one too long for every cell's table (``profile_max_len``) is named."""
+    from posbench.profile import ProfileConfig, memory_problem
+
+    profile = config["profile"]
+    devices, _ = resolve_devices(config["devices"])
+    for cell in sorted(profile_cells(config, devices), key=lambda cell: -cell["seq_len"]):
+        problem = memory_problem(ProfileConfig(**cell, max_len=profile_max_len(config), batch=profile["batch"],
+                                               dtype=profile["dtype"]))
+        if problem:
+            raise ConfigError(f"config key 'profile.seq_lens[{profile['seq_lens'].index(cell['seq_len'])}]': "
+                              f"{problem}; allowed: lengths whose cells fit their device")
 
 
 def _check_sweeps(train: dict) -> None:
@@ -312,7 +398,7 @@ def train_jobs(config: dict) -> list[dict]:
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
     """An arm's training length and width, ``None`` where they are the task's and the size's."""
-    from posbench.comparisons import default_shape
+    from posbench.tasks import default_shape
 
     return tuple(None if own == default else own for own, default in zip(spec.resolved(size),
                                                                            default_shape(spec.task, size)))
@@ -413,18 +499,6 @@ SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folder
 DTYPE_DIR = "((?:{})/)?".format("|".join(d for d in TORCH_DTYPES if d != FLOAT32))  # dtype_dir's folder, or nothing
 
 
-def profile_records(config: dict, devices: list[str]) -> list[str]:
-    return _paths(PROFILE_RECORD, config, profile_cells(config, devices))
-
-
-def train_records(config: dict) -> list[str]:
-    return _paths(TRAIN_RECORD, config, train_cells(config))
-
-
-def probe_records(config: dict) -> list[str]:
-    return _paths(PROBE_RECORD, config, probe_cells(config))
-
-
 def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
     q = config["probe"]
@@ -432,8 +506,8 @@ def batch_manifests(config: dict, devices: list[str]) -> list[str]:
     train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config)]
     probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
              for cell in probe_cells(config)]
-    return (_paths(PROFILE_BATCH, config, profile) + _paths(TRAIN_BATCH, config, train)
-            + _paths(PROBE_BATCH, config, probe))
+    return (cell_paths(PROFILE_BATCH, config, profile) + cell_paths(TRAIN_BATCH, config, train)
+            + cell_paths(PROBE_BATCH, config, probe))
 
 
 def probe_widths(config: dict, embedding: str) -> list[int]:
@@ -450,7 +524,7 @@ def split(text: str) -> str:
     return " ".join(text.split(LIST_SEPARATOR))
 
 
-def _paths(template: str, config: dict, cells: list[dict]) -> list[str]:
+def cell_paths(template: str, config: dict, cells: list[dict]) -> list[str]:
     """``template`` for each cell, in order, each path once (a batch template names several cells once)."""
     base = dict(results=config["results"], machine=machine_label(config))
     return list(dict.fromkeys(template.format(**base, **cell) for cell in cells))

@@ -3,7 +3,8 @@ the cost rows of ``profile --mode decode`` only; without them, its sentence."""
 
 import pandas as pd
 
-from posbench.report import data, figures
+from posbench.report import figures
+from posbench.tables import load
 
 ENCODINGS = ("none", "rope", "alibi")
 
@@ -17,7 +18,7 @@ def cost_rows(mode: str) -> list[dict]:
 def tables(folder, rows):
     folder.mkdir(exist_ok=True)
     pd.DataFrame(rows).to_csv(folder / "cost.csv", index=False)
-    return data.load(folder)
+    return load(folder)
 
 
 def test_decode_rows_draw_one_line_per_encoding(tmp_path):

@@ -9,9 +9,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import posbench
 from posbench import attention, encodings
-from posbench.encodings.per_modality import IMAGE, TEXT, PerModalityInput, PerModalityRotary
+from posbench.encodings.per_modality import PerModalityInput, PerModalityRotary
 from posbench.flops import TORCH_FORMULAS
-from posbench.positions import Positions
+from posbench.positions import IMAGE, TEXT, Positions
 
 D, HEADS, MAX_LEN = 32, 2, 64
 PRESETS = {"sinusoidal_per_modality": ("sinusoidal", "sinusoidal_2d"), "rope_per_modality": ("rope", "rope_2d")}

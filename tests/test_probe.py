@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from helpers import probe_records
 
 import posbench.train
 from posbench import encodings, records
@@ -28,7 +29,7 @@ from posbench.probe import (
     score,
     split_pairs,
 )
-from posbench.workflow import ConfigError, probe_records, validate_config
+from posbench.workflow import ConfigError, validate_config
 
 torch.set_num_threads(1)
 VOCAB, LENGTH = 12, 10

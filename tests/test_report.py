@@ -227,11 +227,65 @@ def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     assert "CUDAoutofmemory" in text[-1] and "lossbecamenanatstep12" in text[-1]
 
 
-def test_report_writes_one_png_per_figure(built_report):
-    folder, _ = built_report
-    from posbench.report.figures import FIGURES, FOREST
+def test_report_writes_each_figure_as_a_png_and_its_caption_from_the_spec(built_report):
+    """The caption file, rendered as ``snakemake --report`` renders it (Jinja, then reStructuredText),
+    reads exactly as the spec's title and caption: markup characters in a caption stay text."""
+    import docutils.core
+    import jinja2
 
-    assert sorted(p.stem for p in (folder / "plots").glob("*.png")) == sorted(s.name for s in (FOREST, *FIGURES))
+    from posbench.report.figures import REPORT_FIGURES
+
+    folder, _ = built_report
+    names = sorted(s.name for s in REPORT_FIGURES)
+    assert sorted(p.stem for p in (folder / "plots").glob("*.png")) == names
+    assert sorted(p.stem for p in (folder / "plots").glob("*.rst")) == names
+    assert any("_" in spec.caption or "*" in spec.caption for spec in REPORT_FIGURES)  # escaping is exercised
+    for spec in REPORT_FIGURES:
+        rst = jinja2.Environment().from_string((folder / "plots" / f"{spec.name}.rst").read_text()).render()
+        tree = docutils.core.publish_doctree(rst, settings_overrides={"report_level": 5})
+        paragraphs = [p.astext() for p in tree.findall(docutils.nodes.paragraph)]
+        assert paragraphs == [spec.title, spec.caption]
+
+
+# The report rule's outputs flagged for `snakemake --report`, as Snakemake parses the workflow.
+REPORT_OUTPUTS = """
+import json, os, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.io import is_flagged
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+snakefile, configfile, workdir = map(Path, sys.argv[1:])
+with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+    workflow = api.workflow(ResourceSettings(cores=1), ConfigSettings(configfiles=[configfile]),
+                            snakefile=snakefile, workdir=workdir)
+    rule = workflow._workflow.get_rule("report")
+    flagged = [(f, f.flags["report"]) for f in rule.output if is_flagged(f, "report")]
+    print(json.dumps({"flagged": [[str(f), os.path.normpath(r.caption.get_path_or_uri(secret_free=True)), r.category]
+                                  for f, r in flagged],
+                      "captions": [str(f) for f in rule.output.captions]}))
+"""
+
+
+def test_the_workflow_reports_every_figure_with_its_spec_caption_and_category_and_no_other(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from posbench.report.figures import REPORT_FIGURES
+
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, "-c", REPORT_OUTPUTS, str(root / "Snakefile"),
+                          str(root / "workflow" / "smoke.yaml"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    plots = "results/smoke/plots"
+    assert found["flagged"][0] == ["results/smoke/report.pdf", str(root / "workflow" / "report" / "report_pdf.rst"),
+                                   "Report"]
+    assert found["flagged"][1:] == [[f"{plots}/{s.name}.png", str(tmp_path / plots / f"{s.name}.rst"), s.category]
+                                    for s in REPORT_FIGURES]
+    assert found["captions"] == [f"{plots}/{s.name}.rst" for s in REPORT_FIGURES]  # the job's outputs
 
 
 def test_fewer_than_ten_seeds_make_every_row_inconclusive(tmp_path):

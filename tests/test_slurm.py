@@ -180,9 +180,10 @@ def test_smoke_preset_on_slurm_gives_the_cells_of_a_local_run(smoke_run):
     """The cells a local run of the preset writes (tests/test_pipeline.py checks that run against
     the same list) all exist here, all `ok`, and nothing else."""
     import yaml
+    from helpers import probe_records, profile_records, train_records
 
     from posbench import records
-    from posbench.workflow import probe_records, profile_records, resolve_devices, train_records, validate_config
+    from posbench.workflow import resolve_devices, validate_config
 
     returncode, log, workdir = smoke_run
     assert returncode == 0, log[-5000:]

@@ -12,8 +12,8 @@ import torch
 from posbench import tasks
 from posbench.model import build_model
 from posbench.tasks import IGNORE
-from posbench.tasks.lm_masked import mask_windows
-from posbench.tasks.text_classes import shuffle_within_words
+from posbench.tasks.mlm_prose import mask_windows
+from posbench.tasks.text_order import shuffle_within_words
 from posbench.train import TrainConfig, model_config, train
 
 CLASSIFIERS = ["text_order", "text_source"]

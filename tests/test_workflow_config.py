@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import probe_records, profile_records, train_records
 
 from posbench import comparisons, tasks
 from posbench.workflow import (
@@ -19,17 +20,14 @@ from posbench.workflow import (
     dtype_dir,
     dtype_of,
     encodings_key,
-    probe_records,
     profile_job_encodings,
     profile_jobs,
-    profile_records,
     record_template,
     resolve_devices,
     shape_arguments,
     shape_dir,
     train_cells,
     train_jobs,
-    train_records,
     validate_config,
 )
 
@@ -137,6 +135,10 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "sweep over widths as a word": (
         config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "d_models": "wide"}]}),
         "'train.sweeps[0].d_models': expected array, got 'wide'"),
+    "a length no device holds": (config(profile={"seq_lens": [64, 10**9]}),
+                                 "'profile.seq_lens[1]': 1000000000 tokens of rope at size tiny (infer, float32, "
+                                 "batch 1) need an estimated 2.62 TiB (activations 2.56 TiB, weights 59.6 GiB), more "
+                                 "than cpu holds ("),
     "misspelled sweep key": (
         config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "width": [32]}]}),
         "unknown config key 'width' in 'train.sweeps[0]'; allowed: task, encodings, train_lengths, d_models"),
@@ -280,6 +282,50 @@ def shipped(preset: str) -> dict:
     return validate_config(yaml.safe_load((ROOT / preset).read_text()))
 
 
+GRIDS = yaml.safe_load((ROOT / "workflow" / "grids.yaml").read_text())
+
+
+def test_the_full_and_cluster_presets_share_the_grids_file_and_cluster_adds_one_length_sweep():
+    full, cluster = shipped("workflow/full.yaml"), shipped("workflow/cluster.yaml")
+    for cfg in (full, cluster):
+        assert "include" not in cfg and cfg["train"]["tasks"] == GRIDS["train"]["tasks"]
+        assert cfg["profile"]["encodings"] == GRIDS["profile"]["encodings"] and len(GRIDS["train"]["tasks"]) == 14
+        assert {k: cfg["probe"][k] for k in GRIDS["probe"]} == GRIDS["probe"]
+    assert full["train"]["sweeps"] == GRIDS["train"]["sweeps"] and len(GRIDS["train"]["sweeps"]) == 5
+    assert cluster["train"]["sweeps"] == [*GRIDS["train"]["sweeps"], {
+        "task": "lm_prose", "encodings": ["sinusoidal", "learned", "rope", "alibi"], "train_lengths": [1024]}]
+    assert full["probe"]["trained_widths"] == [16, 32, 64]  # the preset's own, beside the shared grids
+    assert cluster["probe"]["trained_widths"] == [16, 32, 64, 128, 256]
+
+
+def test_an_include_merges_mappings_extends_lists_and_the_presets_own_values_win(tmp_path):
+    cfg = validate_config({"include": "workflow/grids.yaml", "machine": "m",
+                           "profile": {"encodings": ["rope_randomized"], "seq_lens": [32]},
+                           "train": {"tasks": {"copy": ["rope_randomized"], "scan": ["rope"]}}})
+    tasks_ = cfg["train"]["tasks"]
+    assert tasks_["copy"] == [*GRIDS["train"]["tasks"]["copy"], "rope_randomized"] and tasks_["scan"] == ["rope"]
+    assert {k: v for k, v in tasks_.items() if k not in ("copy", "scan")} == {
+        k: v for k, v in GRIDS["train"]["tasks"].items() if k != "copy"}
+    assert cfg["profile"]["encodings"] == [*GRIDS["profile"]["encodings"], "rope_randomized"]
+    assert cfg["profile"]["seq_lens"] == [32] and cfg["probe"]["vocabs"] == [64, 1024]
+    with pytest.raises(ConfigError, match="config key 'profile.encodings': t5 listed more than once"):
+        validate_config({"include": "workflow/grids.yaml", "profile": {"encodings": ["t5"]}})
+    base = tmp_path / "base.yaml"
+    base.write_text("machine: a\ntrain: {steps: 5, threads: 2}\n")
+    cfg = validate_config({"include": str(base), "train": {"steps": 7}})
+    assert (cfg["machine"], cfg["train"]["steps"], cfg["train"]["threads"]) == ("a", 7, 2)
+
+
+def test_a_bad_include_is_one_line_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"^config key 'include': 'workflow/nothing.yaml' is not a file; allowed: "):
+        validate_config({"include": "workflow/nothing.yaml"})
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("include: workflow/grids.yaml\n")
+    with pytest.raises(ConfigError, match="config key 'include': .*nested.yaml must hold a mapping of config keys "
+                                          "and include nothing"):
+        validate_config({"include": str(nested)})
+
+
 def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_the_grid_at_3():
     cfg = shipped("config.yaml")
     arms = {(a.task, a.encoding, shape_dir(a.train_length, a.d_model)) for a in comparisons.load().arms("default")}
@@ -343,20 +389,92 @@ def test_the_deprecated_size_is_read_as_sizes():
     assert validate_config(config(train={"size": "small"}))["train"]["sizes"] == ["small"]
 
 
-def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
-    """End to end: exit code non-zero, one line naming the key, existing results untouched."""
-    results = tmp_path / "results"
+def snakemake(*arguments, timeout: int = 120) -> subprocess.CompletedProcess:
+    """``python -m snakemake ARGUMENTS`` from the repository root (so its workflow profile is read)."""
+    return subprocess.run([sys.executable, "-m", "snakemake", *map(str, arguments)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+
+
+def posbench_lines(run: subprocess.CompletedProcess) -> list[str]:
+    """What the run said on stderr besides Snakemake's notice of the workflow profile it read."""
+    return [line for line in run.stderr.splitlines() if line and not line.startswith("Using workflow specific profile")]
+
+
+def write_kept_record(results: Path) -> Path:
     kept = results / "records" / "keep.json"
     kept.parent.mkdir(parents=True)
     kept.write_text('{"untouched": true}')
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"results": str(results), "profile": {"encodings": ["rotary"]}}))
-    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(bad)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    return kept
+
+
+@pytest.mark.parametrize("profile, words", [
+    ({"encodings": ["rotary"]}, "'profile.encodings[0]': unknown 'rotary'; allowed:"),
+    ({"seq_lens": [1000000000]}, "'profile.seq_lens[0]': 1000000000 tokens of none at size base (infer, float32, "
+                                 "batch 1) need an estimated 10.2 TiB (activations 10.2 TiB, weights 12.5 MiB), more "
+                                 "than cpu holds ("),
+])
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, profile, words):
+    """End to end: exit code non-zero, one line naming the key, existing results untouched."""
+    results = tmp_path / "results"
+    kept = write_kept_record(results)
+    bad = write(tmp_path / "bad.yaml", yaml.safe_dump({"results": str(results), "profile": profile}))
+    run = snakemake("--cores", "1", "--configfile", bad)
     assert run.returncode != 0
     lines = [line for line in run.stderr.splitlines() if line.startswith("posbench:")]
-    assert lines == [lines[0]] and "'profile.encodings[0]': unknown 'rotary'; allowed:" in lines[0]
+    assert lines == [lines[0]] and words in lines[0]
+    assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
+
+
+UNREADABLE = {  # what --configfile names -> what the one line says after its path
+    "missing": (lambda tmp: tmp / "missing.yaml", ": no such file"),
+    "a folder": (lambda tmp: write(tmp / "folder", None), ": cannot be read (Is a directory)"),
+    "not YAML": (lambda tmp: write(tmp / "bad.yaml", "profile: [\n"),
+                 ": not YAML or JSON at line 2 (expected the node content, but found '<stream end>')"),
+    "not a mapping": (lambda tmp: write(tmp / "list.yaml", "- 1\n- 2\n"),
+                      ": expected a mapping of config keys (profile:, train:, …), got list"),
+}
+
+
+def write(path: Path, text: str | None) -> Path:
+    """``text`` into the file ``path``; ``None``: make ``path`` a folder."""
+    if text is None:
+        path.mkdir()
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_an_unreadable_configfile_is_named_in_one_line(tmp_path, case):
+    from posbench.workflow import configfile_problem
+
+    make, says = UNREADABLE[case]
+    path = make(tmp_path)
+    assert configfile_problem([ROOT / "workflow/smoke.yaml", path]) == f"--configfile {path}{says}"
+    assert configfile_problem([ROOT / "workflow/smoke.yaml", ROOT / "config.yaml"]) is None
+
+
+SPELLINGS = {  # how a command line names the bad file, given a good one too
+    "--configfile BAD": lambda good, bad: ["--configfile", bad],
+    "--configfiles GOOD BAD": lambda good, bad: ["--configfiles", good, bad],
+    "--configfile=BAD": lambda good, bad: [f"--configfile={bad}"],
+}
+
+
+@pytest.mark.parametrize("case, spelling", [("missing", "--configfile BAD"), ("missing", "--configfiles GOOD BAD"),
+                                            ("a folder", "--configfile=BAD")])
+def test_snakemake_stops_at_an_unreadable_configfile_in_one_line(tmp_path, case, spelling):
+    """End to end, before Snakemake's own loader (which would print a traceback): exit 1, one line naming
+    the file, however the option is spelled, and nothing written."""
+    results = tmp_path / "results"
+    kept = write_kept_record(results)
+    good = write(tmp_path / "good.yaml", yaml.safe_dump({"results": str(results)}))
+    make, says = UNREADABLE[case]
+    bad = make(tmp_path)
+    run = snakemake("-n", *SPELLINGS[spelling](good, bad))
+    assert run.returncode == 1, run.stderr
+    assert posbench_lines(run) == [f"posbench: --configfile {bad}{says}"]
     assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
 
 
@@ -373,9 +491,7 @@ def test_a_device_the_config_names_but_this_machine_lacks_stops_the_run_at_prefl
                                    "python": sys.executable,
                                    "profile": {"encodings": ["rope"], "sizes": ["tiny"], "seq_lens": [32]}}))
     target = results / f"batches/box/profile/cuda/infer/tiny/L32/{encodings_key(['rope'])}.json"
-    run = subprocess.run([sys.executable, "-m", "snakemake", str(target), "--cores", "1", "--configfile", str(cfg)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    run = snakemake(target, "--cores", "1", "--configfile", cfg, timeout=300)
     assert run.returncode != 0
     reasons = [line for line in run.stderr.splitlines() if line.startswith("posbench preflight: error:")]
     assert reasons == [reasons[0]] and reasons[0].startswith("posbench preflight: error: cuda: no CUDA device visible")
@@ -457,7 +573,7 @@ def test_dry_run_job_counts_of_every_preset(tmp_path, preset):
     assert counts == {**expected, "profile": expected["profile"] * len(devices)}
     assert counts["train"] == len(train_jobs(cfg))
     assert counts["profile"] == len(profile_jobs(cfg, devices))  # one per (device, mode, size, length)
-    assert len(jobs) == sum(counts.values()) + len(devices) + 3  # a preflight per device, aggregate, report, all
+    assert len(jobs) == sum(counts.values()) + len(devices) + 4  # a preflight per device, aggregate, judge, report, all
 
 
 def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_path):

@@ -9,8 +9,8 @@ Positions follow M-RoPE's layout, so one batch serves both:
 
 * ``(L,)`` ids: every token is text (the text part alone, exactly);
 * ``(L, 2)`` ids, (row, column): every token is a patch (the image part alone, exactly);
-* ``(L, 3)`` ids, (text, row, column), with ``modality (L,)``: :data:`TEXT` tokens read the text
-  axis, :data:`IMAGE` tokens the (row, column) axes.
+* ``(L, 3)`` ids, (text, row, column), with ``modality (L,)`` (:data:`posbench.positions.TEXT`,
+  :data:`~posbench.positions.IMAGE`): text tokens read the text axis, image tokens the (row, column) axes.
 
 The choice is made per token on the device (``torch.where`` on the modality ids), never by reading
 them on the host: the parts' position vectors (or rotary turns) are built for every token and the
@@ -29,9 +29,8 @@ from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import build, register
 from posbench.encodings.rope import rotate_leading
-from posbench.positions import Positions
+from posbench.positions import IMAGE, Positions
 
-TEXT, IMAGE = 0, 1  # modality ids; 0 is also what Positions fills in for "one modality"
 ALLOWED = ("two input encodings with the same combine and widths (e.g. sinusoidal + sinusoidal_2d), "
            "or two rotary encodings with the same rotated width (e.g. rope + rope_2d)")
 

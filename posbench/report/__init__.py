@@ -16,15 +16,15 @@ from posbench.tables import Tables, load
 
 def build_report(tables_dir: str | Path, out: str | Path, config: dict | None = None,
                  plots_dir: str | Path | None = None) -> int:
-    """Write the PDF (with ``plots_dir``, one PNG per figure); returns the PDF's page count."""
+    """Write the PDF (with ``plots_dir``, one PNG and its caption per figure); returns the PDF's page count."""
     from posbench.report import document, figures
 
     tables = load(tables_dir)
     chinese = style.chinese_available()
     style.apply(chinese)
     if plots_dir is not None:
-        for spec in (figures.FOREST, *figures.FIGURES):
-            figures.save_png(spec, tables, Path(plots_dir) / f"{spec.name}.png")
+        for spec in figures.REPORT_FIGURES:
+            figures.save_standalone(spec, tables, Path(plots_dir))
     return document.write(Path(out), tables, config, chinese)
 
 

@@ -1,4 +1,6 @@
-"""The PDF, section by section: verdicts (page 1), claims, figures, appendix."""
+"""The PDF, section by section: the verdicts (page 1: the summary table, the forest plot, each row's
+details), the claims check, the advice page (:mod:`.advice`), the figures (:mod:`.figures`), the
+appendix (method, environment, config, cells that did not finish)."""
 
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
 
 def claims_page(doc: Document, tables: Tables) -> None:
     doc.heading("Claims check", H2, page_break=True)
-    doc.paragraph("Every claim the design lists from the article. 'computed': from posbench's own code; "
+    doc.paragraph("Each claim of the article that posbench tests. 'computed': from posbench's own code; "
                   "'measured': from this run's tables; 'cited': checked against the paper the claim is about "
                   "(the judge step's claims.csv).", SMALL)
     found = tables.get("claims")
@@ -151,7 +153,8 @@ def describe_cell(table: str, row: pd.Series) -> str:
 
 
 def failed_cells(tables: Tables) -> pd.DataFrame:
-    """Every row of cost.csv and accuracy.csv whose status is not ok (extrapolation repeats accuracy's)."""
+    """Every row of cost.csv, accuracy.csv and probe.csv whose status is not ok (extrapolation repeats
+    accuracy's)."""
     rows = []
     for table in ("cost", "accuracy", "probe"):
         frame = tables.get(table)

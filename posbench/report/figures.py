@@ -1,18 +1,22 @@
-"""The report's figures. Each is a :class:`FigureSpec`: what it needs from the tables, how tall it
-is, and a ``draw(figure, rect, tables)`` that fills a rectangle of a page (or of a standalone PNG for
+"""The report's figures. Each is a :class:`FigureSpec`: its title, caption and category (the one text
+the PDF and ``snakemake --report`` both show), what it needs from the tables, how tall it is, and a
+``draw(figure, rect, tables)`` that fills a rectangle of a page (or of a standalone PNG for
 ``snakemake --report``). Colours come from :func:`posbench.report.style.colour`, one per encoding.
+
+The workflow reads :data:`REPORT_FIGURES` when it parses (``workflow/rules/report.smk``), so seaborn
+(and the scipy beneath it) is imported where a figure is drawn, not here.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
@@ -34,6 +38,7 @@ class FigureSpec:
     name: str  # file stem under results/plots/
     title: str
     caption: str
+    category: str  # the section of `snakemake --report` it is listed under
     height: float  # inches on the page
     missing: Callable[[Tables], str | None]
     draw: Callable[[Figure, Rect, Tables], None]
@@ -125,6 +130,8 @@ def _machine_columns(cost: pd.DataFrame) -> pd.Series:
 
 
 def draw_latency_memory(figure: Figure, rect: Rect, tables: Tables) -> None:
+    import seaborn as sns
+
     cost = tables.ok("cost", "encoding", "device", "seq_len", "latency_median_ms")
     cost = cost.assign(machine_column=_machine_columns(cost))  # one column per device model and mode
     devices = sorted(cost["machine_column"].unique())
@@ -172,6 +179,8 @@ def decode_missing(tables: Tables) -> str | None:
 
 
 def draw_decode(figure: Figure, rect: Rect, tables: Tables) -> None:
+    import seaborn as sns
+
     cost = decode_rows(tables)
     cost = cost.assign(machine_column=_machine_columns(cost))  # one panel per device model
     devices = sorted(cost["machine_column"].unique())
@@ -198,6 +207,8 @@ def accuracy_missing(tables: Tables) -> str | None:
 
 def _bars(ax, rows: pd.DataFrame, label_of=lambda e: e) -> None:
     """Mean over seeds as a diamond, the seed spread (sd) as an error bar, each seed as a grey dot."""
+    import seaborn as sns
+
     order = sorted(rows["encoding"].unique(), key=list(palette()).index)
     rows = rows.assign(label=rows["encoding"].map(label_of))
     labels = [label_of(e) for e in order]
@@ -237,6 +248,8 @@ def extrapolation_missing(tables: Tables) -> str | None:
 def task_curves(figure: Figure, rect: Rect, rows: pd.DataFrame, x: str, y: str, **style):
     """The shared encoding legend, then one panel per task (two columns) with a line per encoding (mean,
     ±1 sd band over seeds) of ``y`` against ``x``; yields ``(ax, task, that task's rows)`` for the labels."""
+    import seaborn as sns
+
     tasks = sorted(rows["task"].unique())
     encoding_legend(figure, rect, list(rows["encoding"].unique()))
     for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.75, wspace=0.3,
@@ -265,6 +278,8 @@ def draw_sliding(ax, cell: pd.DataFrame) -> None:
     """A dashed line per encoding (mean over seeds) of the metric on sliding windows, where the task
     has them (the character LMs): the headline's characters again, each with at least three quarters
     of a window before it."""
+    import seaborn as sns
+
     if "value_sliding" not in cell.columns:
         return
     rows = cell.dropna(subset=["value_sliding"])
@@ -527,23 +542,26 @@ def _arms_label(row) -> str:
 FOREST = FigureSpec("verdicts_forest", "Declared comparisons",
                     "From verdicts.csv: each declared comparison's effect (comparator minus added encoding, signed so "
                     "that positive means the comparator is better) and 95 % Welch interval over seeds, divided by its "
-                    "margin δ; colour = the outcome after Holm within the guidance row.",
-                    2.8, forest_missing, draw_forest)
+                    "margin δ (the grey band is ±δ); colour = the outcome after Holm within the guidance row.",
+                    "Verdicts", 2.8, forest_missing, draw_forest)
 
 FIGURES = (
     FigureSpec("params_flops", "Parameters and FLOPs: add vs naive concat vs fixed-width concat",
-               "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops for "
-               "every size in posbench.SIZES; naive concat [E;P] runs the whole network at width 2d, fixed-width "
-               "concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding line). Log-log axes.", 3.2,
+               "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops "
+               f"(L = {FLOPS_SEQ_LEN}, batch 1) for every size in posbench.SIZES; naive concat [E;P] runs the whole "
+               "network at width 2d, fixed-width concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding "
+               "line). Log-log axes.", "Cost", 3.2,
                lambda t: None, draw_params_flops),
     FigureSpec("latency_memory", "Latency and memory against sequence length",
-               "From cost.csv: median latency (ms) and memory (MiB) per encoding, one column per device "
-               "(and its model name) and mode, "
-               "for the size profiled most on that device (other sizes: see cost.csv). Log-log axes.",
-               5.4, latency_missing, draw_latency_memory),
+               "From cost.csv: median latency (ms) and memory above the idle baseline (MiB; the raw peak where no "
+               "baseline was recorded) per encoding, one column per device (and its model name) and mode, for the "
+               "size profiled most on that device (other sizes: see cost.csv). Log-log axes: the slope shows how "
+               "each encoding's cost grows with length.",
+               "Cost", 5.4, latency_missing, draw_latency_memory),
     FigureSpec("accuracy", "Accuracy per task at the training length",
-               "From accuracy.csv: diamond = mean over seeds, error bar = seed standard deviation, grey dots = seeds.",
-               8.2, accuracy_missing, draw_accuracy),
+               "From accuracy.csv: diamond = mean over seeds, error bar = seed standard deviation, grey dots = seeds; "
+               "each panel's title says whether higher or lower is better.",
+               "Accuracy", 8.2, accuracy_missing, draw_accuracy),
     FigureSpec("extrapolation", "Length extrapolation",
                "From extrapolation.csv: metric against evaluation length / training length (log axis), "
                "mean over seeds with a ±1 sd band; the dotted line marks the training length; a cross marks a "
@@ -551,19 +569,19 @@ FIGURES = (
                "non-overlapping windows of length m (the headline), dashed = the same characters scored with "
                "sliding windows of m at stride m/4, each window scoring its last m/4 characters, so every scored "
                "character (but the first window's) sees at least 3m/4 characters of context: the gap is context.",
-               6.5, extrapolation_missing, draw_extrapolation),
+               "Accuracy", 6.5, extrapolation_missing, draw_extrapolation),
     FigureSpec("loss_by_position", "Loss by position beyond the training length",
                "From positions.csv: the loss in bits per scored target (bits per character for the language "
                "models) over 16 equal runs of positions of the longest evaluation windows (the non-overlapping "
                "windows every headline uses), mean over seeds with a ±1 sd band; the dotted line marks the "
                "training length. Falling past it: the model uses the longer context; flat: it survives it; "
                "rising: it breaks. Every arm reads the same windows, so ups and downs that all arms share are the "
-               "text's own; read the gaps between arms.", 4.4, positions_missing, draw_positions),
+               "text's own; read the gaps between arms.", "Accuracy", 4.4, positions_missing, draw_positions),
     FigureSpec("training_length", "Fixed lengths: the metric at each training length",
                "From accuracy.csv (cells at several training lengths: train.sweeps, or a comparison's train_length): "
                "each task trained and evaluated at one fixed "
                "length per point (log axis), mean over seeds with a ±1 sd band, at the size's width. Descriptive; "
-               "the fixed-length row is decided by its declared comparisons.", 3.4,
+               "the fixed-length row is decided by its declared comparisons.", "Accuracy", 3.4,
                sweep_missing("train_len", "training length"), draw_training_length),
     FigureSpec("parameter_frontier", "Parameter budget: the metric against total parameters",
                "From accuracy.csv (cells at several widths: train.sweeps, or a comparison's d_model): each encoding at "
@@ -571,33 +589,39 @@ FIGURES = (
                "by each point; naive concat runs its network at 2d, so its point at d sits near adding's at 2d), "
                "metric against total parameters of the trained model (log axis), mean over seeds with a ±1 sd "
                "band, at the task's training length. Descriptive; the parameter-budget row is decided by its "
-               "declared comparisons at matched parameter counts.", 3.4,
+               "declared comparisons at matched parameter counts.", "Accuracy", 3.4,
                sweep_missing("d_model", "width"), draw_frontier),
     FigureSpec("layouts", "Grids and vision + language: 1-D vs 2-D vs per-modality positions, add vs concat",
                f"From accuracy.csv: digits_2d (sklearn's 8×8 digits as {(8 // PATCH) ** 2} patches of {PATCH}×{PATCH} "
                "pixels) and mosaic_qa (four digits tiling a 16×16 image as 16 patches, then a question in words: "
-               "patches and words in one sequence), each arm labelled by how it sees the layout; diamond = mean "
-               "over seeds, error bar = seed sd, grey dots = seeds.", 4.4, layout_missing, draw_layout),
+               "patches and words in one sequence), each arm labelled by how it sees the layout (1-D: the flat "
+               "sequence, 2-D: the grid, per modality: grid and text each their own) and where positions enter; "
+               "diamond = mean over seeds, error bar = seed sd, grey dots = seeds.",
+               "Accuracy", 4.4, layout_missing, draw_layout),
     FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
                "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
                "per key depth (0: the key opens the sequence, 1: it ends just before the question) and evaluation "
                "length; the colour bar reads 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool "
                "depths.",
-               3.4, passkey_missing, draw_passkey),
+               "Accuracy", 3.4, passkey_missing, draw_passkey),
     FigureSpec("cost_accuracy", "Cost against accuracy",
                "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "
                "axes. Wall time depends on the machine's load; parameter counts are in the accuracy table.",
-               5.6, cost_accuracy_missing, draw_cost_accuracy),
+               "Cost", 5.6, cost_accuracy_missing, draw_cost_accuracy),
     FigureSpec("decode_latency", "Generation: per-token latency against context length",
                "From cost.csv (mode decode): the median latency (ms) of one generated token against a KV cache "
                "of that many tokens, per encoding, one panel per device (and its model name), for the size "
-               "profiled most on it (other sizes: see cost.csv). Log-log axes.",
-               3.2, decode_missing, draw_decode),
+               "profiled most on it (other sizes: see cost.csv). Log-log axes: the slope shows how each "
+               "encoding's per-token cost grows with the context it attends to.",
+               "Cost", 3.2, decode_missing, draw_decode),
 )
+REPORT_FIGURES = (FOREST, *FIGURES)  # what `snakemake --report` lists, each from report.smk with its caption
 
 
-def save_png(spec: FigureSpec, tables: Tables, path: Path) -> None:
-    """One figure alone (for ``snakemake --report``); a missing-data figure says what is missing."""
+def save_standalone(spec: FigureSpec, tables: Tables, folder: Path) -> None:
+    """One figure alone for ``snakemake --report``: ``<name>.png`` (a missing-data figure says what is
+    missing) and its caption ``<name>.rst``, the title and caption the PDF prints."""
+    from posbench import records
     from posbench.report.layout import CONTENT_W
 
     figure = Figure(figsize=(CONTENT_W, spec.height))
@@ -606,5 +630,14 @@ def save_png(spec: FigureSpec, tables: Tables, path: Path) -> None:
         figure.text(0.5, 0.5, f"{spec.title}: not shown ({why})", ha="center", va="center", fontsize=8)
     else:
         spec.draw(figure, (0.0, 0.0, 1.0, 1.0), tables)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=150)
+    records.write_atomically(folder / f"{spec.name}.png", lambda file: figure.savefig(file, format="png", dpi=150))
+    records.write_atomically(folder / f"{spec.name}.rst", lambda file: file.write(caption_rst(spec).encode()))
+
+
+def caption_rst(spec: FigureSpec) -> str:
+    """The title (bold) and caption as reStructuredText, its markup characters escaped: plain text."""
+    return f"**{_rst_text(spec.title)}**\n\n{_rst_text(spec.caption)}\n"
+
+
+def _rst_text(text: str) -> str:
+    return re.sub(r"([\\`*_|])", r"\\\1", text)

@@ -7,7 +7,7 @@
 """
 
 from posbench.tasks.base import IGNORE, Batch, Task
-from posbench.tasks.registry import get, names, register
+from posbench.tasks.registry import default_shape, get, names, register
 
 # isort: split
 # Importing a task module registers it.
@@ -19,16 +19,17 @@ from posbench.tasks import (  # noqa: F401
     dyck,
     index_lookup,
     lm_code,
-    lm_masked,
     lm_prose,
     lm_prose_long,
     long_range,
+    mlm_prose,
     mosaic_qa,
     passkey,
     reverse,
     scan,
     table_lookup,
-    text_classes,
+    text_order,
+    text_source,
 )
 
-__all__ = ["IGNORE", "Batch", "Task", "get", "names", "register"]
+__all__ = ["IGNORE", "Batch", "Task", "default_shape", "get", "names", "register"]

@@ -63,7 +63,7 @@ class CodeBrackets(CodeLM):
 
     train_length: int = 128
     max_offset: int = 64
-    steps: int = 600  # chosen on validation: rope 0.86, sinusoidal 0.35 at 1× (3 seeds; ~50 s a seed on one core)
+    steps: int = 600  # chosen on validation (the measurements: results/reference/README.md, Lab notes)
     eval_chars: int = 131072  # about 1,300 scored brackets at every length
     eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
 

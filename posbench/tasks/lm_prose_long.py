@@ -18,11 +18,8 @@ the tiny model's blocks, of which training reaches only the first 64: the record
 ``params_position_trained`` counts only the rows training reached, and the extrapolation figure
 marks every mean read past them.
 
-Evaluating one tiny model on one thread (CPU seconds, ``time.process_time``, on an AMD EPYC core
-shared with other jobs): non-overlapping 0.9 / 0.8 / 1.0 / 1.2 / 1.7 / 2.4 s at 64 … 2048 (8.1 s in
-all), sliding 3.2 / 3.5 / 4.0 / 4.9 / 6.3 / 9.9 s (31.7 s, 3.9 times as much: four windows per
-span); each record keeps its own figures (``wall_time_s.eval``, of which ``sliding``). Parsing the
-docstrings takes 6–12 s (measured here) once per process.
+Each record keeps its evaluation time (``wall_time_s.eval``, of which ``sliding``: four windows per
+span); measured costs of one tiny model's evaluation are in results/reference/README.md (Lab notes).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Four of scikit-learn's 8×8 digits with four different labels tile a 16×16 image, cut into 4×4-pixel
 patches: a 4×4 grid of 16 patches read row by row, each digit a 2×2 block of them (2×2-pixel patches,
-64 of them, left a tiny model near chance after 1,500 steps: 0.30 against 0.26). Six text tokens
+64 of them, left a tiny model near chance: results/reference/README.md, Lab notes). Six text tokens
 follow, one of two questions (half each):
 
 * ``what digit is at <corner> ?`` — the digit in that tile (classes 0–9);
@@ -34,8 +34,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.encodings.per_modality import IMAGE, TEXT
-from posbench.positions import Positions
+from posbench.positions import IMAGE, TEXT, Positions
 from posbench.tasks.base import Batch, Task, check_one_length, eval_rng
 from posbench.tasks.digits_2d import IMAGE_SIZE, splits, to_patches
 from posbench.tasks.digits_2d import PATCH as STORED_PATCH

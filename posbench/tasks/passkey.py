@@ -16,9 +16,8 @@ cycles through :data:`EVAL_DEPTHS` item by item (item ``i`` at ``EVAL_DEPTHS[i %
 pooled score weighs every depth equally and a depth × length map can be read from per-item results
 (:meth:`Passkey.eval_depth`). Trained at ``train_length`` (64) and evaluated to 32× it (2,048
 positions), this is the long-sequence question asked as retrieval: does the model find the key
-beyond its training length, or only survive the length? The budget: 600 steps at 64 (tiny, one core:
-about 23 s a seed on this project's 2-core AMD EPYC; at 128, the earlier default, about 70 s), where
-ALiBi's exact match reaches 0.98 at 1× and sinusoidal's 0.56 (3 seeds each).
+beyond its training length, or only survive the length? The budget: 600 steps at 64 (what the arms
+reach at 1× with it, and its cost: results/reference/README.md (Lab notes)).
 """
 
 from __future__ import annotations

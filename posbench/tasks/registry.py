@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from posbench import metrics
+from posbench.model import SIZES
 from posbench.tasks.base import Task
 
 _REGISTRY: dict[str, type[Task]] = {}
@@ -39,3 +40,9 @@ def get(name: str, **options) -> Task:
         if getattr(task, field) <= 0:
             raise ValueError(f"task {name!r}: {field} must be positive, got {getattr(task, field)}")
     return task
+
+
+def default_shape(task: str, size: str) -> tuple[int | None, int | None]:
+    """A task's training length and a size's model width (``None`` for a name the registries lack): the
+    cell every grid arm trains, and that a record path names no folder for."""
+    return get(task).train_length if task in _REGISTRY else None, SIZES.get(size, {}).get("d_model")

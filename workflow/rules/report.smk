@@ -1,21 +1,13 @@
 # The tables -> results/report.pdf (nothing re-measured), plus each figure as a PNG for `snakemake --report`.
 import json
+import os
 from pathlib import Path
 
-REPORT_FIGURES = {
-    "verdicts_forest": "Verdicts",
-    "params_flops": "Cost",
-    "latency_memory": "Cost",
-    "accuracy": "Accuracy",
-    "extrapolation": "Accuracy",
-    "loss_by_position": "Accuracy",
-    "training_length": "Accuracy",
-    "parameter_frontier": "Accuracy",
-    "layouts": "Accuracy",
-    "passkey": "Accuracy",
-    "cost_accuracy": "Cost",
-    "decode_latency": "Cost",
-}
+from posbench.report.figures import REPORT_FIGURES
+
+# Each figure's caption for `snakemake --report`, written by the report job from the figure's spec
+# (posbench.report.figures) beside its PNG.
+CAPTIONS = {spec.name: f"{RESULTS}/plots/{spec.name}.rst" for spec in REPORT_FIGURES}
 
 
 rule report:
@@ -30,12 +22,14 @@ rule report:
         ),
         figures=[
             report(
-                f"{RESULTS}/plots/{name}.png",
-                caption=f"../report/{name}.rst",
-                category=category,
+                f"{RESULTS}/plots/{spec.name}.png",
+                # absolute: Snakemake reads a relative caption beside this file
+                caption=os.path.abspath(CAPTIONS[spec.name]),
+                category=spec.category,
             )
-            for name, category in REPORT_FIGURES.items()
+            for spec in REPORT_FIGURES
         ],
+        captions=list(CAPTIONS.values()),
     log:
         f"{RESULTS}/logs/report.log",
     conda:

@@ -1,0 +1,66 @@
+"""``text_source`` (mostly order-insensitive): which corpus a window comes from, prose (label 0,
+``lm_prose``'s Python documentation) or code (label 1, ``lm_code``'s standard-library source). A bag
+of characters nearly suffices (indentation, ``_``, ``()``, ``=`` against letters and punctuation);
+NoPE here is the bag-of-characters control beside ``text_order``.
+
+Splits, evaluation sets and lengths: :mod:`posbench.tasks.window_classification`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from posbench.tasks.base import check_split
+from posbench.tasks.corpus import VALIDATION_FRACTION, encode_corpus
+from posbench.tasks.lm_code import CodeLM
+from posbench.tasks.lm_prose import ProseLM
+from posbench.tasks.registry import register
+from posbench.tasks.window_classification import WindowClassification
+
+
+def validation_start(text: np.ndarray) -> int:
+    """Where a training split's validation end begins (the corpora's rule)."""
+    return int(len(text) * (1 - VALIDATION_FRACTION))
+
+
+@register
+@dataclass(frozen=True)
+class TextSource(WindowClassification):
+    """Options: ``prose`` (a text file replacing the built-in prose), ``code`` (a directory of ``*.py``
+    files replacing the standard library)."""
+
+    name = "text_source"
+
+    prose: str | None = None
+    code: str | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        return _sources(self)[1]
+
+    def texts(self, split: str) -> list[np.ndarray]:
+        parts = _sources(self)[0]
+        if split == "train":
+            return [part.train[: validation_start(part.train)] for part in parts]
+        check_split(split)
+        return [part.test if split == "test" else part.train[validation_start(part.train) :] for part in parts]
+
+
+@dataclass(frozen=True)
+class _Part:
+    train: np.ndarray
+    test: np.ndarray
+
+
+@cache
+def _sources(task: TextSource) -> tuple[tuple[_Part, _Part], int]:
+    """The prose and code corpora encoded with one vocabulary (the characters of both training
+    splits, ``UNK`` for the rest), and its size."""
+    prose, code = ProseLM(data=task.prose).texts(), CodeLM(data=task.code).texts()
+    corpus = encode_corpus(prose[0] + code[0], prose[1] + code[1])
+    parts = (_Part(corpus.train[: len(prose[0])], corpus.test[: len(prose[1])]),
+             _Part(corpus.train[len(prose[0]) :], corpus.test[len(prose[1]) :]))
+    return parts, corpus.vocab_size

@@ -1,0 +1,15 @@
+"""What a finished run of a config leaves under ``results/records/``: one record per cell."""
+
+from posbench import workflow as pw
+
+
+def profile_records(config: dict, devices: list[str]) -> list[str]:
+    return pw.cell_paths(pw.PROFILE_RECORD, config, pw.profile_cells(config, devices))
+
+
+def train_records(config: dict) -> list[str]:
+    return pw.cell_paths(pw.TRAIN_RECORD, config, pw.train_cells(config))
+
+
+def probe_records(config: dict) -> list[str]:
+    return pw.cell_paths(pw.PROBE_RECORD, config, pw.probe_cells(config))
