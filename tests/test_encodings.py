@@ -552,6 +552,12 @@ def hf_inv_freq(d, base, scaling=None, seq_len=None):
         ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
         extrapolation = 1 - ramp
         return inv / s * (1 - extrapolation) + inv * extrapolation, 0.1 * math.log(s) + 1.0
+    if kind == "longrope":  # the long factors once the sequence (largest id + 1) passes the original length
+        divisors = scaling["long_factor"] if seq_len and seq_len > original else scaling["short_factor"]
+        attention = scaling.get("attention_factor")
+        if attention is None:
+            attention = 1.0 if s <= 1.0 else math.sqrt(1 + math.log(s) / math.log(original))
+        return 1.0 / (torch.tensor(divisors, dtype=torch.float64) * base ** (torch.arange(0, d, 2) / d)), attention
     low_f, high_f = scaling["low_freq_factor"], scaling["high_freq_factor"]  # llama3
     wavelength = 2 * math.pi / inv
     llama = torch.where(wavelength > original / low_f, inv / s, inv)
@@ -638,9 +644,54 @@ def test_dynamic_scaling_is_plain_rope_within_the_training_length(float64):
     assert not torch.allclose(scaled.angles.rows(P(64))[:32], build("rope", max_len=128).angles.rows(P(32)))
 
 
+LONGROPE = {"rope_type": "longrope", "factor": 8.0, "original_max_position_embeddings": 32,  # 8 pairs: d_head 16
+            "short_factor": [1.0, 1.02, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0],
+            "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]}
+
+
+@pytest.mark.parametrize("length", [20, 32, 33, 100])
+@pytest.mark.parametrize("attention_factor", [None, 1.5])
+def test_longrope_rotation_equals_hugging_face_below_and_above_the_original_length(length, attention_factor, float64):
+    """Up to 32 positions (ids 0 … 31) the short factors, from 33 on the long ones, with HF's attention
+    factor sqrt(1 + ln 8 / ln 32) = sqrt(1.6) unless one is given; beyond the cache (100 > 64) as well."""
+    scaling = LONGROPE if attention_factor is None else {**LONGROPE, "attention_factor": attention_factor}
+    enc = build("rope", d_model=32, n_heads=2, max_len=64, base=5000.0, scaling=scaling)
+    inv, factor = hf_inv_freq(16, 5000.0, scaling, seq_len=length)
+    assert factor == pytest.approx(math.sqrt(1.6) if attention_factor is None else 1.5)
+    x = torch.randn(3, length, 16)  # HF layout
+    expected = hf_rotate(x, torch.arange(length), inv, factor)
+    torch.testing.assert_close(rotate(enc, to_neighbours(x), torch.arange(length)), to_neighbours(expected),
+                               atol=1e-9, rtol=0)
+
+
+def test_longrope_switches_by_the_largest_position_as_hugging_face_does(float64):
+    """A decoding step at id 40 alone turns by the long factors (HF's seq_len is the largest id + 1);
+    the same id inside a 32-token window ending at 31 is not there, and id 31 alone turns by the short."""
+    enc = build("rope", d_model=32, n_heads=2, max_len=64, scaling=LONGROPE)
+    short, _ = hf_inv_freq(16, 10000.0, LONGROPE, seq_len=32)
+    long, factor = hf_inv_freq(16, 10000.0, LONGROPE, seq_len=33)
+    torch.testing.assert_close(enc.angles.rows(Positions.from_ids(torch.tensor([40]))),
+                               torch.polar(torch.full((1, 8), factor, dtype=torch.float64), 40 * long[None]))
+    torch.testing.assert_close(enc.angles.rows(Positions.from_ids(torch.tensor([31]))),
+                               torch.polar(torch.full((1, 8), factor, dtype=torch.float64), 31 * short[None]))
+
+
+def test_longrope_factor_at_most_one_gives_attention_factor_one_and_the_factors_must_fit_the_pairs():
+    assert build("rope", d_model=32, n_heads=2, scaling={**LONGROPE, "factor": 1.0}).angles.attention_factor == 1.0
+    with pytest.raises(ValueError) as wrong:
+        build("rope", d_model=64, n_heads=2, scaling=LONGROPE)  # d_head 32: 16 pairs
+    assert str(wrong.value) == ("scaling (longrope) short_factor has 8 values; a rotated width of 32 needs 16, "
+                                "one per frequency pair")
+    with pytest.raises(ValueError, match=r"^scaling \(longrope\) needs long_factor, short_factor; allowed keys: "
+                                         r"attention_factor, factor, long_factor, original_max_position_embeddings, "
+                                         r"short_factor$"):
+        build("rope", scaling={"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 8})
+
+
 @pytest.mark.parametrize("name,options", [
     ("rope", {"scaling": SCALINGS[0]}), ("rope", {"scaling": SCALINGS[2]}), ("rope", {"scaling": SCALINGS[4]}),
-    ("rope_p50", {}), ("rope_theta500k", {}), ("xpos", {}), ("mrope", {})])
+    ("rope", {"scaling": {**LONGROPE, "original_max_position_embeddings": 8}}),
+    ("rope_p50", {}), ("rope_theta500k", {}), ("xpos", {}), ("mrope", {}), ("p_rope", {}), ("p_rope_25", {})])
 def test_scaled_and_decayed_rotary_logits_depend_only_on_offset(name, options, float64):
     enc = build(name, d_model=64, n_heads=4, max_len=256, **options)
     q, k = torch.randn(4, 20, 16), torch.randn(4, 20, 16)
@@ -766,8 +817,8 @@ def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
 
 @pytest.mark.parametrize("options,message", [
     ({"scaling": {"rope_type": "ntk", "factor": 2.0}},
-     "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
-    ({"scaling": "yarn"}, "scaling.rope_type 'yarn'; allowed: linear, dynamic, yarn, llama3"),
+     "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3, longrope"),
+    ({"scaling": "yarn"}, "scaling.rope_type 'yarn'; allowed: linear, dynamic, yarn, llama3, longrope"),
     ({"scaling": {"rope_type": "yarn", "factor": 2.0}}, r"scaling \(yarn\) needs original_max_position_embeddings"),
     ({"scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 3}}, r"key 'beta_fast' is not allowed"),
     ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),
@@ -823,6 +874,68 @@ def test_any_base_above_one_is_allowed(float64):
 def test_linear_scaling_by_one_is_plain_rope(float64):
     scaled = build("rope", scaling={"rope_type": "linear", "factor": 1.0})
     torch.testing.assert_close(scaled.angles.rows(P(64)), build("rope").angles.rows(P(64)), atol=0, rtol=0)
+
+
+# ----- p-RoPE ------------------------------------------------------------------------------------
+
+def paper_p_rope(x, positions, p, base=10000.0):
+    """The paper's ``apply_p_rope`` (Barbero et al. 2025, appendix; Gemma's ``apply_rope`` with
+    ``rope_proportion``) written out on the halves layout: ``int(p·d // 2)`` pairs at timescale
+    ``base^(2i/d)``, the rest at an infinite timescale (angle 0)."""
+    d = x.shape[-1]
+    kept = int(p * d // 2)
+    timescale = torch.cat([base ** (2 * torch.arange(kept, dtype=torch.float64) / d),
+                           torch.full((d // 2 - kept,), math.inf, dtype=torch.float64)])
+    angle = positions.double()[:, None] / timescale  # (L, d/2)
+    first, second = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([first * angle.cos() - second * angle.sin(), second * angle.cos() + first * angle.sin()], -1)
+
+
+@pytest.mark.parametrize("name,p,d_head", [("p_rope", 0.75, 32), ("p_rope_25", 0.25, 32), ("p_rope_25", 0.25, 20),
+                                           ("p_rope", 0.75, 6)])
+def test_p_rope_equals_the_papers_formula_after_the_pairing_permutation(name, p, d_head, float64):
+    """d_head 20 at p 0.25: int(5.0 // 2) = 2 pairs; d_head 6 at 0.75: int(4.5 // 2) = 2 of 3."""
+    enc = build(name, d_model=2 * d_head, n_heads=2, max_len=64)
+    x = torch.randn(3, 70, d_head)  # positions beyond the cache of 64 too
+    torch.testing.assert_close(rotate(enc, to_neighbours(x), torch.arange(70)),
+                               to_neighbours(paper_p_rope(x, torch.arange(70), p)), atol=1e-9, rtol=0)
+    assert enc.rotated_width == 2 * 2 * int(p * d_head // 2)
+
+
+def test_p_rope_turns_its_pairs_as_rope_and_leaves_the_slowest_unturned(float64):
+    """p 0.25 of a 32-wide head: pairs 0 … 3 turn at rope's frequencies 10000^(-2i/32), pairs 4 … 15 (the
+    lowest frequencies) pass through bit for bit; rope_p50 at the same width lays a ladder over 16 dims."""
+    p_rope, rope = build("p_rope_25", d_model=64, n_heads=2), build("rope", d_model=64, n_heads=2)
+    torch.testing.assert_close(p_rope.angles.rows(P(40)), rope.angles.rows(P(40))[:, :4], atol=0, rtol=0)
+    x = torch.randn(2, 40, 32)
+    turned = rotate(p_rope, x, torch.arange(40))
+    assert torch.equal(turned[..., 8:], x[..., 8:])
+    assert torch.equal(turned[..., :8], rotate(rope, x, torch.arange(40))[..., :8])
+    half = build("p_rope", d_model=64, n_heads=2, kept_fraction=0.5)
+    torch.testing.assert_close(half.angles.inv_freq, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 32))
+    torch.testing.assert_close(build("rope_p50", d_model=64, n_heads=2).angles.inv_freq,
+                               10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16))
+    assert half.extra_repr() == "d_model=64, n_heads=2, max_len=64, base=10000, rotated=16, ladder=32"
+
+
+def test_p_rope_scales_the_full_width_ladder_and_keeps_its_top(float64):
+    """Linear scaling by 4 divides the kept frequencies by 4; rescaled() keeps the ladder."""
+    linear = {"rope_type": "linear", "factor": 4.0}
+    scaled = build("p_rope_25", d_model=64, n_heads=2, base=500.0, scaling=linear)
+    top = 500.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 32)
+    torch.testing.assert_close(scaled.angles.inv_freq, top / 4)
+    rescaled = build("p_rope_25", d_model=64, n_heads=2, base=500.0).rescaled(encodings.rope.RopeScaling.parse(linear))
+    torch.testing.assert_close(rescaled.angles.inv_freq, top / 4)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"kept_fraction": 0.0}, r"^kept_fraction must lie in \(0, 1\], got 0.0$"),
+    ({"kept_fraction": 1.5}, r"^kept_fraction must lie in \(0, 1\], got 1.5$"),
+    ({"kept_fraction": 0.05}, r"^kept_fraction 0.05 keeps no frequency pair of a 8-wide head$"),
+    ({"rotary_fraction": 0.5}, r"^encoding 'p_rope': .*unexpected keyword argument 'rotary_fraction'$")])
+def test_p_rope_options_fail_in_one_line_naming_the_key(options, message):
+    with pytest.raises(ValueError, match=message):
+        build("p_rope", **options)
 
 
 # ----- KERPLE and FIRE ---------------------------------------------------------------------------

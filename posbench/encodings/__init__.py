@@ -11,7 +11,7 @@ torch.Size([8, 4, 4])
 """
 
 # Importing a family module registers its encodings.
-from posbench.encodings import absolute, alibi, fire, grid, kerple, none, per_modality, rope, t5  # noqa: F401
+from posbench.encodings import absolute, alibi, fire, grid, kerple, none, p_rope, per_modality, rope, t5  # noqa: F401
 from posbench.encodings.base import PositionalEncoding, Traits
 from posbench.encodings.registry import build, names, register, traits
 

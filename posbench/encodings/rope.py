@@ -11,11 +11,19 @@ a view of q or k: a single pass over memory, where the real-valued form (``x·co
 needs a copy and three more passes.
 
 ``scaling`` takes Hugging Face's keys (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``), so a model
-config carries over: ``{"rope_type": "linear" | "dynamic" | "yarn" | "llama3", "factor": s, …}``.
-The frequencies and the attention factor (YaRN's ``0.1·ln(s) + 1``, applied to both cos and sin,
-so to q and to k, as Hugging Face does) follow HF's formulas; ``original_max_position_embeddings``
-is the length the model was trained at. ``dynamic`` (NTK) recomputes the base from the current
-sequence length (the largest position id + 1), as HF does without a cache.
+config carries over: ``{"rope_type": "linear" | "dynamic" | "yarn" | "llama3" | "longrope", "factor": s, …}``.
+The frequencies and the attention factor (YaRN's ``0.1·ln(s) + 1``, LongRoPE's
+``sqrt(1 + ln(s) / ln(original_max_position_embeddings))``, applied to both cos and sin, so to q and
+to k, as Hugging Face does) follow HF's formulas; ``original_max_position_embeddings`` is the length
+the model was trained at. ``dynamic`` (NTK) recomputes the base from the current sequence length
+(the largest position id + 1), as HF does without a cache; ``longrope`` divides each frequency by its
+``short_factor`` and switches to its ``long_factor`` once that length passes
+``original_max_position_embeddings``, HF's rule.
+
+p-RoPE (Barbero et al., ICLR 2025) is another scheme than ``rotary_fraction``: it keeps the fastest
+pairs of the full-width ladder ``base^(-2i/d_head)`` turning and leaves the slowest ones still
+(:class:`PRope`), where ``rotary_fraction`` (HF's ``partial_rotary_factor``) lays a whole ladder over
+the rotated part.
 """
 
 from __future__ import annotations
@@ -37,7 +45,11 @@ SCALING_KEYS = {  # rope_type -> (required keys, optional keys), as Hugging Face
     "dynamic": ({"factor", "original_max_position_embeddings"}, set()),
     "yarn": ({"factor", "original_max_position_embeddings"}, {"beta_fast", "beta_slow", "attention_factor"}),
     "llama3": ({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}, set()),
+    "longrope": ({"factor", "original_max_position_embeddings", "short_factor", "long_factor"}, {"attention_factor"}),
 }
+PER_FREQUENCY_KEYS = {"short_factor", "long_factor"}  # a value per frequency pair: no TYPE:FACTOR label sets them
+LABELLED_TYPES = tuple(kind for kind, (required, _) in SCALING_KEYS.items() if not required & PER_FREQUENCY_KEYS)
+LENGTH_DEPENDENT_TYPES = ("dynamic", "longrope")  # frequencies chosen by the sequence's length
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,13 @@ class RopeScaling:
     attention_factor: float | None = None
     low_freq_factor: float | None = None
     high_freq_factor: float | None = None
+    short_factor: tuple[float, ...] | None = None  # longrope: a divisor per frequency pair, within the training length
+    long_factor: tuple[float, ...] | None = None  # longrope: the divisors beyond it
+
+    def __post_init__(self):
+        for name in PER_FREQUENCY_KEYS:  # JSON gives lists; a frozen value keeps tuples
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(float(value) for value in getattr(self, name)))
 
     @classmethod
     def parse(cls, options: dict | RopeScaling | None) -> RopeScaling | None:
@@ -88,7 +107,26 @@ class RopeScaling:
             return grown ** -exponents, 1.0
         if self.rope_type == "yarn":  # Peng et al. 2023: interpolate low frequencies, keep high ones
             return self._yarn(inv_freq, width, base), (self.attention_factor or 0.1 * math.log(s) + 1.0)
+        if self.rope_type == "longrope":  # Ding et al. 2024: a searched divisor per frequency, two sets
+            return inv_freq / self._longrope_divisors(width, seq_len), self._longrope_attention_factor()
         return self._llama3(inv_freq), 1.0
+
+    def _longrope_divisors(self, width: int, seq_len: int | None) -> torch.Tensor:
+        """``long_factor`` once ``seq_len`` passes the training length, else ``short_factor``: ``(width/2,)``."""
+        name = "long_factor" if seq_len and seq_len > self.original_max_position_embeddings else "short_factor"
+        divisors = getattr(self, name)
+        if len(divisors) != width // 2:
+            raise ValueError(f"scaling (longrope) {name} has {len(divisors)} values; a rotated width of {width} "
+                             f"needs {width // 2}, one per frequency pair")
+        return torch.tensor(divisors, dtype=torch.float64)
+
+    def _longrope_attention_factor(self) -> float:
+        """HF's default: ``sqrt(1 + ln(s) / ln(original))``, 1 for ``s <= 1``; or the given ``attention_factor``."""
+        if self.attention_factor is not None:
+            return self.attention_factor
+        if self.factor <= 1:
+            return 1.0
+        return math.sqrt(1 + math.log(self.factor) / math.log(self.original_max_position_embeddings))
 
     def _yarn(self, inv_freq: torch.Tensor, width: int, base: float) -> torch.Tensor:
         def correction_dim(rotations: float) -> float:  # the dimension that turns ``rotations`` times in training
@@ -124,9 +162,9 @@ class RopeScaling:
             factor = float(factor)
         except ValueError:
             factor = None
-        if kind not in SCALING_KEYS or factor is None:
+        if kind not in LABELLED_TYPES or factor is None:
             raise ValueError(f"eval scaling {label!r}: expected TYPE:FACTOR with TYPE one of "
-                             f"{', '.join(SCALING_KEYS)}, e.g. yarn:4")
+                             f"{', '.join(LABELLED_TYPES)}, e.g. yarn:4")
         options = {"rope_type": kind, "factor": factor}
         if "original_max_position_embeddings" in SCALING_KEYS[kind][0]:
             options["original_max_position_embeddings"] = trained_positions
@@ -157,24 +195,28 @@ class RotaryAngles(nn.Module):
         if width % 2:
             raise ValueError(f"rotary width must be even, got {width}")
         self.width, self.base, self.scaling, self.max_len = width, base, scaling, max_len
-        self.inv_freq, self.attention_factor = rotary_frequencies(width, base, scaling)  # (width/2,) float64
+        self.inv_freq, self.attention_factor = self.frequencies()  # (width/2,) float64
         turns = self._turns(torch.arange(max_len), torch.get_default_dtype())  # (max_len, width/2) complex
         self.register_buffer("turns", torch.view_as_real(turns), persistent=False)  # (max_len, width/2, 2)
 
     def rows(self, positions: Positions) -> torch.Tensor:
         """Complex turns ``(L, width/2)`` of 1-D ``positions``, in the cache's precision (at least float32)."""
         if self._grows_with(positions):
-            inv_freq, _ = rotary_frequencies(self.width, self.base, self.scaling, positions.max_position + 1)
+            inv_freq, _ = self.frequencies(positions.max_position + 1)
             return self._turns(positions.ids, self.turns.dtype, inv_freq)
         if positions.max_position < self.max_len:
             cached = self.turns[positions.ids]  # (L, width/2, 2), in the model's dtype
             return torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
         return self._turns(positions.ids, self.turns.dtype)
 
+    def frequencies(self, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+        """Inverse frequencies ``(width/2,)`` float64 and the attention factor, at ``seq_len`` positions."""
+        return rotary_frequencies(self.width, self.base, self.scaling, seq_len)
+
     def _grows_with(self, positions: Positions) -> bool:
-        """Dynamic NTK beyond the training length: the frequencies depend on this sequence's length."""
+        """Dynamic NTK or LongRoPE beyond the training length: the frequencies depend on this sequence's length."""
         scaling = self.scaling
-        return (scaling is not None and scaling.rope_type == "dynamic"
+        return (scaling is not None and scaling.rope_type in LENGTH_DEPENDENT_TYPES
                 and positions.max_position + 1 > scaling.original_max_position_embeddings)
 
     def _turns(self, positions: torch.Tensor, dtype: torch.dtype, inv_freq: torch.Tensor | None = None,
@@ -342,7 +384,8 @@ class MRope(Rope):
 
 register("rope")(Rope)
 register("rope_theta500k", base=500_000.0)(Rope)  # Llama 3's base
-register("rope_p50", rotary_fraction=0.5)(Rope)  # half the head rotates (GPT-NeoX used 0.25, p-RoPE 0.75)
+register("rope_p50", rotary_fraction=0.5)(Rope)  # half of each head rotates, a ladder over that half (HF's
+# partial_rotary_factor 0.5; GPT-NeoX used 0.25): not p-RoPE, which keeps part of the full-width ladder (p_rope.py)
 register("xpos")(XPos)
 register("mrope")(MRope)
 register("rope_randomized", randomized=True)(Rope)
