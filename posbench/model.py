@@ -62,8 +62,9 @@ class KVCache:
 
     Keys enter the cache already rotated (RoPE turns a key once, at its own position); logit biases
     are built for the new queries against every cached key from the stored key positions. Dynamic
-    NTK scaling is the exception where cached and full forwards differ: its frequencies follow the
-    sequence length, and a cached key keeps the ones of the step it entered at (as in Hugging Face).
+    NTK scaling and LongRoPE are the exceptions where cached and full forwards differ: their frequencies
+    follow the sequence length, and a cached key keeps the ones of the step it entered at (as in
+    Hugging Face).
     """
 
     keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head)
