@@ -62,7 +62,7 @@ def test_a_bias_that_is_looked_up_costs_no_flops_to_build(name):
 
 def test_only_rotary_encodings_can_be_rescaled():
     with pytest.raises(ValueError, match=r"^Sinusoidal has no rotary frequencies to scale; eval scaling applies "
-                                         r"to the RoPE family \(rope, rope_\*, xpos, mrope\)$"):
+                                         r"to the RoPE family \(rope, rope_\*, p_rope\*, xpos, mrope\)$"):
         build("sinusoidal").rescaled(None)
 
 
@@ -665,8 +665,8 @@ def test_longrope_rotation_equals_hugging_face_below_and_above_the_original_leng
 
 
 def test_longrope_switches_by_the_largest_position_as_hugging_face_does(float64):
-    """A decoding step at id 40 alone turns by the long factors (HF's seq_len is the largest id + 1);
-    the same id inside a 32-token window ending at 31 is not there, and id 31 alone turns by the short."""
+    """HF's seq_len is the largest id + 1: a decoding step at id 40 alone turns by the long factors, one at
+    id 31 alone by the short ones (both within the cache of 64 rows)."""
     enc = build("rope", d_model=32, n_heads=2, max_len=64, scaling=LONGROPE)
     short, _ = hf_inv_freq(16, 10000.0, LONGROPE, seq_len=32)
     long, factor = hf_inv_freq(16, 10000.0, LONGROPE, seq_len=33)
