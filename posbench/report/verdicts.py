@@ -10,7 +10,7 @@ import pandas as pd
 
 from posbench.guidance import GuidanceRow
 
-NO_RESULTS = "inconclusive: no declared comparison has results in these tables"
+NO_RESULTS = "inconclusive: no deciding comparison has results in these tables"  # withdrawn ones never decide
 
 
 def of_row(verdicts: pd.DataFrame, row: GuidanceRow, decides: bool = True) -> pd.DataFrame:
