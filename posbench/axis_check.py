@@ -45,7 +45,7 @@ AXIS_NAMES = {1: ("sequence",), 2: ("row", "column"), 3: ("text/time", "row", "c
 
 def first_layer_logits(model, inputs: torch.Tensor, queries: Positions, keys: Positions) -> torch.Tensor:
     """``(B, h, L, L)`` logits of the first layer before the softmax, queries at ``queries`` and keys at
-    ``keys`` (unmasked: a causal mask hides nothing the check reads)."""
+    ``keys``, no causal mask: every query–key pair is read, those a causal model hides too."""
     q, _ = model.first_queries_keys(inputs, queries)  # (B, h, L, d_head)
     _, k = model.first_queries_keys(inputs, keys)
     logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, h, L, L)
