@@ -10,7 +10,7 @@ import pandas as pd
 
 from posbench.guidance import GuidanceRow
 
-NO_RESULTS = "inconclusive: no declared comparison has results in these tables"
+NO_RESULTS = "inconclusive: no deciding comparison has results in these tables"  # withdrawn ones never decide
 
 
 def of_row(verdicts: pd.DataFrame, row: GuidanceRow, decides: bool = True) -> pd.DataFrame:
@@ -51,9 +51,14 @@ def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
 
 def evidence_lines(lines: pd.DataFrame, descriptive: pd.DataFrame) -> list[str]:
     """Each deciding comparison in one line, then each task's verdict where a row has several tasks,
-    the notes, then the declared comparisons outside the run's preset (descriptive only)."""
+    the notes, then the declared comparisons that do not decide: withdrawn ones with their reason and
+    result, those outside the run's preset (descriptive only)."""
     found = [] if lines.empty else deciding_lines(lines)
-    return found + [f"not in this preset, descriptive: {line}" for line in descriptive.get("line", [])]
+    reasons = (descriptive["withdrawn"].astype(object).fillna("") if "withdrawn" in descriptive
+               else [""] * len(descriptive))  # empty: not withdrawn (and verdicts.csv from before the column)
+    return found + [f"withdrawn ({reason}), its result: {line}" if reason
+                    else f"not in this preset, descriptive: {line}" for line, reason in
+                    zip(descriptive.get("line", []), reasons)]
 
 
 def deciding_lines(lines: pd.DataFrame) -> list[str]:
