@@ -184,7 +184,6 @@ class Transformer(nn.Module):
             return self.head(x.mean(dim=1))  # (B, n_classes)
         return self.head(x)  # (B, L, vocab)
 
-
     def embedded(self, inputs: torch.Tensor, positions: Positions) -> torch.Tensor:
         """The residual stream entering the first block: tokens embedded, the input hook applied ``(B, L, width)``."""
         return self.encoding.inject(self.embed(inputs), positions)
