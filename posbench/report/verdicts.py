@@ -37,12 +37,22 @@ def interval(line) -> str:
     return f"{line.effect:+.3f} [{line.ci_low:+.3f}, {line.ci_high:+.3f}] vs δ {line.margin:g}"
 
 
+def withdrawn(lines: pd.DataFrame) -> pd.DataFrame:
+    """The withdrawn comparisons among ``lines`` (a row's non-deciding ones)."""
+    if "withdrawn" not in lines:
+        return lines.iloc[0:0]
+    return lines[lines["withdrawn"].astype(object).fillna("") != ""]
+
+
 def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """Per deciding comparison: (comparison in a few words, effect [interval] vs δ, seeds, scope)."""
+    """Per comparison: (comparison in a few words, effect [interval] vs δ, seeds, scope); a withdrawn one
+    says so and why."""
     found = []
     for line in lines.itertuples(index=False):
         at = "" if line.length_ratio == 1 else f" at {line.length_ratio:g}×"
-        what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}"
+        reason = getattr(line, "withdrawn", "")
+        gone = f" — withdrawn, decides nothing ({reason})" if isinstance(reason, str) and reason else ""
+        what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}{gone}"
         trained = "" if pd.isna(line.train_len) else f", trained at {int(line.train_len)}"
         seeds, scope = f"{line.n_added}/{line.n_comparator}", f"{line.task}, {line.size}{trained}"
         found.append((what, interval(line), seeds, scope))
