@@ -139,7 +139,7 @@ class Mask:
         self.encoding, self.query, self.key, self.causal = encoding, query, key, causal
         self.q_len, self.k_len = len(query), len(key)
         self.first_query = self.k_len - self.q_len  # token index of the first query among the keys
-        self.rows = SETTINGS.block_size if causal else self.q_len
+        self.rows = mask_rows(self.path, encoding.n_heads, self.q_len, self.k_len, causal, dtype)
 
     def blocks(self):
         """``(start, stop, key_stop)`` per block of queries; ``key_stop`` ends the keys it may see."""
@@ -160,6 +160,16 @@ class Mask:
         """The encoding's bias hook on one block's query and key positions, causal ``-inf`` included."""
         bias = self.encoding.attention_bias(self.query[start:stop], self.key[:key_stop]).to(dtype)  # (h, q, k)
         return (mask_future(bias, self.first_query + start) if self.causal else bias)[None]
+
+
+def mask_rows(path: str, n_heads: int, q_len: int, k_len: int, causal: bool, dtype: torch.dtype) -> int:
+    """Queries per SDPA call on a mask path: ``block_size`` when causal, else all of them; on the
+    ``general_blocked`` path no more than a slice of ``max_mask_bytes`` holds (at least one)."""
+    rows = SETTINGS.block_size if causal else q_len
+    if path == "general_blocked":
+        row_bytes = n_heads * k_len * torch.finfo(dtype).bits // 8
+        rows = max(1, min(rows, SETTINGS.max_mask_bytes // row_bytes))
+    return rows
 
 
 def masked_sdpa(q_block, k, v, mask) -> torch.Tensor:
@@ -185,11 +195,6 @@ class GeneralBlockedMask(Mask):
     """A general bias too large to hold whole: each block's slice is built when the block runs."""
 
     path = "general_blocked"
-
-    def __init__(self, encoding, query, key, causal, dtype):
-        super().__init__(encoding, query, key, causal, dtype)
-        row_bytes = encoding.n_heads * self.k_len * torch.finfo(dtype).bits // 8
-        self.rows = max(1, min(self.rows, SETTINGS.max_mask_bytes // row_bytes))
 
     def block_mask(self, start, stop, key_stop, dtype):
         return self.general_block(start, stop, key_stop, dtype)

@@ -20,7 +20,8 @@ A cell that fails to build or warm up beside the others (an out-of-memory with e
 resident, say), or every cell when the shared process dies, is timed again alone in a fresh
 process (``latency.alone_because`` says why); only when that fails too does the cell's record take
 the latency pass's status (``oom`` or ``error``), its other sections kept. ``skipped`` on a device
-this machine lacks.
+this machine lacks; ``oom`` without being run when its analytic memory (:mod:`posbench.footprint`) is more
+than its device holds, the estimate as the reason.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import TextIO
 
 import torch
 
-from posbench import encodings, measure, records
+from posbench import encodings, footprint, measure, records
 from posbench.attention import choose_path
 from posbench.flops import analytic_flops, count_flops, decode_flops
 from posbench.model import SIZES, KVCache, ModelConfig, build_model, count_params
@@ -126,10 +127,8 @@ def length_problem(config: ProfileConfig) -> str | None:
 
     Reads the encoding's declared ``max_positions``, so no encoding name is special-cased here.
     """
-    cfg = model_config(config)
     try:
-        encoding = encodings.build(cfg.encoding, d_model=cfg.d_model, n_heads=cfg.n_heads,
-                                   max_len=cfg.max_len, causal=cfg.causal, **cfg.encoding_options)
+        encoding = footprint.encoding_of(model_config(config))  # never a table of max_len rows in memory
     except ValueError as error:
         return f"argument {'--hf-config' if config.encoding_options else '--encoding'}: {error}"
     limit, needed = encoding.max_positions, config.positions_needed
@@ -137,6 +136,31 @@ def length_problem(config: ProfileConfig) -> str | None:
         return (f"argument --seq-len: {needed} positions but {config.encoding}'s table has {limit} rows "
                 f"(--max-len {config.max_len}); allowed: 1 to {limit}, or a larger --max-len")
     return None
+
+
+def memory_problem(config: ProfileConfig) -> str | None:
+    """Why the cell cannot fit on its device: its analytic memory (:func:`posbench.footprint.cell_memory`)
+    is more than the device holds; ``None`` when it fits, or when this machine cannot see the device."""
+    capacity = footprint.device_memory(config.device)
+    if capacity is None:
+        return None
+    terms = footprint.cell_memory(model_config(config), config.batch, config.seq_len, config.mode,
+                                  DTYPES[config.dtype], config.device)
+    if sum(terms.values()) <= capacity:
+        return None
+    return (f"{config.seq_len} tokens of {config.encoding} at size {config.size} ({config.mode}, {config.dtype}, "
+            f"batch {config.batch}) need an estimated {footprint.described(terms)}, more than {config.device} "
+            f"holds ({footprint.human(capacity)})")
+
+
+def not_run(config: ProfileConfig) -> measure.ChildOutcome | None:
+    """The outcome of a cell that is not measured: ``skipped`` on a device this machine lacks, ``oom``
+    when its estimate is more than its device holds (:func:`memory_problem`); ``None``: measure it."""
+    reason = missing_device(config.device)
+    if reason:
+        return measure.ChildOutcome("skipped", reason)
+    too_large = memory_problem(config)
+    return measure.ChildOutcome("oom", f"not run: {too_large}") if too_large else None
 
 
 def missing_device(device: str) -> str | None:
@@ -173,11 +197,9 @@ def profile_together(configs: list[ProfileConfig], log: TextIO | None = None) ->
         raise ValueError("cells measured together must differ in their encoding only")
     if configs[0].threads:
         torch.set_num_threads(configs[0].threads)
-    outcomes = []
-    for config in configs:
-        reason = missing_device(config.device)
-        outcomes.append(measure.ChildOutcome("skipped", reason) if reason else
-                        host_kill_is_not_a_gpu_oom(config, measure.run_isolated(measure_cell, asdict(config))))
+    outcomes = [not_run(config)
+                or host_kill_is_not_a_gpu_oom(config, measure.run_isolated(measure_cell, asdict(config)))
+                for config in configs]
     passed = [i for i, outcome in enumerate(outcomes) if outcome.status == "ok"]
     for i, latency in zip(passed, time_latencies([configs[i] for i in passed])):
         if latency.status == "ok":

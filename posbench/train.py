@@ -231,12 +231,18 @@ def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = "fp32") -> 
     """Logits (float32, whatever the forward ran in) and targets flattened to ``(N, classes)`` and
     ``(N,)`` for every task shape, on the model's device; the forward in ``dtype``'s precision."""
     device = next(model.parameters()).device
-    laid_out = batch.positions is not None and model.encoding.axes == "multimodal"  # 1-D encodings read it flat
+    positions = batch.positions.to(device) if laid_out(model, batch) else None
     with autocast(device, dtype):
-        logits = model(batch.inputs.to(device), batch.positions.to(device) if laid_out else None)  # (B, T, V) or (B, C)
+        logits = model(batch.inputs.to(device), positions)  # (B, T, V) or (B, C)
     if logits.dim() == 2:
         logits = logits[:, None]  # (B, 1, C): one target per sequence
     return logits.flatten(0, 1).float(), batch.targets.to(device).flatten()
+
+
+def laid_out(model: nn.Module, batch: tasks.Batch) -> bool:
+    """Whether the model reads the batch's own layout (a multimodal encoding on a multimodal task); otherwise
+    its encoding's plain positions (a 1-D encoding reads the layout flat, a 2-D one its grid)."""
+    return batch.positions is not None and model.encoding.axes == "multimodal"
 
 
 @dataclass(frozen=True)

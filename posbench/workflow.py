@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import socket
+import sys
 from itertools import product
 from pathlib import Path
 
@@ -43,6 +44,7 @@ def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
     if error is not None:
         raise ConfigError(_one_line(error))
     _check_names(config)
+    _check_memory(config)
     return config
 
 
@@ -71,6 +73,42 @@ def _merged(base, over):
     if isinstance(base, list) and isinstance(over, list):
         return base + over
     return over
+
+
+def stop_on_unreadable_configfile(argv: list[str] | None = None) -> None:
+    """Exit with one line when a ``--configfile`` of this ``snakemake`` command line cannot be read as a config.
+
+    Snakemake reads every ``--configfile`` before it parses any Snakefile, and a missing or unreadable one
+    ends in its traceback (9.27: ``snakemake.common.configfile._load_configfile`` opens the file outside the
+    ``try`` whose ``except FileNotFoundError`` would turn it into one line). The one file of this workflow
+    Snakemake reads before that is its workflow profile, ``profiles/default/config.yaml``, rendered with YTE:
+    its ``__definitions__`` call this. The arguments are parsed by Snakemake's own parser, so every spelling
+    it accepts (``--configfiles``, ``--configfile=…``, several files) is read as it reads it."""
+    from snakemake.cli import get_argument_parser
+
+    args, _ = get_argument_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    problem = configfile_problem(args.configfile or [])
+    if problem:
+        sys.exit(f"posbench: {problem}")
+
+
+def configfile_problem(paths: list) -> str | None:
+    """Why one of ``paths`` is not a config file Snakemake could load (a YAML or JSON mapping), or ``None``."""
+    for path in paths:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"--configfile {path}: no such file"
+        except (OSError, UnicodeDecodeError) as error:
+            return f"--configfile {path}: cannot be read ({getattr(error, 'strerror', None) or error})"
+        except yaml.YAMLError as error:
+            where = getattr(error, "problem_mark", None)
+            line = f" at line {where.line + 1}" if where else ""
+            return f"--configfile {path}: not YAML or JSON{line} ({getattr(error, 'problem', None) or error})"
+        if not isinstance(loaded, dict):
+            return (f"--configfile {path}: expected a mapping of config keys (profile:, train:, …), "
+                    f"got {type(loaded).__name__}")
+    return None
 
 
 def _size_alias(config: dict) -> dict:
@@ -200,6 +238,23 @@ def _check_names(config: dict) -> None:
     if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
         raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
                           "train.comparisons and probe.encodings × widths select no cell; list at least one")
+
+
+def _check_memory(config: dict) -> None:
+    """Every profile cell fits its device: its analytic memory (:func:`posbench.profile.memory_problem`)
+    against what the device holds, for each device this machine sees; a cell on a device it cannot see
+    (cuda on a CPU-only login node) is left to its job, which records it ``oom`` without running it. The
+    longest lengths are checked first: one too long for every cell's table (``profile_max_len``) is named."""
+    from posbench.profile import ProfileConfig, memory_problem
+
+    profile = config["profile"]
+    devices, _ = resolve_devices(config["devices"])
+    for cell in sorted(profile_cells(config, devices), key=lambda cell: -cell["seq_len"]):
+        problem = memory_problem(ProfileConfig(**cell, max_len=profile_max_len(config), batch=profile["batch"],
+                                               dtype=profile["dtype"]))
+        if problem:
+            raise ConfigError(f"config key 'profile.seq_lens[{profile['seq_lens'].index(cell['seq_len'])}]': "
+                              f"{problem}; allowed: lengths whose cells fit their device")
 
 
 def _check_sweeps(train: dict) -> None:

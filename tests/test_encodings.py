@@ -789,7 +789,7 @@ def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
 
 
 def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
-    enc, rope = build("mrope", d_model=64, n_heads=2, sections=[3, 2, 11]), build("rope", d_model=64, n_heads=2)
+    enc, rope = build("mrope", d_model=64, n_heads=2, mrope_section=[3, 2, 11]), build("rope", d_model=64, n_heads=2)
     assert enc.sections == (3, 2, 11)
     ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
     query_rows, key_rows = enc.rows(Positions.from_ids(ids))  # (L, 16) each
@@ -803,7 +803,7 @@ def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
 def test_mrope_passes_rope_options_on_and_allows_an_empty_section(float64):
     """Family options (base, scaling, …) reach the angles; a section may hold no pair: (16, 0, 0) turns
     every pair by the text/time axis."""
-    enc = build("mrope", d_model=64, n_heads=2, base=500.0, sections=(16, 0, 0))
+    enc = build("mrope", d_model=64, n_heads=2, base=500.0, mrope_section=(16, 0, 0))
     rope = build("rope", d_model=64, n_heads=2, base=500.0)
     ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
     torch.testing.assert_close(enc.rows(Positions.from_ids(ids))[0], rope.angles.rows(Positions.from_ids(ids[:, 0])))
@@ -811,8 +811,72 @@ def test_mrope_passes_rope_options_on_and_allows_an_empty_section(float64):
 
 @pytest.mark.parametrize("sections", [(4, 6), (4, 6, 7), (-1, 9, 8), (1, 2, 3, 10)])
 def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
-    with pytest.raises(ValueError, match=r"three counts of frequency pairs summing to 16, got "):
-        build("mrope", d_model=64, n_heads=2, sections=sections)
+    with pytest.raises(ValueError, match=r"^mrope_section must be three counts of frequency pairs summing to 16, got "):
+        build("mrope", d_model=64, n_heads=2, mrope_section=sections)
+    with pytest.raises(ValueError, match=r"^mrope_section must be .* summing to 64, got "):
+        build("mrope", d_model=64, n_heads=2, mrope_section=sections, section_pairs=64)
+
+
+def hf_mrope_angles(ids, inv, section, interleaved):
+    """The angle of each frequency pair ``(L, d/2)`` as Hugging Face chooses it per axis from ``ids (L, 3)``
+    (t, h, w), written out: Qwen2-VL's ``apply_multimodal_rotary_pos_emb`` splits the doubled
+    ``mrope_section * 2`` chunks of cos/sin and takes chunk ``i`` from axis ``i % 3``; Qwen3-VL's
+    ``apply_interleaved_mrope`` starts from the t frequencies and overwrites ``freqs[..., 1:3·s_1:3]``
+    with h's and ``freqs[..., 2:3·s_2:3]`` with w's."""
+    freqs = ids.double().T[:, :, None] * inv  # (3, L, d/2)
+    if interleaved:
+        chosen = freqs[0].clone()
+        for axis in (1, 2):
+            chosen[..., axis:3 * section[axis]:3] = freqs[axis, ..., axis:3 * section[axis]:3]
+        return chosen
+    return torch.cat([chunk[i % 3] for i, chunk in enumerate(freqs.split(list(section), dim=-1))], dim=-1)
+
+
+def hf_mrope_rotate(x, ids, inv, section, interleaved):
+    """HF's rotation on the halves layout: ``emb = cat(freqs, freqs)``, ``x·cos + rotate_half(x)·sin``
+    (for Qwen2-VL the cat of the doubled sections picks the same axes in both halves)."""
+    angle = hf_mrope_angles(ids, inv, section, interleaved)  # (L, d/2)
+    cos, sin = torch.cat([angle.cos(), angle.cos()], -1), torch.cat([angle.sin(), angle.sin()], -1)
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
+@pytest.mark.parametrize("name,base,section,interleaved", [
+    ("mrope_qwen2vl", 1e6, (16, 24, 24), False), ("mrope_qwen3vl", 5e6, (24, 20, 20), True)])
+def test_mrope_presets_rotate_as_hugging_face_at_head_width_128(name, base, section, interleaved, float64):
+    """Any (t, h, w) ids, a 128-wide head: ours after the pairing permutation equals HF's layout."""
+    enc = build(name, d_model=256, n_heads=2, max_len=64)
+    assert (enc.sections, enc.interleaved, enc.angles.base) == (section, interleaved, base)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 200, (40, 3), generator=generator)  # unrelated axes, beyond max_len too
+    x = torch.randn(2, 40, 128, generator=generator)
+    inv = 1.0 / base ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    expected = to_neighbours(hf_mrope_rotate(x, ids, inv, section, interleaved))
+    torch.testing.assert_close(rotate(enc, to_neighbours(x), ids), expected, atol=1e-9, rtol=0)
+    same = build("mrope", d_model=256, n_heads=2, max_len=64, base=base, mrope_section=list(section),
+                 mrope_interleaved=interleaved)  # HF's config keys, at the head they were written for
+    torch.testing.assert_close(rotate(same, to_neighbours(x), ids), expected, atol=1e-9, rtol=0)
+
+
+def test_interleaved_mrope_pairs_follow_qwen3vl_rule():
+    """Pair i: rows at i % 3 == 1 and i < 3·s_1, columns at i % 3 == 2 and i < 3·s_2, else text/time."""
+    enc = build("mrope", d_model=64, n_heads=2, mrope_section=(7, 5, 4), mrope_interleaved=True)  # 16 pairs
+    assert enc.axis_of_pair.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 0, 0]
+    assert enc.axis_of_pair.bincount().tolist() == [7, 5, 4]
+    assert "sections=(7, 5, 4), interleaved" in enc.extra_repr()
+    with pytest.raises(ValueError, match=r"^interleaved mrope_section \(2, 7, 7\): rows need 3·s_1 <= 17"):
+        build("mrope", d_model=64, n_heads=2, mrope_section=(2, 7, 7), mrope_interleaved=True)
+    with pytest.raises(ValueError, match=r"^mrope_interleaved must be true or false, got 'yes'"):
+        build("mrope", d_model=64, n_heads=2, mrope_interleaved="yes")
+
+
+@pytest.mark.parametrize("name,d_model,n_heads,sections", [
+    ("mrope", 64, 4, (2, 3, 3)), ("mrope_qwen2vl", 64, 4, (2, 3, 3)), ("mrope_qwen3vl", 64, 4, (4, 2, 2)),
+    ("mrope_qwen2vl", 128, 4, (4, 6, 6)), ("mrope_qwen3vl", 128, 4, (6, 5, 5)),
+    ("mrope_qwen3vl", 16, 2, (2, 1, 1)), ("mrope_qwen3vl", 512, 8, (12, 10, 10))])
+def test_preset_sections_scale_to_the_head(name, d_model, n_heads, sections):
+    """Rows and columns ⌊s · pairs / 64⌋, text/time the rest: tiny's 16-wide head has 8 pairs."""
+    assert build(name, d_model=d_model, n_heads=n_heads).sections == sections
 
 
 @pytest.mark.parametrize("options,message", [

@@ -147,7 +147,8 @@ def test_preflight_passes_the_cpu_and_stops_a_missing_gpu_in_one_line(tmp_path, 
 
 
 def test_a_real_out_of_memory_becomes_an_oom_record(tmp_path, monkeypatch):
-    """The measurement process gets a 2.5 GiB address-space limit; the batch's embeddings alone take 4 GiB."""
+    """The measurement process gets a 2.5 GiB address-space limit; the batch's embeddings alone take 4 GiB.
+    (Its estimate, 44 GiB, would keep it from running on a machine with less; here the allocation must fail.)"""
     out = tmp_path / "oom.json"
     limit = int(2.5 * 2**30)
 
@@ -155,11 +156,26 @@ def test_a_real_out_of_memory_becomes_an_oom_record(tmp_path, monkeypatch):
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     monkeypatch.setattr(measure.subprocess, "run", functools.partial(subprocess.run, preexec_fn=limit_memory))
+    monkeypatch.setattr("posbench.footprint.device_memory", lambda device: None)  # as if the device were unseen
     assert profile_cli(out, "--encoding", "none", "--size", "tiny", "--seq-len", "1024", "--batch", "16384",
                        "--threads", "1") == 0
     record = records.read_record(out)
     assert record["status"] == "oom" and "allocate" in record["reason"], record["reason"]
     assert record["params"]["total"] == 131712  # what finished before the failure is kept
+
+
+def test_a_cell_no_machine_holds_is_recorded_oom_from_its_estimate_without_running(tmp_path, monkeypatch):
+    """10⁹ tokens: terabytes by the analytic count (posbench.footprint); the record says so, no child starts."""
+    monkeypatch.setattr(measure, "run_isolated", lambda *args: pytest.fail("a cell that cannot fit was run"))
+    out, manifest = tmp_path / "huge.json", tmp_path / "manifest.json"
+    assert profile_cli(out, "--encoding", "rope", "--size", "tiny", "--seq-len", "1000000000",
+                       "--manifest", str(manifest)) == 0
+    record = records.read_record(out)
+    assert record["status"] == "oom" and "params" not in record
+    assert record["reason"].startswith("not run: 1000000000 tokens of rope at size tiny (infer, float32, batch 1) "
+                                       "need an estimated 2.62 TiB (activations 2.56 TiB, weights 59.6 GiB), more "
+                                       "than cpu holds (")
+    assert json.loads(manifest.read_text())["records"][0]["status"] == "oom"
 
 
 # ----- bad arguments: one line, exit 2, nothing written ----------------------------------------

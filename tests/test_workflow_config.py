@@ -126,6 +126,10 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "sweep over widths as a word": (
         config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "d_models": "wide"}]}),
         "'train.sweeps[0].d_models': expected array, got 'wide'"),
+    "a length no device holds": (config(profile={"seq_lens": [64, 10**9]}),
+                                 "'profile.seq_lens[1]': 1000000000 tokens of rope at size tiny (infer, float32, "
+                                 "batch 1) need an estimated 2.62 TiB (activations 2.56 TiB, weights 59.6 GiB), more "
+                                 "than cpu holds ("),
     "misspelled sweep key": (
         config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope"], "width": [32]}]}),
         "unknown config key 'width' in 'train.sweeps[0]'; allowed: task, encodings, train_lengths, d_models"),
@@ -333,20 +337,92 @@ def test_the_deprecated_size_is_read_as_sizes():
     assert validate_config(config(train={"size": "small"}))["train"]["sizes"] == ["small"]
 
 
-def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
-    """End to end: exit code non-zero, one line naming the key, existing results untouched."""
-    results = tmp_path / "results"
+def snakemake(*arguments, timeout: int = 120) -> subprocess.CompletedProcess:
+    """``python -m snakemake ARGUMENTS`` from the repository root (so its workflow profile is read)."""
+    return subprocess.run([sys.executable, "-m", "snakemake", *map(str, arguments)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+
+
+def posbench_lines(run: subprocess.CompletedProcess) -> list[str]:
+    """What the run said on stderr besides Snakemake's notice of the workflow profile it read."""
+    return [line for line in run.stderr.splitlines() if line and not line.startswith("Using workflow specific profile")]
+
+
+def write_kept_record(results: Path) -> Path:
     kept = results / "records" / "keep.json"
     kept.parent.mkdir(parents=True)
     kept.write_text('{"untouched": true}')
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"results": str(results), "profile": {"encodings": ["rotary"]}}))
-    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(bad)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    return kept
+
+
+@pytest.mark.parametrize("profile, words", [
+    ({"encodings": ["rotary"]}, "'profile.encodings[0]': unknown 'rotary'; allowed:"),
+    ({"seq_lens": [1000000000]}, "'profile.seq_lens[0]': 1000000000 tokens of none at size base (infer, float32, "
+                                 "batch 1) need an estimated 10.2 TiB (activations 10.2 TiB, weights 12.5 MiB), more "
+                                 "than cpu holds ("),
+])
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, profile, words):
+    """End to end: exit code non-zero, one line naming the key, existing results untouched."""
+    results = tmp_path / "results"
+    kept = write_kept_record(results)
+    bad = write(tmp_path / "bad.yaml", yaml.safe_dump({"results": str(results), "profile": profile}))
+    run = snakemake("--cores", "1", "--configfile", bad)
     assert run.returncode != 0
     lines = [line for line in run.stderr.splitlines() if line.startswith("posbench:")]
-    assert lines == [lines[0]] and "'profile.encodings[0]': unknown 'rotary'; allowed:" in lines[0]
+    assert lines == [lines[0]] and words in lines[0]
+    assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
+
+
+UNREADABLE = {  # what --configfile names -> what the one line says after its path
+    "missing": (lambda tmp: tmp / "missing.yaml", ": no such file"),
+    "a folder": (lambda tmp: write(tmp / "folder", None), ": cannot be read (Is a directory)"),
+    "not YAML": (lambda tmp: write(tmp / "bad.yaml", "profile: [\n"),
+                 ": not YAML or JSON at line 2 (expected the node content, but found '<stream end>')"),
+    "not a mapping": (lambda tmp: write(tmp / "list.yaml", "- 1\n- 2\n"),
+                      ": expected a mapping of config keys (profile:, train:, …), got list"),
+}
+
+
+def write(path: Path, text: str | None) -> Path:
+    """``text`` into the file ``path``; ``None``: make ``path`` a folder."""
+    if text is None:
+        path.mkdir()
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_an_unreadable_configfile_is_named_in_one_line(tmp_path, case):
+    from posbench.workflow import configfile_problem
+
+    make, says = UNREADABLE[case]
+    path = make(tmp_path)
+    assert configfile_problem([ROOT / "workflow/smoke.yaml", path]) == f"--configfile {path}{says}"
+    assert configfile_problem([ROOT / "workflow/smoke.yaml", ROOT / "config.yaml"]) is None
+
+
+SPELLINGS = {  # how a command line names the bad file, given a good one too
+    "--configfile BAD": lambda good, bad: ["--configfile", bad],
+    "--configfiles GOOD BAD": lambda good, bad: ["--configfiles", good, bad],
+    "--configfile=BAD": lambda good, bad: [f"--configfile={bad}"],
+}
+
+
+@pytest.mark.parametrize("case, spelling", [("missing", "--configfile BAD"), ("missing", "--configfiles GOOD BAD"),
+                                            ("a folder", "--configfile=BAD")])
+def test_snakemake_stops_at_an_unreadable_configfile_in_one_line(tmp_path, case, spelling):
+    """End to end, before Snakemake's own loader (which would print a traceback): exit 1, one line naming
+    the file, however the option is spelled, and nothing written."""
+    results = tmp_path / "results"
+    kept = write_kept_record(results)
+    good = write(tmp_path / "good.yaml", yaml.safe_dump({"results": str(results)}))
+    make, says = UNREADABLE[case]
+    bad = make(tmp_path)
+    run = snakemake("-n", *SPELLINGS[spelling](good, bad))
+    assert run.returncode == 1, run.stderr
+    assert posbench_lines(run) == [f"posbench: --configfile {bad}{says}"]
     assert kept.read_text() == '{"untouched": true}' and sorted(results.rglob("*")) == [kept.parent, kept]
 
 
@@ -363,9 +439,7 @@ def test_a_device_the_config_names_but_this_machine_lacks_stops_the_run_at_prefl
                                    "python": sys.executable,
                                    "profile": {"encodings": ["rope"], "sizes": ["tiny"], "seq_lens": [32]}}))
     target = results / f"batches/box/profile/cuda/infer/tiny/L32/{encodings_key(['rope'])}.json"
-    run = subprocess.run([sys.executable, "-m", "snakemake", str(target), "--cores", "1", "--configfile", str(cfg)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    run = snakemake(target, "--cores", "1", "--configfile", cfg, timeout=300)
     assert run.returncode != 0
     reasons = [line for line in run.stderr.splitlines() if line.startswith("posbench preflight: error:")]
     assert reasons == [reasons[0]] and reasons[0].startswith("posbench preflight: error: cuda: no CUDA device visible")

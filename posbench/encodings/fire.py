@@ -49,5 +49,10 @@ class Fire(PositionalEncoding):
         forward = pairs + matmuls
         return forward if mode == "infer" else forward + 2 * matmuls + 2 * pairs + q_len
 
+    def bias_build_elements(self, q_len: int, k_len: int) -> int:
+        """The normalised distances ``(q, k)`` and the MLP's hidden layer before and after its ReLU
+        ``(q, k, hidden)`` each: alive together while the ReLU runs."""
+        return q_len * k_len * (1 + 2 * self.hidden)
+
 
 register("fire")(Fire)

@@ -347,25 +347,44 @@ class XPos(Rope):
     angles_type = XPosAngles
 
 
+QWEN2VL_SECTION, QWEN3VL_SECTION = (16, 24, 24), (24, 20, 20)  # HF's mrope_section, of 64 pairs (a 128-wide head)
+HF_SECTION_PAIRS = 64
+
+
 class MRope(Rope):
-    """M-RoPE in the style of Qwen2-VL: positions have three axes (text/time, row, column) and the
-    frequency pairs of each head are split into ``sections`` (pairs per axis, in that order), each
-    turned by its own axis. Frequencies run over the whole rotated width as in 1-D RoPE, so text —
-    one axis, or three equal axes — is turned exactly as 1-D RoPE turns it. Default sections: a
-    quarter of the pairs for text/time, the rest split evenly between rows and columns (Qwen2-VL's
-    16/24/24 of 64 pairs)."""
+    """M-RoPE (Qwen2-VL, Qwen3-VL): positions have three axes (text/time, row, column) and each frequency
+    pair of a head turns by one of them. Frequencies run over the whole rotated width as in 1-D RoPE, so
+    text — one axis, or three equal axes — is turned exactly as 1-D RoPE turns it.
+
+    Family options, with Hugging Face's names (``rope_parameters`` of Qwen2-VL / Qwen3-VL):
+
+    * ``mrope_section``: pairs per axis (text/time, rows, columns); default Qwen2-VL's (16, 24, 24).
+    * ``section_pairs``: the pairs ``mrope_section`` was written for (``None``: this head's, so it
+      must sum to them). Another count scales it to this head: rows and columns
+      ``⌊s · pairs / section_pairs⌋``, text/time the rest — at a 16-wide head (8 pairs) Qwen2-VL's
+      (16, 24, 24) of 64 becomes (2, 3, 3) and Qwen3-VL's (24, 20, 20) becomes (4, 2, 2).
+    * ``mrope_interleaved``: ``False`` (Qwen2-VL): contiguous sections, the first ``s_0`` pairs turn with
+      text/time, the next ``s_1`` with rows, the last ``s_2`` with columns, so columns get only the
+      lowest frequencies. ``True`` (Qwen3-VL's ``apply_interleaved_mrope``): pair ``i`` turns with rows
+      when ``i % 3 == 1`` and ``i < 3·s_1``, with columns when ``i % 3 == 2`` and ``i < 3·s_2``, else
+      with text/time, so every axis spans the spectrum.
+    """
 
     axes = "multimodal"
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
-                 sections: tuple[int, int, int] | list[int] | None = None, **rope_options):
+                 mrope_section: tuple[int, int, int] | list[int] | None = None, section_pairs: int | None = None,
+                 mrope_interleaved: bool = False, **rope_options):
         super().__init__(d_model, n_heads, max_len, causal, **rope_options)
         pairs = self.rotated // 2
-        spatial = 3 * pairs // 8
-        sections = tuple(sections) if sections is not None else (pairs - 2 * spatial, spatial, spatial)
-        if len(sections) != 3 or min(sections) < 0 or sum(sections) != pairs:
-            raise ValueError(f"sections must be three counts of frequency pairs summing to {pairs}, got {sections!r}")
-        self.sections = sections
+        if mrope_section is None:
+            mrope_section, section_pairs = QWEN2VL_SECTION, HF_SECTION_PAIRS
+        self.sections = scaled_section(tuple(mrope_section), section_pairs or pairs, pairs)
+        if not isinstance(mrope_interleaved, bool):
+            raise ValueError(f"mrope_interleaved must be true or false, got {mrope_interleaved!r}")
+        self.interleaved = mrope_interleaved
+        axis = pair_axes(self.sections, self.interleaved)  # (pairs,) 0 text/time, 1 rows, 2 columns
+        self.register_buffer("axis_of_pair", axis, persistent=False)
 
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.axes == 1:  # text only: every axis is the text position
@@ -373,13 +392,36 @@ class MRope(Rope):
         if positions.axes != 3:
             raise ValueError(f"mrope needs positions with 1 or 3 axes (text/time, row, column), got {positions.axes}")
         per_axis = [self.angles.query_key_rows(positions.axis(a)) for a in range(3)]  # 3 × ((L, pairs), (L, pairs))
-        bounds = [0, self.sections[0], self.sections[0] + self.sections[1], self.rotated // 2]
-        picked = [torch.cat([rows[side][:, bounds[a]:bounds[a + 1]] for a, rows in enumerate(per_axis)], dim=-1)
-                  for side in (0, 1)]  # (L, pairs) for queries, for keys
+        chosen = self.axis_of_pair.to(positions.ids.device)
+        picked = [torch.stack([rows[side] for rows in per_axis])  # (3, L, pairs)
+                  .gather(0, chosen.expand(1, len(positions), -1))[0] for side in (0, 1)]  # (L, pairs) each
         return picked[0], picked[1]
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, sections={self.sections}"
+        return f"{super().extra_repr()}, sections={self.sections}{', interleaved' if self.interleaved else ''}"
+
+
+def scaled_section(section: tuple[int, ...], section_pairs: int, pairs: int) -> tuple[int, int, int]:
+    """``mrope_section`` written for ``section_pairs`` pairs, at a head of ``pairs``: rows and columns
+    ``⌊s · pairs / section_pairs⌋``, text/time the rest (unchanged when the two counts agree)."""
+    if len(section) != 3 or min(section) < 0 or sum(section) != section_pairs:
+        raise ValueError(f"mrope_section must be three counts of frequency pairs summing to {section_pairs}, "
+                         f"got {section!r}")
+    rows, columns = (s * pairs // section_pairs for s in section[1:])
+    return pairs - rows - columns, rows, columns
+
+
+def pair_axes(sections: tuple[int, int, int], interleaved: bool) -> torch.Tensor:
+    """``(pairs,)`` the axis each frequency pair turns with: 0 text/time, 1 rows, 2 columns."""
+    pairs = sum(sections)
+    if not interleaved:
+        return torch.repeat_interleave(torch.arange(3), torch.tensor(sections))
+    if 3 * sections[1] > pairs + 1 or 3 * sections[2] > pairs:
+        raise ValueError(f"interleaved mrope_section {sections}: rows need 3·s_1 <= {pairs + 1} and columns "
+                         f"3·s_2 <= {pairs} pairs (pair i turns with rows at i % 3 == 1, columns at i % 3 == 2)")
+    i = torch.arange(pairs)
+    rows, columns = (i % 3 == 1) & (i < 3 * sections[1]), (i % 3 == 2) & (i < 3 * sections[2])
+    return rows.long() + 2 * columns.long()
 
 
 register("rope")(Rope)
@@ -388,4 +430,7 @@ register("rope_p50", rotary_fraction=0.5)(Rope)  # half of each head rotates, a 
 # partial_rotary_factor 0.5; GPT-NeoX used 0.25): not p-RoPE, which keeps part of the full-width ladder (p_rope.py)
 register("xpos")(XPos)
 register("mrope")(MRope)
+register("mrope_qwen2vl", base=1e6, mrope_section=QWEN2VL_SECTION, section_pairs=HF_SECTION_PAIRS)(MRope)
+register("mrope_qwen3vl", base=5e6, mrope_section=QWEN3VL_SECTION, section_pairs=HF_SECTION_PAIRS,
+         mrope_interleaved=True)(MRope)
 register("rope_randomized", randomized=True)(Rope)

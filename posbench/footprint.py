@@ -1,0 +1,188 @@
+"""The analytic memory of a cell: what it needs, known before it runs, so a cell no device can hold is
+refused (the workflow's config check) or recorded ``oom`` (a profile job) instead of being run.
+
+>>> from posbench import ModelConfig
+>>> from posbench.footprint import cell_memory
+>>> terms = cell_memory(ModelConfig.from_size("base", encoding="rope", max_len=10**9), 1, 10**9, "infer")
+>>> f"{sum(terms.values()) / 2**40:.1f} TiB"
+'10.4 TiB'
+
+Counted in bytes, term by term, from the model's config and its encoding's declared widths and hooks:
+
+* ``weights``: the parameters outside the encoding (:func:`rest_parameters`, the same count as
+  :class:`~posbench.model.Transformer` builds) and the encoding's own parameters and buffers (a learned,
+  sinusoid or rotary table of ``max_len`` rows, ALiBi's penalties), in the dtype they run in.
+* ``optimizer`` (train): gradients and AdamW's two moments, one float32 copy each of the parameters.
+* ``activations``: the largest set of ``(B, L, ·)`` tensors alive at once, per token. Inference (and a
+  decode cell's prefill): a block's residual stream before and after its attention, its normalised input
+  and the feed-forward's hidden layer before and after its activation, ``3·w + 2·d_ff``, or the
+  residual, normalised input and logits at the head if more. Training: what autograd keeps per layer
+  for the backward, ``11·w + 2·d_ff`` (residuals, both norms' outputs, q/k/v, attention output and its
+  reshaped copy, the hidden layer twice) and ``2·w`` more where q and k are rotated, plus one layer's
+  gradients in flight (``2·w + 2·d_ff``) and the logits three times (logits, log-softmax, gradient).
+* ``kv_cache`` (decode): keys and values of every layer for ``L + 1`` tokens, twice: a step appends
+  to the cache with ``torch.cat``, which copies it.
+* ``attention_bias``: what the attention path (:func:`posbench.attention.choose_path`, the model's own
+  choice) holds of the logit bias: the ``(h, 2L − 1)`` table of a relative bias; a general bias whole,
+  ``(h, L, L)``, or one block of query rows, with its causal copy and what building it holds besides
+  (:meth:`~posbench.encodings.base.PositionalEncoding.bias_build_elements`, FIRE's MLP). In training
+  every mask a layer uses is kept for the backward (every layer's blocks, on the blocked path), and a
+  trained bias gets a gradient of its size.
+* ``attention_scores``: logits, only where the kernel materialises them: FlexAttention run uncompiled (off
+  CUDA), the ``(B, h, L, L)`` logits and their softmax; and SDPA's math kernel, which runs where a mask
+  needs a gradient (a trained bias in training: the fused kernels give none) and keeps every block's
+  softmax for the backward. SDPA's fused kernels (flash on CPU, flash or memory-efficient on CUDA) and
+  compiled FlexAttention work in tiles.
+
+Not counted: the Python and torch runtime (about 290 MiB resident before any model exists, plus what the
+first kernels and the first optimizer step load: about 30 MiB, 110 MiB in training, measured on this
+project's 2-core AMD EPYC machine), the allocator's fragmentation and a CUDA context. The measured peak
+of small CPU cells over the estimate is stated and checked in ``tests/test_footprint.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+
+import torch
+
+from posbench import attention, encodings
+from posbench.encodings.base import PositionalEncoding
+from posbench.model import ModelConfig
+
+MODES = ("infer", "train", "decode")
+BUILT_UP_TO = 2**16  # positions up to which an encoding is built on the CPU to count its tables; meta beyond
+
+
+def cell_memory(cfg: ModelConfig, batch_size: int, seq_len: int, mode: str = "infer",
+                dtype: torch.dtype = torch.float32, device: str = "cpu") -> dict[str, int]:
+    """Bytes per term (see the module's doc) of one cell: a forward (``infer``), a training step with
+    AdamW (``train``: float32 weights, activations in ``dtype``) or a token generated after a
+    ``seq_len``-token prompt (``decode``), on ``device``; ``sum(result.values())`` is the estimate."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}; allowed: {', '.join(MODES)}")
+    enc = encoding_of(cfg)
+    width, n = enc.model_width, cfg.n_layers
+    d_ff, outputs = cfg.d_ff or 4 * width, cfg.n_classes or cfg.vocab_size
+    weight_bytes = _bytes(torch.float32 if mode == "train" else dtype)
+    size = _bytes(dtype)
+    tokens = batch_size * seq_len
+    parameters = rest_parameters(cfg) + sum(p.numel() for p in enc.parameters())
+    if mode == "train":
+        kept = 11 * width + 2 * d_ff + (2 * width if enc.rotated_width else 0)  # per layer, for the backward
+        per_token = n * kept + 2 * width + 2 * d_ff + 3 * outputs
+    else:
+        per_token = max(3 * width + 2 * d_ff, 2 * width + outputs)
+    bias, scores = _attention_elements(enc, n, batch_size, seq_len, cfg.causal, mode, dtype, device)
+    return {
+        "weights": rest_parameters(cfg) * weight_bytes + _tensor_bytes(enc, weight_bytes),
+        "optimizer": 3 * parameters * 4 if mode == "train" else 0,
+        "activations": tokens * per_token * size,
+        "kv_cache": 2 * 2 * n * batch_size * (seq_len + 1) * width * size if mode == "decode" else 0,
+        "attention_bias": bias * size,
+        "attention_scores": scores * size,
+    }
+
+
+def rest_parameters(cfg: ModelConfig) -> int:
+    """Parameters outside the encoding, as :class:`~posbench.model.Transformer` builds them: the token
+    embedding (or patch projection), per layer q/k/v and output projections, the feed-forward and two
+    layer norms, the final norm and the head (the tests check this against a built model)."""
+    enc = encoding_of(cfg)
+    width = enc.model_width
+    d_ff = cfg.d_ff or 4 * width
+    embedding = (cfg.patch_dim or cfg.vocab_size) * enc.token_width
+    block = 4 * width * width + 2 * width * d_ff + 2 * 2 * width
+    return embedding + cfg.n_layers * block + 2 * width + width * (cfg.n_classes or cfg.vocab_size)
+
+
+def _attention_elements(enc: PositionalEncoding, n_layers: int, batch_size: int, seq_len: int, causal: bool,
+                        mode: str, dtype: torch.dtype, device: str) -> tuple[int, int]:
+    """Elements of the logit bias and of materialised attention scores at their peak, in a forward (a
+    decode cell's prefill is one) or a training step at ``seq_len``."""
+    L, h = seq_len, enc.n_heads
+    path = attention.choose_path(enc, L, L, causal, dtype, device=device)
+    kind = attention.bias_kind(enc)
+    trained = mode == "train" and any(p.requires_grad for p in enc.parameters())
+    rows = attention.mask_rows(path, h, L, L, causal, dtype)
+    if path == "flex":
+        scores = 0 if device.startswith("cuda") else 2 * batch_size * h * L * L  # eager: logits and softmax
+    elif trained and path in attention.MASK_PATHS:  # SDPA's fused kernels give no mask gradient: math, which
+        scores = n_layers * batch_size * h * _logits(L, rows, causal)  # keeps every block's softmax
+    else:
+        scores = 0
+    if kind is None:
+        return 0, scores
+    if kind == "relative" and path in ("relative", "flex"):
+        return h * (2 * L - 1) * (1 + causal), scores  # the table and its causal copy
+    held = rows if path == "general_blocked" else L  # query rows of the bias built at once
+    copies = 1 + (causal and path != "flex")  # flex masks the future with a block mask, not a copy
+    one = copies * h * held * L + enc.bias_build_elements(held, L)  # one mask (or block) and its making
+    if mode != "train":
+        return one, scores
+    kept = n_layers * math.ceil(L / held) if path == "general_blocked" else 1  # blocks are built per layer
+    return one * kept * (2 if trained else 1), scores
+
+
+def _logits(seq_len: int, rows: int, causal: bool) -> int:
+    """Query-key pairs one layer computes in blocks of ``rows`` queries, each block (causal) up to its last query."""
+    if not causal:
+        return seq_len * seq_len
+    full, last = divmod(seq_len, rows)
+    return rows * rows * full * (full + 1) // 2 + last * seq_len
+
+
+def encoding_of(cfg: ModelConfig) -> PositionalEncoding:
+    """``cfg``'s encoding on the meta device (its tensors' shapes, no memory), to read its widths, hooks and
+    tensors: built for real on the CPU up to :data:`BUILT_UP_TO` positions and moved there (cheap), built
+    there directly beyond (the first meta operation of a process costs seconds of imports)."""
+    return _built(cfg.encoding, cfg.d_model, cfg.n_heads, cfg.max_len, cfg.causal,
+                  json.dumps(cfg.encoding_options, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _built(name: str, d_model: int, n_heads: int, max_len: int, causal: bool, options: str) -> PositionalEncoding:
+    with torch.device("cpu" if max_len <= BUILT_UP_TO else "meta"):
+        encoding = encodings.build(name, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal,
+                                   **json.loads(options))
+    return encoding.to("meta")
+
+
+def _tensor_bytes(module: torch.nn.Module, float_bytes: int) -> int:
+    """Parameters and buffers; floating-point ones at ``float_bytes`` (``Module.to(dtype)`` casts them)."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * (float_bytes if t.is_floating_point() else t.element_size()) for t in tensors)
+
+
+def _bytes(dtype: torch.dtype) -> int:
+    return torch.finfo(dtype).bits // 8
+
+
+def device_memory(device: str) -> int | None:
+    """Bytes ``device`` holds, or ``None`` when this process cannot see it: the machine's physical memory
+    for ``cpu``, a CUDA device's total memory (torch), MPS's recommended working set."""
+    kind, _, index = device.partition(":")
+    if kind == "cpu":
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if kind == "cuda" and torch.cuda.is_available() and int(index or 0) < torch.cuda.device_count():
+        return torch.cuda.get_device_properties(int(index or 0)).total_memory
+    mps = getattr(torch.backends, "mps", None)
+    if kind == "mps" and mps is not None and mps.is_available():
+        return torch.mps.recommended_max_memory()
+    return None
+
+
+def human(n_bytes: float) -> str:
+    """``3.52 TiB``: binary units, three significant digits."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    power = min(int(math.log(max(n_bytes, 1), 1024)), len(units) - 1)
+    return f"{n_bytes / 1024 ** power:.3g} {units[power]}" if power else f"{int(n_bytes)} B"
+
+
+def described(terms: dict[str, int]) -> str:
+    """``10.5 TiB (activations 10.5 TiB, weights 12.5 MiB)``: the total and its two largest terms."""
+    largest = sorted((t for t in terms.items() if t[1]), key=lambda t: -t[1])[:2]
+    return f"{human(sum(terms.values()))} ({', '.join(f'{name} {human(b)}' for name, b in largest)})"
