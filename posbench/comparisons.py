@@ -30,6 +30,9 @@ FIELDS = {"id": str, "task": str, "metric": str, "length_ratio": (int, float), "
 # Where an arm is trained away from its task's length or its size's width (rows 2 and 3): the training
 # length of both arms, and each arm's model width (d_model; a naive concat's E width). Left out: the defaults.
 AXES = {"train_length": int, "added_d_model": int, "comparator_d_model": int}
+# A comparison found unfit after its result was known stays declared (pre-registration forbids deleting it),
+# marked with the reason; it never decides and is shown as withdrawn beside its old result.
+OPTIONAL = {**AXES, "withdrawn": str}
 POWER_Z = 1.9600 + 0.8416  # z_0.975 + z_0.80: a one-sided 2.5 % test (one side of a 95 % interval), 80 % power
 
 
@@ -66,6 +69,7 @@ class Comparison:
     train_length: int | None = None  # both arms' training length; None: the task's
     added_d_model: int | None = None  # the added arm's model width; None: the size's
     comparator_d_model: int | None = None
+    withdrawn: str | None = None  # why the comparison no longer decides (e.g. "axis-blind: …"); None: it may
 
     @property
     def claim(self) -> str:
@@ -164,10 +168,11 @@ def _entries(row: str, entries, path: Path) -> list:
 def parse(row: str, entry, path: Path) -> Comparison:
     """One entry of ``row``, every key checked (type, known task/metric/encodings, sensible numbers)."""
     where = f"{path}: row {row!r}, comparison {entry.get('id', '?') if isinstance(entry, dict) else entry!r}"
-    if not isinstance(entry, dict) or not set(FIELDS) <= set(entry) <= set(FIELDS) | set(AXES):
+    if not isinstance(entry, dict) or not set(FIELDS) <= set(entry) <= set(FIELDS) | set(OPTIONAL):
         keys = sorted(entry) if isinstance(entry, dict) else []
-        raise ValueError(f"{where}: keys {keys}; required exactly: {', '.join(FIELDS)}; optional: {', '.join(AXES)}")
-    for key, kind in {**FIELDS, **AXES}.items():
+        raise ValueError(f"{where}: keys {keys}; required exactly: {', '.join(FIELDS)}; "
+                         f"optional: {', '.join(OPTIONAL)}")
+    for key, kind in {**FIELDS, **OPTIONAL}.items():
         if key in entry and (not isinstance(entry[key], kind) or isinstance(entry[key], bool)):
             raise ValueError(f"{where}: {key} = {entry[key]!r} has the wrong type; expected {_kind_name(kind)}")
     for key in AXES:
@@ -194,12 +199,14 @@ def parse(row: str, entry, path: Path) -> Comparison:
     for key in ("margin", "reference_spread"):
         if entry[key] <= 0:
             raise ValueError(f"{where}: {key} must be positive, got {entry[key]}")
+    if "withdrawn" in entry and not entry["withdrawn"].strip():
+        raise ValueError(f"{where}: withdrawn must say why (e.g. 'axis-blind: …'), got {entry['withdrawn']!r}")
     unknown = [p for p in entry["presets"] if p not in PRESETS]
     if unknown or not entry["presets"]:
         raise ValueError(f"{where}: presets {entry['presets']}; allowed: a non-empty list of {', '.join(PRESETS)}")
     return Comparison(entry["id"], row, entry["task"], entry["metric"], float(entry["length_ratio"]), entry["added"],
                       entry["comparator"], float(entry["margin"]), float(entry["reference_spread"]),
-                      tuple(entry["presets"]), *(entry.get(key) for key in AXES))
+                      tuple(entry["presets"]), *(entry.get(key) for key in OPTIONAL))
 
 
 def _kind_name(kind) -> str:

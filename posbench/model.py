@@ -62,8 +62,9 @@ class KVCache:
 
     Keys enter the cache already rotated (RoPE turns a key once, at its own position); logit biases
     are built for the new queries against every cached key from the stored key positions. Dynamic
-    NTK scaling is the exception where cached and full forwards differ: its frequencies follow the
-    sequence length, and a cached key keeps the ones of the step it entered at (as in Hugging Face).
+    NTK scaling and LongRoPE are the exceptions where cached and full forwards differ: their frequencies
+    follow the sequence length, and a cached key keeps the ones of the step it entered at (as in
+    Hugging Face).
     """
 
     keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head)
@@ -104,12 +105,18 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(width, 3 * width, bias=False)
         self.out = nn.Linear(width, width, bias=False)
 
-    def forward(self, x, encoding, positions, mask, causal, cache: tuple[KVCache, int] | None = None):
+    def queries_keys_values(self, x, encoding, positions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``x (B, L, width)`` -> q, k, v ``(B, h, L, d_head)``, q and k turned by the encoding at ``positions``."""
         B, L, width = x.shape
         qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
         # split on the (B, L, 3, h, d_head) layout: backward stacks the gradients straight into it (no copy)
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # 3 × (B, h, L, d_head)
         q, k = encoding.rotate(q, k, positions)
+        return q, k, v
+
+    def forward(self, x, encoding, positions, mask, causal, cache: tuple[KVCache, int] | None = None):
+        B, L, width = x.shape
+        q, k, v = self.queries_keys_values(x, encoding, positions)
         if cache is not None:
             k, v = cache[0].extend(cache[1], k, v)  # (B, h, T + L, d_head)
         y = attend(q, k, v, mask, causal)  # (B, h, L, d_head)
@@ -167,7 +174,7 @@ class Transformer(nn.Module):
         if positions is None:
             positions = self.encoding.positions(inputs.shape[1], inputs.device, past)  # ids (L,) or (L, axes)
         keys = positions if not past else cache.positions.then(positions)  # every token attended to
-        x = self.encoding.inject(self.embed(inputs), positions)  # (B, L, width)
+        x = self.embedded(inputs, positions)  # (B, L, width)
         mask = build_mask(self.encoding, positions, keys, self.cfg.causal, x.dtype)
         for layer, block in enumerate(self.blocks):
             x = block(x, self.encoding, positions, mask, self.cfg.causal, None if cache is None else (cache, layer))
@@ -177,6 +184,18 @@ class Transformer(nn.Module):
         if self.cfg.n_classes:
             return self.head(x.mean(dim=1))  # (B, n_classes)
         return self.head(x)  # (B, L, vocab)
+
+    def embedded(self, inputs: torch.Tensor, positions: Positions) -> torch.Tensor:
+        """The residual stream entering the first block: tokens embedded, the input hook applied ``(B, L, width)``."""
+        return self.encoding.inject(self.embed(inputs), positions)
+
+    def first_queries_keys(self, inputs: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first block's queries and keys ``(B, h, L, d_head)`` as :meth:`forward` forms them, every token at
+        ``positions`` (:mod:`posbench.axis_check` reads keys at moved positions against queries at their own)."""
+        block = self.blocks[0]
+        q, k, _ = block.attn.queries_keys_values(block.norm_attn(self.embedded(inputs, positions)), self.encoding,
+                                                 positions)
+        return q, k
 
 
 def build_model(cfg: ModelConfig) -> Transformer:

@@ -32,7 +32,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
 import torch
@@ -66,6 +66,8 @@ class ProfileConfig:
     min_repeats: int = 10
     min_seconds: float = 1.0
     seed: int = 0
+    # the encoding's family options (e.g. from --hf-config); None: its defaults. Not hashed: a dict is not hashable
+    encoding_options: dict | None = field(default=None, hash=False)
 
     def __post_init__(self):
         if self.max_len is None:  # the record states the table size actually built
@@ -75,6 +77,11 @@ class ProfileConfig:
     def positions_needed(self) -> int:
         """Positions a cell uses: ``seq_len``, and in decode mode the generated token's one more."""
         return self.seq_len + (self.mode == "decode")
+
+    def record_config(self) -> dict:
+        """The record's ``config``: ``asdict`` less ``encoding_options`` while unset, so records written
+        before the field existed keep their ``config_hash``."""
+        return records.config_fields(self, ("encoding_options",))
 
 
 def check(config: ProfileConfig) -> None:
@@ -107,7 +114,8 @@ def _require(ok, config: ProfileConfig, name: str, allowed: str) -> None:
 
 
 def model_config(config: ProfileConfig) -> ModelConfig:
-    return ModelConfig.from_size(config.size, encoding=config.encoding, max_len=config.max_len)
+    return ModelConfig.from_size(config.size, encoding=config.encoding, max_len=config.max_len,
+                                 encoding_options=config.encoding_options or {})
 
 
 def length_problem(config: ProfileConfig) -> str | None:
@@ -118,7 +126,7 @@ def length_problem(config: ProfileConfig) -> str | None:
     try:
         encoding = footprint.encoding_of(model_config(config))  # never a table of max_len rows in memory
     except ValueError as error:
-        return f"argument --encoding: {error}"
+        return f"argument {'--hf-config' if config.encoding_options else '--encoding'}: {error}"
     limit, needed = encoding.max_positions, config.positions_needed
     if limit is not None and needed > limit:
         return (f"argument --seq-len: {needed} positions but {config.encoding}'s table has {limit} rows "
@@ -183,7 +191,7 @@ def profile_together(configs: list[ProfileConfig], log: TextIO | None = None) ->
             outcomes[i] = measure.ChildOutcome(latency.status, f"latency pass: {latency.reason}", outcomes[i].sections)
     found = []
     for config, outcome in zip(configs, outcomes):
-        record = records.new_record("profile", asdict(config), outcome.status, outcome.reason)
+        record = records.new_record("profile", config.record_config(), outcome.status, outcome.reason)
         record.update(outcome.sections)
         print(summary(record), file=log or sys.stderr)
         found.append(record)

@@ -89,6 +89,7 @@ class TrainConfig:
     device: str = CPU  # devices.TRAINING_DEVICES: cpu, cuda or cuda:N
     dtype: str = FLOAT32  # or bfloat16: autocast with float32 weights (see the module's docstring)
     eval_scaling: tuple[str, ...] = ()  # training-free RoPE scalings also evaluated after training, e.g. yarn:4
+    encoding_options: dict | None = None  # the encoding's family options (e.g. from --hf-config); None: its defaults
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Job:
     lr: float
 
     def record_config(self) -> dict:
-        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling", "d_model"))
+        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling", "d_model", "encoding_options"))
         if "eval_scaling" in recorded:
             recorded["eval_scaling"] = list(recorded["eval_scaling"])  # JSON has arrays, not tuples
         return {**recorded, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
@@ -125,19 +126,21 @@ def resolve(config: TrainConfig) -> Job:
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
     task = tasks.get(config.task, **config.task_options)
-    model = model_config(task, config.encoding, config.size, config.d_model)
+    model = model_config(task, config.encoding, config.size, config.d_model, config.encoding_options)
     check_eval_scaling(config.encoding, config.eval_scaling, task.sequence_length(task.train_length))
     return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
                config.lr or task.lr)
 
 
-def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None = None) -> ModelConfig:
+def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None = None,
+                 encoding_options: dict | None = None) -> ModelConfig:
     """The model for ``task``: its vocabulary/classes/patches, and positions for its longest evaluation.
 
     ``d_model`` replaces the size's width (depth and heads stay the size's): the axis of a
     parameter-budget sweep. A 2-D encoding gets the task's grid; a 1-D encoding reads the grid row by
     row (flattened). A 2-D encoding on a task without a grid is an error rather than an arbitrary
-    square grid.
+    square grid. ``encoding_options`` go to the encoding's family, checked here by building it: a bad
+    one is a ``ValueError`` before any training.
     """
     options = dict(task.model_options())
     grid = options.pop("grid", None)
@@ -145,12 +148,15 @@ def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None
     if d_model is not None:
         check_width(size, d_model)
         options["d_model"] = d_model
-    cfg = ModelConfig.from_size(size, max_len=max_len, encoding=encoding, **options)
+    cfg = ModelConfig.from_size(size, max_len=max_len, encoding=encoding, encoding_options=encoding_options or {},
+                                **options)
+    if encoding_options:
+        encodings.build(encoding, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=cfg.max_len, **encoding_options)
     reads_grid = encodings.traits(encoding).axes == "2d"
     if reads_grid and grid is None:
         grid_tasks = [n for n in tasks.names() if "grid" in tasks.get(n).model_options()]
         raise ValueError(f"encoding {encoding!r} needs a task on a grid; tasks with a grid: {', '.join(grid_tasks)}")
-    return cfg.replace(encoding_options={"grid": grid}) if reads_grid else cfg
+    return cfg.replace(encoding_options={**cfg.encoding_options, "grid": grid}) if reads_grid else cfg
 
 
 def check_width(size: str, d_model: int) -> None:
@@ -206,12 +212,18 @@ def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = FLOAT32) ->
     """Logits (float32, whatever the forward ran in) and targets flattened to ``(N, classes)`` and
     ``(N,)`` for every task shape, on the model's device; the forward in ``dtype``'s precision."""
     device = next(model.parameters()).device
-    laid_out = batch.positions is not None and model.encoding.axes == "multimodal"  # 1-D encodings read it flat
+    positions = batch.positions.to(device) if laid_out(model, batch) else None
     with autocast(device, dtype):
-        logits = model(batch.inputs.to(device), batch.positions.to(device) if laid_out else None)  # (B, T, V) or (B, C)
+        logits = model(batch.inputs.to(device), positions)  # (B, T, V) or (B, C)
     if logits.dim() == 2:
         logits = logits[:, None]  # (B, 1, C): one target per sequence
     return logits.flatten(0, 1).float(), batch.targets.to(device).flatten()
+
+
+def laid_out(model: nn.Module, batch: tasks.Batch) -> bool:
+    """Whether the model reads the batch's own layout (a multimodal encoding on a multimodal task); otherwise
+    its encoding's plain positions (a 1-D encoding reads the layout flat, a 2-D one its grid)."""
+    return batch.positions is not None and model.encoding.axes == "multimodal"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import advise, claims, comparisons, evidence, guidance
+from posbench import advise, axis_check, claims, comparisons, evidence, guidance
 from posbench.records import write_atomically
 from posbench.tables import Tables, load
 
@@ -45,18 +45,24 @@ def results_frame(tables: Tables) -> pd.DataFrame:
 
 def deciding(preset: str | None) -> list[comparisons.Comparison]:
     """The comparisons that decide the rows: those the preset that made the tables declares (every one
-    for a preset the file does not name, e.g. a custom config)."""
-    return comparisons.load().in_preset(preset if preset in comparisons.PRESETS else "all")
+    for a preset the file does not name, e.g. a custom config), withdrawn ones aside."""
+    declared = comparisons.load().in_preset(preset if preset in comparisons.PRESETS else "all")
+    return [c for c in declared if not c.withdrawn]
 
 
 def verdict_table(tables: Tables, preset: str | None) -> pd.DataFrame:
     """``verdicts.csv``: one row per comparison and size, with the declaration's hash; ``decides`` is
-    false for a comparison outside the run's preset (its row verdict is then its own, descriptive)."""
+    false for a comparison outside the run's preset or withdrawn (``withdrawn`` says why; its row verdict
+    is then its own, descriptive). A declared comparison with an arm blind on an axis of its task, at a
+    size the results hold, is refused (:func:`posbench.axis_check.refuse_blind`)."""
     declared = comparisons.load()
+    results = results_frame(tables)
+    sizes = results.dropna(subset=["size"]).groupby("task")["size"].unique().to_dict()  # task -> sizes with results
+    axis_check.refuse_blind(list(declared.comparisons), sizes)
     chosen = deciding(preset)
     frames = []
     for decides, these in ((True, chosen), (False, [c for c in declared.comparisons if c not in chosen])):
-        judgements = evidence.judge(declared, results_frame(tables), tables.items, these)
+        judgements = evidence.judge(declared, results, tables.items, these)
         frames.append(_with_wording(evidence.table(judgements), judgements).assign(decides=decides))
     found = [f for f in frames if not f.empty]
     frame = pd.concat(found, ignore_index=True) if found else frames[0]
@@ -72,7 +78,8 @@ def _with_wording(frame: pd.DataFrame, judgements: list[evidence.RowJudgement]) 
     judged = [(judgement, j) for judgement in judgements for j in judgement.judged]  # evidence.table's order
     return frame.assign(row_shown=[judgement.shown for judgement, _ in judged],
                         row_rule=[rule(guidance.BY_KEY[judgement.row]) for judgement, _ in judged],
-                        line=[j.line() for _, j in judged], notes=["\n".join(j.notes) for _, j in judged])
+                        line=[j.line() for _, j in judged], notes=["\n".join(j.notes) for _, j in judged],
+                        withdrawn=[j.comparison.withdrawn or "" for _, j in judged])
 
 
 def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:

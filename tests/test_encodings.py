@@ -62,7 +62,7 @@ def test_a_bias_that_is_looked_up_costs_no_flops_to_build(name):
 
 def test_only_rotary_encodings_can_be_rescaled():
     with pytest.raises(ValueError, match=r"^Sinusoidal has no rotary frequencies to scale; eval scaling applies "
-                                         r"to the RoPE family \(rope, rope_\*, xpos, mrope\)$"):
+                                         r"to the RoPE family \(rope, rope_\*, p_rope\*, xpos, mrope\)$"):
         build("sinusoidal").rescaled(None)
 
 
@@ -552,6 +552,12 @@ def hf_inv_freq(d, base, scaling=None, seq_len=None):
         ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
         extrapolation = 1 - ramp
         return inv / s * (1 - extrapolation) + inv * extrapolation, 0.1 * math.log(s) + 1.0
+    if kind == "longrope":  # the long factors once the sequence (largest id + 1) passes the original length
+        divisors = scaling["long_factor"] if seq_len and seq_len > original else scaling["short_factor"]
+        attention = scaling.get("attention_factor")
+        if attention is None:
+            attention = 1.0 if s <= 1.0 else math.sqrt(1 + math.log(s) / math.log(original))
+        return 1.0 / (torch.tensor(divisors, dtype=torch.float64) * base ** (torch.arange(0, d, 2) / d)), attention
     low_f, high_f = scaling["low_freq_factor"], scaling["high_freq_factor"]  # llama3
     wavelength = 2 * math.pi / inv
     llama = torch.where(wavelength > original / low_f, inv / s, inv)
@@ -638,9 +644,54 @@ def test_dynamic_scaling_is_plain_rope_within_the_training_length(float64):
     assert not torch.allclose(scaled.angles.rows(P(64))[:32], build("rope", max_len=128).angles.rows(P(32)))
 
 
+LONGROPE = {"rope_type": "longrope", "factor": 8.0, "original_max_position_embeddings": 32,  # 8 pairs: d_head 16
+            "short_factor": [1.0, 1.02, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0],
+            "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]}
+
+
+@pytest.mark.parametrize("length", [20, 32, 33, 100])
+@pytest.mark.parametrize("attention_factor", [None, 1.5])
+def test_longrope_rotation_equals_hugging_face_below_and_above_the_original_length(length, attention_factor, float64):
+    """Up to 32 positions (ids 0 … 31) the short factors, from 33 on the long ones, with HF's attention
+    factor sqrt(1 + ln 8 / ln 32) = sqrt(1.6) unless one is given; beyond the cache (100 > 64) as well."""
+    scaling = LONGROPE if attention_factor is None else {**LONGROPE, "attention_factor": attention_factor}
+    enc = build("rope", d_model=32, n_heads=2, max_len=64, base=5000.0, scaling=scaling)
+    inv, factor = hf_inv_freq(16, 5000.0, scaling, seq_len=length)
+    assert factor == pytest.approx(math.sqrt(1.6) if attention_factor is None else 1.5)
+    x = torch.randn(3, length, 16)  # HF layout
+    expected = hf_rotate(x, torch.arange(length), inv, factor)
+    torch.testing.assert_close(rotate(enc, to_neighbours(x), torch.arange(length)), to_neighbours(expected),
+                               atol=1e-9, rtol=0)
+
+
+def test_longrope_switches_by_the_largest_position_as_hugging_face_does(float64):
+    """HF's seq_len is the largest id + 1: a decoding step at id 40 alone turns by the long factors, one at
+    id 31 alone by the short ones (both within the cache of 64 rows)."""
+    enc = build("rope", d_model=32, n_heads=2, max_len=64, scaling=LONGROPE)
+    short, _ = hf_inv_freq(16, 10000.0, LONGROPE, seq_len=32)
+    long, factor = hf_inv_freq(16, 10000.0, LONGROPE, seq_len=33)
+    torch.testing.assert_close(enc.angles.rows(Positions.from_ids(torch.tensor([40]))),
+                               torch.polar(torch.full((1, 8), factor, dtype=torch.float64), 40 * long[None]))
+    torch.testing.assert_close(enc.angles.rows(Positions.from_ids(torch.tensor([31]))),
+                               torch.polar(torch.full((1, 8), factor, dtype=torch.float64), 31 * short[None]))
+
+
+def test_longrope_factor_at_most_one_gives_attention_factor_one_and_the_factors_must_fit_the_pairs():
+    assert build("rope", d_model=32, n_heads=2, scaling={**LONGROPE, "factor": 1.0}).angles.attention_factor == 1.0
+    with pytest.raises(ValueError) as wrong:
+        build("rope", d_model=64, n_heads=2, scaling=LONGROPE)  # d_head 32: 16 pairs
+    assert str(wrong.value) == ("scaling (longrope) short_factor has 8 values; a rotated width of 32 needs 16, "
+                                "one per frequency pair")
+    with pytest.raises(ValueError, match=r"^scaling \(longrope\) needs long_factor, short_factor; allowed keys: "
+                                         r"attention_factor, factor, long_factor, original_max_position_embeddings, "
+                                         r"short_factor$"):
+        build("rope", scaling={"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 8})
+
+
 @pytest.mark.parametrize("name,options", [
     ("rope", {"scaling": SCALINGS[0]}), ("rope", {"scaling": SCALINGS[2]}), ("rope", {"scaling": SCALINGS[4]}),
-    ("rope_p50", {}), ("rope_theta500k", {}), ("xpos", {}), ("mrope", {})])
+    ("rope", {"scaling": {**LONGROPE, "original_max_position_embeddings": 8}}),
+    ("rope_p50", {}), ("rope_theta500k", {}), ("xpos", {}), ("mrope", {}), ("p_rope", {}), ("p_rope_25", {})])
 def test_scaled_and_decayed_rotary_logits_depend_only_on_offset(name, options, float64):
     enc = build(name, d_model=64, n_heads=4, max_len=256, **options)
     q, k = torch.randn(4, 20, 16), torch.randn(4, 20, 16)
@@ -738,7 +789,7 @@ def test_mrope_on_text_equals_rope_and_turns_each_section_by_its_axis(float64):
 
 
 def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
-    enc, rope = build("mrope", d_model=64, n_heads=2, sections=[3, 2, 11]), build("rope", d_model=64, n_heads=2)
+    enc, rope = build("mrope", d_model=64, n_heads=2, mrope_section=[3, 2, 11]), build("rope", d_model=64, n_heads=2)
     assert enc.sections == (3, 2, 11)
     ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
     query_rows, key_rows = enc.rows(Positions.from_ids(ids))  # (L, 16) each
@@ -752,7 +803,7 @@ def test_mrope_sections_of_unequal_sizes_turn_by_their_own_axes(float64):
 def test_mrope_passes_rope_options_on_and_allows_an_empty_section(float64):
     """Family options (base, scaling, …) reach the angles; a section may hold no pair: (16, 0, 0) turns
     every pair by the text/time axis."""
-    enc = build("mrope", d_model=64, n_heads=2, base=500.0, sections=(16, 0, 0))
+    enc = build("mrope", d_model=64, n_heads=2, base=500.0, mrope_section=(16, 0, 0))
     rope = build("rope", d_model=64, n_heads=2, base=500.0)
     ids = torch.stack([torch.arange(10), torch.arange(10) // 4, torch.arange(10) % 4], -1)  # (L, 3)
     torch.testing.assert_close(enc.rows(Positions.from_ids(ids))[0], rope.angles.rows(Positions.from_ids(ids[:, 0])))
@@ -760,14 +811,78 @@ def test_mrope_passes_rope_options_on_and_allows_an_empty_section(float64):
 
 @pytest.mark.parametrize("sections", [(4, 6), (4, 6, 7), (-1, 9, 8), (1, 2, 3, 10)])
 def test_mrope_sections_must_be_three_counts_summing_to_the_pairs(sections):
-    with pytest.raises(ValueError, match=r"three counts of frequency pairs summing to 16, got "):
-        build("mrope", d_model=64, n_heads=2, sections=sections)
+    with pytest.raises(ValueError, match=r"^mrope_section must be three counts of frequency pairs summing to 16, got "):
+        build("mrope", d_model=64, n_heads=2, mrope_section=sections)
+    with pytest.raises(ValueError, match=r"^mrope_section must be .* summing to 64, got "):
+        build("mrope", d_model=64, n_heads=2, mrope_section=sections, section_pairs=64)
+
+
+def hf_mrope_angles(ids, inv, section, interleaved):
+    """The angle of each frequency pair ``(L, d/2)`` as Hugging Face chooses it per axis from ``ids (L, 3)``
+    (t, h, w), written out: Qwen2-VL's ``apply_multimodal_rotary_pos_emb`` splits the doubled
+    ``mrope_section * 2`` chunks of cos/sin and takes chunk ``i`` from axis ``i % 3``; Qwen3-VL's
+    ``apply_interleaved_mrope`` starts from the t frequencies and overwrites ``freqs[..., 1:3·s_1:3]``
+    with h's and ``freqs[..., 2:3·s_2:3]`` with w's."""
+    freqs = ids.double().T[:, :, None] * inv  # (3, L, d/2)
+    if interleaved:
+        chosen = freqs[0].clone()
+        for axis in (1, 2):
+            chosen[..., axis:3 * section[axis]:3] = freqs[axis, ..., axis:3 * section[axis]:3]
+        return chosen
+    return torch.cat([chunk[i % 3] for i, chunk in enumerate(freqs.split(list(section), dim=-1))], dim=-1)
+
+
+def hf_mrope_rotate(x, ids, inv, section, interleaved):
+    """HF's rotation on the halves layout: ``emb = cat(freqs, freqs)``, ``x·cos + rotate_half(x)·sin``
+    (for Qwen2-VL the cat of the doubled sections picks the same axes in both halves)."""
+    angle = hf_mrope_angles(ids, inv, section, interleaved)  # (L, d/2)
+    cos, sin = torch.cat([angle.cos(), angle.cos()], -1), torch.cat([angle.sin(), angle.sin()], -1)
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
+@pytest.mark.parametrize("name,base,section,interleaved", [
+    ("mrope_qwen2vl", 1e6, (16, 24, 24), False), ("mrope_qwen3vl", 5e6, (24, 20, 20), True)])
+def test_mrope_presets_rotate_as_hugging_face_at_head_width_128(name, base, section, interleaved, float64):
+    """Any (t, h, w) ids, a 128-wide head: ours after the pairing permutation equals HF's layout."""
+    enc = build(name, d_model=256, n_heads=2, max_len=64)
+    assert (enc.sections, enc.interleaved, enc.angles.base) == (section, interleaved, base)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 200, (40, 3), generator=generator)  # unrelated axes, beyond max_len too
+    x = torch.randn(2, 40, 128, generator=generator)
+    inv = 1.0 / base ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    expected = to_neighbours(hf_mrope_rotate(x, ids, inv, section, interleaved))
+    torch.testing.assert_close(rotate(enc, to_neighbours(x), ids), expected, atol=1e-9, rtol=0)
+    same = build("mrope", d_model=256, n_heads=2, max_len=64, base=base, mrope_section=list(section),
+                 mrope_interleaved=interleaved)  # HF's config keys, at the head they were written for
+    torch.testing.assert_close(rotate(same, to_neighbours(x), ids), expected, atol=1e-9, rtol=0)
+
+
+def test_interleaved_mrope_pairs_follow_qwen3vl_rule():
+    """Pair i: rows at i % 3 == 1 and i < 3·s_1, columns at i % 3 == 2 and i < 3·s_2, else text/time."""
+    enc = build("mrope", d_model=64, n_heads=2, mrope_section=(7, 5, 4), mrope_interleaved=True)  # 16 pairs
+    assert enc.axis_of_pair.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 0, 0]
+    assert enc.axis_of_pair.bincount().tolist() == [7, 5, 4]
+    assert "sections=(7, 5, 4), interleaved" in enc.extra_repr()
+    with pytest.raises(ValueError, match=r"^interleaved mrope_section \(2, 7, 7\): rows need 3·s_1 <= 17"):
+        build("mrope", d_model=64, n_heads=2, mrope_section=(2, 7, 7), mrope_interleaved=True)
+    with pytest.raises(ValueError, match=r"^mrope_interleaved must be true or false, got 'yes'"):
+        build("mrope", d_model=64, n_heads=2, mrope_interleaved="yes")
+
+
+@pytest.mark.parametrize("name,d_model,n_heads,sections", [
+    ("mrope", 64, 4, (2, 3, 3)), ("mrope_qwen2vl", 64, 4, (2, 3, 3)), ("mrope_qwen3vl", 64, 4, (4, 2, 2)),
+    ("mrope_qwen2vl", 128, 4, (4, 6, 6)), ("mrope_qwen3vl", 128, 4, (6, 5, 5)),
+    ("mrope_qwen3vl", 16, 2, (2, 1, 1)), ("mrope_qwen3vl", 512, 8, (12, 10, 10))])
+def test_preset_sections_scale_to_the_head(name, d_model, n_heads, sections):
+    """Rows and columns ⌊s · pairs / 64⌋, text/time the rest: tiny's 16-wide head has 8 pairs."""
+    assert build(name, d_model=d_model, n_heads=n_heads).sections == sections
 
 
 @pytest.mark.parametrize("options,message", [
     ({"scaling": {"rope_type": "ntk", "factor": 2.0}},
-     "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3"),
-    ({"scaling": "yarn"}, "scaling.rope_type 'yarn'; allowed: linear, dynamic, yarn, llama3"),
+     "scaling.rope_type 'ntk'; allowed: linear, dynamic, yarn, llama3, longrope"),
+    ({"scaling": "yarn"}, "scaling.rope_type 'yarn'; allowed: linear, dynamic, yarn, llama3, longrope"),
     ({"scaling": {"rope_type": "yarn", "factor": 2.0}}, r"scaling \(yarn\) needs original_max_position_embeddings"),
     ({"scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 3}}, r"key 'beta_fast' is not allowed"),
     ({"scaling": {"rope_type": "linear", "factor": 0.5}}, "factor must be >= 1"),
@@ -823,6 +938,68 @@ def test_any_base_above_one_is_allowed(float64):
 def test_linear_scaling_by_one_is_plain_rope(float64):
     scaled = build("rope", scaling={"rope_type": "linear", "factor": 1.0})
     torch.testing.assert_close(scaled.angles.rows(P(64)), build("rope").angles.rows(P(64)), atol=0, rtol=0)
+
+
+# ----- p-RoPE ------------------------------------------------------------------------------------
+
+def paper_p_rope(x, positions, p, base=10000.0):
+    """The paper's ``apply_p_rope`` (Barbero et al. 2025, appendix; Gemma's ``apply_rope`` with
+    ``rope_proportion``) written out on the halves layout: ``int(p·d // 2)`` pairs at timescale
+    ``base^(2i/d)``, the rest at an infinite timescale (angle 0)."""
+    d = x.shape[-1]
+    kept = int(p * d // 2)
+    timescale = torch.cat([base ** (2 * torch.arange(kept, dtype=torch.float64) / d),
+                           torch.full((d // 2 - kept,), math.inf, dtype=torch.float64)])
+    angle = positions.double()[:, None] / timescale  # (L, d/2)
+    first, second = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([first * angle.cos() - second * angle.sin(), second * angle.cos() + first * angle.sin()], -1)
+
+
+@pytest.mark.parametrize("name,p,d_head", [("p_rope", 0.75, 32), ("p_rope_25", 0.25, 32), ("p_rope_25", 0.25, 20),
+                                           ("p_rope", 0.75, 6)])
+def test_p_rope_equals_the_papers_formula_after_the_pairing_permutation(name, p, d_head, float64):
+    """d_head 20 at p 0.25: int(5.0 // 2) = 2 pairs; d_head 6 at 0.75: int(4.5 // 2) = 2 of 3."""
+    enc = build(name, d_model=2 * d_head, n_heads=2, max_len=64)
+    x = torch.randn(3, 70, d_head)  # positions beyond the cache of 64 too
+    torch.testing.assert_close(rotate(enc, to_neighbours(x), torch.arange(70)),
+                               to_neighbours(paper_p_rope(x, torch.arange(70), p)), atol=1e-9, rtol=0)
+    assert enc.rotated_width == 2 * 2 * int(p * d_head // 2)
+
+
+def test_p_rope_turns_its_pairs_as_rope_and_leaves_the_slowest_unturned(float64):
+    """p 0.25 of a 32-wide head: pairs 0 … 3 turn at rope's frequencies 10000^(-2i/32), pairs 4 … 15 (the
+    lowest frequencies) pass through bit for bit; rope_p50 at the same width lays a ladder over 16 dims."""
+    p_rope, rope = build("p_rope_25", d_model=64, n_heads=2), build("rope", d_model=64, n_heads=2)
+    torch.testing.assert_close(p_rope.angles.rows(P(40)), rope.angles.rows(P(40))[:, :4], atol=0, rtol=0)
+    x = torch.randn(2, 40, 32)
+    turned = rotate(p_rope, x, torch.arange(40))
+    assert torch.equal(turned[..., 8:], x[..., 8:])
+    assert torch.equal(turned[..., :8], rotate(rope, x, torch.arange(40))[..., :8])
+    half = build("p_rope", d_model=64, n_heads=2, kept_fraction=0.5)
+    torch.testing.assert_close(half.angles.inv_freq, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 32))
+    torch.testing.assert_close(build("rope_p50", d_model=64, n_heads=2).angles.inv_freq,
+                               10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16))
+    assert half.extra_repr() == "d_model=64, n_heads=2, max_len=64, base=10000, rotated=16, ladder=32"
+
+
+def test_p_rope_scales_the_full_width_ladder_and_keeps_its_top(float64):
+    """Linear scaling by 4 divides the kept frequencies by 4; rescaled() keeps the ladder."""
+    linear = {"rope_type": "linear", "factor": 4.0}
+    scaled = build("p_rope_25", d_model=64, n_heads=2, base=500.0, scaling=linear)
+    top = 500.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 32)
+    torch.testing.assert_close(scaled.angles.inv_freq, top / 4)
+    rescaled = build("p_rope_25", d_model=64, n_heads=2, base=500.0).rescaled(encodings.rope.RopeScaling.parse(linear))
+    torch.testing.assert_close(rescaled.angles.inv_freq, top / 4)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"kept_fraction": 0.0}, r"^kept_fraction must lie in \(0, 1\], got 0.0$"),
+    ({"kept_fraction": 1.5}, r"^kept_fraction must lie in \(0, 1\], got 1.5$"),
+    ({"kept_fraction": 0.05}, r"^kept_fraction 0.05 keeps no frequency pair of a 8-wide head$"),
+    ({"rotary_fraction": 0.5}, r"^encoding 'p_rope': .*unexpected keyword argument 'rotary_fraction'$")])
+def test_p_rope_options_fail_in_one_line_naming_the_key(options, message):
+    with pytest.raises(ValueError, match=message):
+        build("p_rope", **options)
 
 
 # ----- KERPLE and FIRE ---------------------------------------------------------------------------

@@ -255,7 +255,9 @@ def test_the_declarations_hash_is_of_their_content_not_their_comments_or_layout(
     ({"width": 32}, "keys ['added', 'comparator', 'id', 'length_ratio', 'margin', 'metric', 'presets', "
                     "'reference_spread', 'task', 'width']; required exactly: id, task, metric, length_ratio, added, "
                     "comparator, margin, reference_spread, presets; optional: train_length, added_d_model, "
-                    "comparator_d_model"),
+                    "comparator_d_model, withdrawn"),
+    ({"withdrawn": True}, "withdrawn = True has the wrong type; expected str"),
+    ({"withdrawn": " "}, "withdrawn must say why (e.g. 'axis-blind: …'), got ' '"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_key(tmp_path, change, message):
     entry = {"id": "x", "task": "lm_prose", "metric": "bits_per_char", "length_ratio": 1, "added": "sinusoidal",

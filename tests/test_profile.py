@@ -226,13 +226,14 @@ def test_check_names_the_bad_field_in_one_line(change, message):
 
 
 def test_the_record_config_is_the_one_the_command_line_always_wrote():
-    """Existing records keep their hash: ``asdict`` of a config is the cell dict of before, max_len filled in."""
+    """Existing records keep their hash: a config's record config is the cell dict of before, max_len filled
+    in, and no encoding_options unless given."""
     config = ProfileConfig(encoding="rope", size="tiny", seq_len=64, threads=1, warmup=1, min_repeats=3,
                            min_seconds=0.0)
-    assert asdict(config) == {"encoding": "rope", "size": "tiny", "seq_len": 64, "max_len": 64, "device": "cpu",
+    assert config.record_config() == {"encoding": "rope", "size": "tiny", "seq_len": 64, "max_len": 64, "device": "cpu",
                               "batch": 1, "dtype": "float32", "mode": "infer", "threads": 1, "warmup": 1,
                               "min_repeats": 3, "min_seconds": 0.0, "seed": 0}
-    assert records.config_hash(asdict(config)) == "2294ab5153703de0"  # what the old CLI wrote
+    assert records.config_hash(config.record_config()) == "2294ab5153703de0"  # what the old CLI wrote
 
 
 # ----- atomic writes ---------------------------------------------------------------------------
@@ -315,7 +316,7 @@ def test_a_failing_flop_pass_leaves_the_measured_cell_intact(monkeypatch):
     assert flops["analytic"] == count_flops(build_model(profile.model_config(config)), 1, 32).analytic
     timing = {}
     profile.time_cells({"configs": [asdict(config)]}, timing)
-    record = records.new_record("profile", asdict(config), "ok", "")
+    record = records.new_record("profile", config.record_config(), "ok", "")
     record.update(sections, latency=timing["latency"]["0"])
     records.validate(record)
 

@@ -80,7 +80,7 @@ def test_results_without_a_needed_column_are_no_results():
     table = judge.verdict_table(found, None)
     assert table.empty and list(table.columns) == ["declaration_sha256", "decides"]
     assert report.row_verdict(report.of_row(table, guidance.ROWS[0])) == (
-        "inconclusive: no declared comparison has results in these tables")
+        "inconclusive: no deciding comparison has results in these tables")
 
 
 def test_a_row_over_two_tasks_and_two_sizes():

@@ -29,7 +29,7 @@ UNDECLARED = Targets(None, None)  # an encoding this table does not know: timed,
 
 DECLARED: dict[str, Targets | str] = {
     "none": REFERENCE,
-    **dict.fromkeys(("sinusoidal", "learned", "rope", "rope_p50", "xpos", "mrope"), VECTOR_OR_ROTATION),
+    **dict.fromkeys(("sinusoidal", "learned", "rope", "rope_p50", "xpos", "mrope", "p_rope"), VECTOR_OR_ROTATION),
     **dict.fromkeys(("alibi", "t5", "kerple"), LOGIT_BIAS),
     "fire": PAIRWISE_MLP,
     **dict.fromkeys(("sinusoidal_concat_fixed", "learned_concat_fixed"), VECTOR_OR_ROTATION),
@@ -38,6 +38,9 @@ DECLARED: dict[str, Targets | str] = {
     **{f"{base}_randomized": f"evaluates as {base}: its random position ids are drawn in training only"
        for base in ("alibi", "learned", "rope", "sinusoidal")},
     "rope_theta500k": "rope with Llama 3's base: the same operations as rope",
+    "p_rope_25": "p_rope's operations on a third as many pairs (a quarter of each head, not three quarters)",
+    **{f"mrope_{model}": "mrope's operations with another base and section split (on a sequence's (L,) ids every "
+       "axis turns alike)" for model in ("qwen2vl", "qwen3vl")},
     **{f"{text}_per_modality": f"on a sequence's (L,) ids it runs its text part, {text}, alone"
        for text in ("sinusoidal", "rope")},
     **{f"{family}_2d": "reads (row, column) ids of a grid: the bench's causal decoder reads a sequence"

@@ -9,6 +9,7 @@ number out of range — so a user meets one form whichever command they mistyped
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 from collections.abc import Callable
@@ -74,6 +75,48 @@ non_negative_int = integer(0)
 positive_number = number(0, inclusive=False)
 non_negative_number = number(0, inclusive=True)
 existing_folder = _parser(Path, Path.is_dir, "an existing folder")
+
+
+def _json_object(text: str) -> dict:
+    """The JSON object in file ``text``; a missing or unreadable file, bad JSON or another JSON value is a
+    ``ValueError``."""
+    try:
+        value = json.loads(Path(text).read_text())
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(str(error)) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{type(value).__name__}, not an object")
+    return value
+
+
+json_object_file = _parser(_json_object, lambda value: True, "a readable JSON file holding one object")
+
+
+def add_hf_config_arguments(encoding: argparse._MutuallyExclusiveGroup, parser: argparse.ArgumentParser) -> None:
+    """``--hf-config`` (in ``encoding``, the group of ``--encoding``: one or the other) and ``--hf-layer-type``:
+    the RoPE a transformers ``config.json`` describes (:func:`posbench.encodings.from_hf_config`)."""
+    encoding.add_argument("--hf-config", type=json_object_file, metavar="PATH.json",
+                          help="instead of --encoding: the RoPE (rope or p_rope with its base, rotated part and "
+                               "scaling) a transformers config.json describes, on this command's model")
+    parser.add_argument("--hf-layer-type", metavar="TYPE",
+                        help="with --hf-config whose rope_parameters are per layer type: the one to read, "
+                             "e.g. full_attention")
+
+
+def hf_encoding(args: argparse.Namespace) -> tuple[str, dict | None]:
+    """``(encoding, family options or None)`` from ``--encoding`` or ``--hf-config``; a config this
+    cannot read, or ``--hf-layer-type`` without one, is a one-line ``ValueError``."""
+    from posbench.encodings import hf_encoding_options
+
+    if args.hf_config is None:
+        if args.hf_layer_type is not None:
+            raise ValueError("argument --hf-layer-type: applies only with --hf-config")
+        return args.encoding, None
+    try:
+        name, options = hf_encoding_options(args.hf_config, args.hf_layer_type)
+    except ValueError as error:
+        raise ValueError(f"argument --hf-config: {error}") from None
+    return name, options or None
 
 
 def without_rows(folder: Path, command: str) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from posbench import batch, encodings
@@ -27,9 +26,11 @@ HELP = ("Measure cells (one or more encodings and lengths, size, device): latenc
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     cell = parser.add_argument_group("the cell")
-    cell.add_argument("--encoding", required=True, choices=encodings.names(), nargs="+", metavar="E",
-                      help=f"one or more of: {', '.join(encodings.names())}; the encodings of one length are "
-                           "timed in alternation, in one process")
+    encoding = cell.add_mutually_exclusive_group(required=True)
+    encoding.add_argument("--encoding", choices=encodings.names(), nargs="+", metavar="E",
+                          help=f"one or more of: {', '.join(encodings.names())}; the encodings of one length are "
+                               "timed in alternation, in one process")
+    arguments.add_hf_config_arguments(encoding, cell)
     cell.add_argument("--size", required=True, choices=list(SIZES), metavar="S", help=f"one of: {', '.join(SIZES)}")
     cell.add_argument("--seq-len", required=True, type=arguments.positive_int, nargs="+", metavar="L",
                       help="tokens per sequence; several lengths are measured one after another")
@@ -67,18 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    configs = [ProfileConfig(encoding=encoding, size=args.size, seq_len=seq_len, max_len=args.max_len,
-                             device=args.device, batch=args.batch, dtype=args.dtype, mode=args.mode,
-                             threads=args.threads, warmup=args.warmup, min_repeats=args.min_repeats,
-                             min_seconds=args.min_seconds, seed=args.seed)
-               for seq_len in dict.fromkeys(args.seq_len) for encoding in dict.fromkeys(args.encoding)]
     try:
+        chosen, encoding_options = arguments.hf_encoding(args)
+        configs = [ProfileConfig(encoding=encoding, encoding_options=encoding_options, size=args.size,
+                                 seq_len=seq_len, max_len=args.max_len, device=args.device, batch=args.batch,
+                                 dtype=args.dtype, mode=args.mode, threads=args.threads, warmup=args.warmup,
+                                 min_repeats=args.min_repeats, min_seconds=args.min_seconds, seed=args.seed)
+                   for seq_len in dict.fromkeys(args.seq_len) for encoding in dict.fromkeys(args.encoding or [chosen])]
         for config in configs:
             check(config)
         paths = batch.record_paths(args.out, [{"encoding": c.encoding, "seq_len": c.seq_len} for c in configs])
     except ValueError as error:
         print(f"posbench profile: error: {error}", file=sys.stderr)
         return 2
-    cells = [batch.Cell(path, asdict(config)) for path, config in zip(paths, configs)]
+    cells = [batch.Cell(path, config.record_config()) for path, config in zip(paths, configs)]
     return batch.run_cells("profile", cells, args.manifest,
                            together=lambda todo: profile_by_length([ProfileConfig(**cell.config) for cell in todo]))

@@ -23,8 +23,10 @@ HELP = ("train one task × encoding × size for one or more seeds, evaluate at t
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, choices=tasks.names(), metavar="TASK",
                         help=f"one of: {', '.join(tasks.names())}")
-    parser.add_argument("--encoding", required=True, choices=encodings.names(), metavar="ENCODING",
-                        help=f"one of: {', '.join(encodings.names())}")
+    encoding = parser.add_mutually_exclusive_group(required=True)
+    encoding.add_argument("--encoding", choices=encodings.names(), metavar="ENCODING",
+                          help=f"one of: {', '.join(encodings.names())}")
+    arguments.add_hf_config_arguments(encoding, parser)
     parser.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default: tiny)")
     parser.add_argument("--d-model", type=arguments.positive_int,
                         help="model width instead of the size's (its depth and heads kept): a width sweep")
@@ -63,11 +65,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data)) if v is not None}
-    configs = [TrainConfig(task=args.task, encoding=args.encoding, size=args.size, d_model=args.d_model, seed=seed,
-                           steps=args.steps, batch_size=args.batch_size, lr=args.lr, task_options=task_options,
-                           threads=args.threads, log_every=args.log_every, device=args.device, dtype=args.dtype,
-                           eval_scaling=tuple(dict.fromkeys(args.eval_scaling))) for seed in dict.fromkeys(args.seed)]
+    eval_scaling = tuple(dict.fromkeys(args.eval_scaling))
     try:
+        encoding, encoding_options = arguments.hf_encoding(args)
+        configs = [TrainConfig(task=args.task, encoding=encoding, encoding_options=encoding_options, size=args.size,
+                               d_model=args.d_model, seed=seed, steps=args.steps, batch_size=args.batch_size,
+                               lr=args.lr, task_options=task_options, threads=args.threads, log_every=args.log_every,
+                               device=args.device, dtype=args.dtype, eval_scaling=eval_scaling)
+                   for seed in dict.fromkeys(args.seed)]
         jobs = [resolve(config) for config in configs]
         paths = batch.record_paths(args.out, [{"seed": config.seed} for config in configs])
     except (ValueError, OSError) as error:

@@ -163,7 +163,7 @@ class PositionalEncoding(nn.Module):
         """A copy with rotary frequencies scaled (:class:`~posbench.encodings.rope.RopeScaling`); only
         rotary encodings have them."""
         raise ValueError(f"{type(self).__name__} has no rotary frequencies to scale; eval scaling applies to "
-                         f"the RoPE family (rope, rope_*, xpos, mrope)")
+                         f"the RoPE family (rope, rope_*, p_rope*, xpos, mrope)")
 
     def bias_flops(self, q_len: int, k_len: int, mode: str) -> int:
         """FLOPs of building the logit bias once for a forward pass (``mode="train"``: and its backward),

@@ -11,11 +11,19 @@ a view of q or k: a single pass over memory, where the real-valued form (``x·co
 needs a copy and three more passes.
 
 ``scaling`` takes Hugging Face's keys (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``), so a model
-config carries over: ``{"rope_type": "linear" | "dynamic" | "yarn" | "llama3", "factor": s, …}``.
-The frequencies and the attention factor (YaRN's ``0.1·ln(s) + 1``, applied to both cos and sin,
-so to q and to k, as Hugging Face does) follow HF's formulas; ``original_max_position_embeddings``
-is the length the model was trained at. ``dynamic`` (NTK) recomputes the base from the current
-sequence length (the largest position id + 1), as HF does without a cache.
+config carries over: ``{"rope_type": "linear" | "dynamic" | "yarn" | "llama3" | "longrope", "factor": s, …}``.
+The frequencies and the attention factor (YaRN's ``0.1·ln(s) + 1``, LongRoPE's
+``sqrt(1 + ln(s) / ln(original_max_position_embeddings))``, applied to both cos and sin, so to q and
+to k, as Hugging Face does) follow HF's formulas; ``original_max_position_embeddings`` is the length
+the model was trained at. ``dynamic`` (NTK) recomputes the base from the current sequence length
+(the largest position id + 1), as HF does without a cache; ``longrope`` divides each frequency by its
+``short_factor`` and switches to its ``long_factor`` once that length passes
+``original_max_position_embeddings``, HF's rule.
+
+p-RoPE (Barbero et al., ICLR 2025) is another scheme than ``rotary_fraction``: it keeps the fastest
+pairs of the full-width ladder ``base^(-2i/d_head)`` turning and leaves the slowest ones still
+(:class:`PRope`), where ``rotary_fraction`` (HF's ``partial_rotary_factor``) lays a whole ladder over
+the rotated part.
 """
 
 from __future__ import annotations
@@ -37,7 +45,11 @@ SCALING_KEYS = {  # rope_type -> (required keys, optional keys), as Hugging Face
     "dynamic": ({"factor", "original_max_position_embeddings"}, set()),
     "yarn": ({"factor", "original_max_position_embeddings"}, {"beta_fast", "beta_slow", "attention_factor"}),
     "llama3": ({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}, set()),
+    "longrope": ({"factor", "original_max_position_embeddings", "short_factor", "long_factor"}, {"attention_factor"}),
 }
+PER_FREQUENCY_KEYS = {"short_factor", "long_factor"}  # a value per frequency pair: no TYPE:FACTOR label sets them
+LABELLED_TYPES = tuple(kind for kind, (required, _) in SCALING_KEYS.items() if not required & PER_FREQUENCY_KEYS)
+LENGTH_DEPENDENT_TYPES = ("dynamic", "longrope")  # frequencies chosen by the sequence's length
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,13 @@ class RopeScaling:
     attention_factor: float | None = None
     low_freq_factor: float | None = None
     high_freq_factor: float | None = None
+    short_factor: tuple[float, ...] | None = None  # longrope: a divisor per frequency pair, within the training length
+    long_factor: tuple[float, ...] | None = None  # longrope: the divisors beyond it
+
+    def __post_init__(self):
+        for name in PER_FREQUENCY_KEYS:  # JSON gives lists; a frozen value keeps tuples
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(float(value) for value in getattr(self, name)))
 
     @classmethod
     def parse(cls, options: dict | RopeScaling | None) -> RopeScaling | None:
@@ -88,7 +107,26 @@ class RopeScaling:
             return grown ** -exponents, 1.0
         if self.rope_type == "yarn":  # Peng et al. 2023: interpolate low frequencies, keep high ones
             return self._yarn(inv_freq, width, base), (self.attention_factor or 0.1 * math.log(s) + 1.0)
+        if self.rope_type == "longrope":  # Ding et al. 2024: a searched divisor per frequency, two sets
+            return inv_freq / self._longrope_divisors(width, seq_len), self._longrope_attention_factor()
         return self._llama3(inv_freq), 1.0
+
+    def _longrope_divisors(self, width: int, seq_len: int | None) -> torch.Tensor:
+        """``long_factor`` once ``seq_len`` passes the training length, else ``short_factor``: ``(width/2,)``."""
+        name = "long_factor" if seq_len and seq_len > self.original_max_position_embeddings else "short_factor"
+        divisors = getattr(self, name)
+        if len(divisors) != width // 2:
+            raise ValueError(f"scaling (longrope) {name} has {len(divisors)} values; a rotated width of {width} "
+                             f"needs {width // 2}, one per frequency pair")
+        return torch.tensor(divisors, dtype=torch.float64)
+
+    def _longrope_attention_factor(self) -> float:
+        """HF's default: ``sqrt(1 + ln(s) / ln(original))``, 1 for ``s <= 1``; or the given ``attention_factor``."""
+        if self.attention_factor is not None:
+            return self.attention_factor
+        if self.factor <= 1:
+            return 1.0
+        return math.sqrt(1 + math.log(self.factor) / math.log(self.original_max_position_embeddings))
 
     def _yarn(self, inv_freq: torch.Tensor, width: int, base: float) -> torch.Tensor:
         def correction_dim(rotations: float) -> float:  # the dimension that turns ``rotations`` times in training
@@ -124,9 +162,9 @@ class RopeScaling:
             factor = float(factor)
         except ValueError:
             factor = None
-        if kind not in SCALING_KEYS or factor is None:
+        if kind not in LABELLED_TYPES or factor is None:
             raise ValueError(f"eval scaling {label!r}: expected TYPE:FACTOR with TYPE one of "
-                             f"{', '.join(SCALING_KEYS)}, e.g. yarn:4")
+                             f"{', '.join(LABELLED_TYPES)}, e.g. yarn:4")
         options = {"rope_type": kind, "factor": factor}
         if "original_max_position_embeddings" in SCALING_KEYS[kind][0]:
             options["original_max_position_embeddings"] = trained_positions
@@ -157,24 +195,28 @@ class RotaryAngles(nn.Module):
         if width % 2:
             raise ValueError(f"rotary width must be even, got {width}")
         self.width, self.base, self.scaling, self.max_len = width, base, scaling, max_len
-        self.inv_freq, self.attention_factor = rotary_frequencies(width, base, scaling)  # (width/2,) float64
+        self.inv_freq, self.attention_factor = self.frequencies()  # (width/2,) float64
         turns = self._turns(torch.arange(max_len), torch.get_default_dtype())  # (max_len, width/2) complex
         self.register_buffer("turns", torch.view_as_real(turns), persistent=False)  # (max_len, width/2, 2)
 
     def rows(self, positions: Positions) -> torch.Tensor:
         """Complex turns ``(L, width/2)`` of 1-D ``positions``, in the cache's precision (at least float32)."""
         if self._grows_with(positions):
-            inv_freq, _ = rotary_frequencies(self.width, self.base, self.scaling, positions.max_position + 1)
+            inv_freq, _ = self.frequencies(positions.max_position + 1)
             return self._turns(positions.ids, self.turns.dtype, inv_freq)
         if positions.max_position < self.max_len:
             cached = self.turns[positions.ids]  # (L, width/2, 2), in the model's dtype
             return torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
         return self._turns(positions.ids, self.turns.dtype)
 
+    def frequencies(self, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+        """Inverse frequencies ``(width/2,)`` float64 and the attention factor, at ``seq_len`` positions."""
+        return rotary_frequencies(self.width, self.base, self.scaling, seq_len)
+
     def _grows_with(self, positions: Positions) -> bool:
-        """Dynamic NTK beyond the training length: the frequencies depend on this sequence's length."""
+        """Dynamic NTK or LongRoPE beyond the training length: the frequencies depend on this sequence's length."""
         scaling = self.scaling
-        return (scaling is not None and scaling.rope_type == "dynamic"
+        return (scaling is not None and scaling.rope_type in LENGTH_DEPENDENT_TYPES
                 and positions.max_position + 1 > scaling.original_max_position_embeddings)
 
     def _turns(self, positions: torch.Tensor, dtype: torch.dtype, inv_freq: torch.Tensor | None = None,
@@ -305,25 +347,44 @@ class XPos(Rope):
     angles_type = XPosAngles
 
 
+QWEN2VL_SECTION, QWEN3VL_SECTION = (16, 24, 24), (24, 20, 20)  # HF's mrope_section, of 64 pairs (a 128-wide head)
+HF_SECTION_PAIRS = 64
+
+
 class MRope(Rope):
-    """M-RoPE in the style of Qwen2-VL: positions have three axes (text/time, row, column) and the
-    frequency pairs of each head are split into ``sections`` (pairs per axis, in that order), each
-    turned by its own axis. Frequencies run over the whole rotated width as in 1-D RoPE, so text —
-    one axis, or three equal axes — is turned exactly as 1-D RoPE turns it. Default sections: a
-    quarter of the pairs for text/time, the rest split evenly between rows and columns (Qwen2-VL's
-    16/24/24 of 64 pairs)."""
+    """M-RoPE (Qwen2-VL, Qwen3-VL): positions have three axes (text/time, row, column) and each frequency
+    pair of a head turns by one of them. Frequencies run over the whole rotated width as in 1-D RoPE, so
+    text — one axis, or three equal axes — is turned exactly as 1-D RoPE turns it.
+
+    Family options, with Hugging Face's names (``rope_parameters`` of Qwen2-VL / Qwen3-VL):
+
+    * ``mrope_section``: pairs per axis (text/time, rows, columns); default Qwen2-VL's (16, 24, 24).
+    * ``section_pairs``: the pairs ``mrope_section`` was written for (``None``: this head's, so it
+      must sum to them). Another count scales it to this head: rows and columns
+      ``⌊s · pairs / section_pairs⌋``, text/time the rest — at a 16-wide head (8 pairs) Qwen2-VL's
+      (16, 24, 24) of 64 becomes (2, 3, 3) and Qwen3-VL's (24, 20, 20) becomes (4, 2, 2).
+    * ``mrope_interleaved``: ``False`` (Qwen2-VL): contiguous sections, the first ``s_0`` pairs turn with
+      text/time, the next ``s_1`` with rows, the last ``s_2`` with columns, so columns get only the
+      lowest frequencies. ``True`` (Qwen3-VL's ``apply_interleaved_mrope``): pair ``i`` turns with rows
+      when ``i % 3 == 1`` and ``i < 3·s_1``, with columns when ``i % 3 == 2`` and ``i < 3·s_2``, else
+      with text/time, so every axis spans the spectrum.
+    """
 
     axes = "multimodal"
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
-                 sections: tuple[int, int, int] | list[int] | None = None, **rope_options):
+                 mrope_section: tuple[int, int, int] | list[int] | None = None, section_pairs: int | None = None,
+                 mrope_interleaved: bool = False, **rope_options):
         super().__init__(d_model, n_heads, max_len, causal, **rope_options)
         pairs = self.rotated // 2
-        spatial = 3 * pairs // 8
-        sections = tuple(sections) if sections is not None else (pairs - 2 * spatial, spatial, spatial)
-        if len(sections) != 3 or min(sections) < 0 or sum(sections) != pairs:
-            raise ValueError(f"sections must be three counts of frequency pairs summing to {pairs}, got {sections!r}")
-        self.sections = sections
+        if mrope_section is None:
+            mrope_section, section_pairs = QWEN2VL_SECTION, HF_SECTION_PAIRS
+        self.sections = scaled_section(tuple(mrope_section), section_pairs or pairs, pairs)
+        if not isinstance(mrope_interleaved, bool):
+            raise ValueError(f"mrope_interleaved must be true or false, got {mrope_interleaved!r}")
+        self.interleaved = mrope_interleaved
+        axis = pair_axes(self.sections, self.interleaved)  # (pairs,) 0 text/time, 1 rows, 2 columns
+        self.register_buffer("axis_of_pair", axis, persistent=False)
 
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.axes == 1:  # text only: every axis is the text position
@@ -331,18 +392,45 @@ class MRope(Rope):
         if positions.axes != 3:
             raise ValueError(f"mrope needs positions with 1 or 3 axes (text/time, row, column), got {positions.axes}")
         per_axis = [self.angles.query_key_rows(positions.axis(a)) for a in range(3)]  # 3 × ((L, pairs), (L, pairs))
-        bounds = [0, self.sections[0], self.sections[0] + self.sections[1], self.rotated // 2]
-        picked = [torch.cat([rows[side][:, bounds[a]:bounds[a + 1]] for a, rows in enumerate(per_axis)], dim=-1)
-                  for side in (0, 1)]  # (L, pairs) for queries, for keys
+        chosen = self.axis_of_pair.to(positions.ids.device)
+        picked = [torch.stack([rows[side] for rows in per_axis])  # (3, L, pairs)
+                  .gather(0, chosen.expand(1, len(positions), -1))[0] for side in (0, 1)]  # (L, pairs) each
         return picked[0], picked[1]
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, sections={self.sections}"
+        return f"{super().extra_repr()}, sections={self.sections}{', interleaved' if self.interleaved else ''}"
+
+
+def scaled_section(section: tuple[int, ...], section_pairs: int, pairs: int) -> tuple[int, int, int]:
+    """``mrope_section`` written for ``section_pairs`` pairs, at a head of ``pairs``: rows and columns
+    ``⌊s · pairs / section_pairs⌋``, text/time the rest (unchanged when the two counts agree)."""
+    if len(section) != 3 or min(section) < 0 or sum(section) != section_pairs:
+        raise ValueError(f"mrope_section must be three counts of frequency pairs summing to {section_pairs}, "
+                         f"got {section!r}")
+    rows, columns = (s * pairs // section_pairs for s in section[1:])
+    return pairs - rows - columns, rows, columns
+
+
+def pair_axes(sections: tuple[int, int, int], interleaved: bool) -> torch.Tensor:
+    """``(pairs,)`` the axis each frequency pair turns with: 0 text/time, 1 rows, 2 columns."""
+    pairs = sum(sections)
+    if not interleaved:
+        return torch.repeat_interleave(torch.arange(3), torch.tensor(sections))
+    if 3 * sections[1] > pairs + 1 or 3 * sections[2] > pairs:
+        raise ValueError(f"interleaved mrope_section {sections}: rows need 3·s_1 <= {pairs + 1} and columns "
+                         f"3·s_2 <= {pairs} pairs (pair i turns with rows at i % 3 == 1, columns at i % 3 == 2)")
+    i = torch.arange(pairs)
+    rows, columns = (i % 3 == 1) & (i < 3 * sections[1]), (i % 3 == 2) & (i < 3 * sections[2])
+    return rows.long() + 2 * columns.long()
 
 
 register("rope")(Rope)
 register("rope_theta500k", base=500_000.0)(Rope)  # Llama 3's base
-register("rope_p50", rotary_fraction=0.5)(Rope)  # half the head rotates (GPT-NeoX used 0.25, p-RoPE 0.75)
+register("rope_p50", rotary_fraction=0.5)(Rope)  # half of each head rotates, a ladder over that half (HF's
+# partial_rotary_factor 0.5; GPT-NeoX used 0.25): not p-RoPE, which keeps part of the full-width ladder (p_rope.py)
 register("xpos")(XPos)
 register("mrope")(MRope)
+register("mrope_qwen2vl", base=1e6, mrope_section=QWEN2VL_SECTION, section_pairs=HF_SECTION_PAIRS)(MRope)
+register("mrope_qwen3vl", base=5e6, mrope_section=QWEN3VL_SECTION, section_pairs=HF_SECTION_PAIRS,
+         mrope_interleaved=True)(MRope)
 register("rope_randomized", randomized=True)(Rope)

@@ -68,7 +68,8 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
         lines = verdicts.of_row(verdicts_table, row)
         label = ([(row.quote, Style(size=8))] if chinese else []) + [(row.english, Style(size=7.5, weight="bold"))]
         heads = [label, verdict_cell(verdicts.row_verdict(lines), "", size=7.5)]
-        for decided in verdicts.summary(lines) or [("—", "—", "—", "—")]:
+        shown = lines if not lines.empty else verdicts.withdrawn(verdicts.of_row(verdicts_table, row, decides=False))
+        for decided in verdicts.summary(shown) or [("—", "—", "—", "—")]:
             summary.append([*heads, *[[(part, SMALL)] for part in decided]])
             heads = [[], []]
     doc.table(summary, [0.19, 0.19, 0.23, 0.19, 0.06, 0.14], header=header)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from posbench.guidance import GuidanceRow
 
-NO_RESULTS = "inconclusive: no declared comparison has results in these tables"
+NO_RESULTS = "inconclusive: no deciding comparison has results in these tables"  # withdrawn ones never decide
 
 
 def of_row(verdicts: pd.DataFrame, row: GuidanceRow, decides: bool = True) -> pd.DataFrame:
@@ -37,12 +37,22 @@ def interval(line) -> str:
     return f"{line.effect:+.3f} [{line.ci_low:+.3f}, {line.ci_high:+.3f}] vs δ {line.margin:g}"
 
 
+def withdrawn(lines: pd.DataFrame) -> pd.DataFrame:
+    """The withdrawn comparisons among ``lines`` (a row's non-deciding ones)."""
+    if "withdrawn" not in lines:
+        return lines.iloc[0:0]
+    return lines[lines["withdrawn"].astype(object).fillna("") != ""]
+
+
 def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """Per deciding comparison: (comparison in a few words, effect [interval] vs δ, seeds, scope)."""
+    """Per comparison: (comparison in a few words, effect [interval] vs δ, seeds, scope); a withdrawn one
+    says so and why."""
     found = []
     for line in lines.itertuples(index=False):
         at = "" if line.length_ratio == 1 else f" at {line.length_ratio:g}×"
-        what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}"
+        reason = getattr(line, "withdrawn", "")
+        gone = f" — withdrawn, decides nothing ({reason})" if isinstance(reason, str) and reason else ""
+        what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}{gone}"
         trained = "" if pd.isna(line.train_len) else f", trained at {int(line.train_len)}"
         seeds, scope = f"{line.n_added}/{line.n_comparator}", f"{line.task}, {line.size}{trained}"
         found.append((what, interval(line), seeds, scope))
@@ -51,9 +61,14 @@ def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
 
 def evidence_lines(lines: pd.DataFrame, descriptive: pd.DataFrame) -> list[str]:
     """Each deciding comparison in one line, then each task's verdict where a row has several tasks,
-    the notes, then the declared comparisons outside the run's preset (descriptive only)."""
+    the notes, then the declared comparisons that do not decide: withdrawn ones with their reason and
+    result, those outside the run's preset (descriptive only)."""
     found = [] if lines.empty else deciding_lines(lines)
-    return found + [f"not in this preset, descriptive: {line}" for line in descriptive.get("line", [])]
+    reasons = (descriptive["withdrawn"].astype(object).fillna("") if "withdrawn" in descriptive
+               else [""] * len(descriptive))  # empty: not withdrawn (and verdicts.csv from before the column)
+    return found + [f"withdrawn ({reason}), its result: {line}" if reason
+                    else f"not in this preset, descriptive: {line}" for line, reason in
+                    zip(descriptive.get("line", []), reasons)]
 
 
 def deciding_lines(lines: pd.DataFrame) -> list[str]:
