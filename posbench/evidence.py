@@ -46,6 +46,7 @@ MIN_SEEDS = 10  # a comparison with fewer ok seeds per arm decides nothing
 BOOTSTRAP = 1000
 STABLE = 0.9
 MAX_NEEDED = 1000
+RUN_KEYS = ("device", "dtype", "steps", "batch_size")  # what an arm's seeds must share to be replicates
 PARAMS_MATCHED = 0.05  # arms at different widths are compared only when their parameter totals are this close
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 BETTER, NOT_BETTER, UNCLEAR, GATED, FEW_SEEDS = (
@@ -73,6 +74,7 @@ class Arm:
     params: float | None = None  # total parameters (the mean over ok seeds), where the tables have them
     gate_at_length: np.ndarray | None = None  # (n,) the gate's metric at the comparison's length, beyond
     chance_at_length: float = math.nan  # the training length only: a note, never a gate
+    mixed: tuple[str, ...] = ()  # "device (cpu, cuda)": what differs between its seeds' runs (never pooled)
 
     @property
     def n(self) -> int:
@@ -312,6 +314,7 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
             notes.append(f"{arm.encoding}: {arm.lr_note}")
     if added.untrained_positions:
         blocked.append(f"{added.encoding}: positions at this length were never trained")
+    blocked += [f"{arm.encoding}: its seeds mix {what}" for arm in (added, comparator) for what in arm.mixed]
     if comparison.added_d_model != comparison.comparator_d_model:
         (blocked if not params_matched(added, comparator) else notes).append(
             f"parameters: {added.encoding} (d = {added.d_model}) {_count(added.params)}, {comparator.encoding} "
@@ -431,7 +434,14 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str)
                untrained_positions=untrained, lr=lr, lr_note=lr_note, budget=budget,
                eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
                params=params, gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
-               chance_at_length=mean_chance(ok, chance_column) if beyond else math.nan)
+               chance_at_length=mean_chance(ok, chance_column) if beyond else math.nan, mixed=mixed_runs(ok))
+
+
+def mixed_runs(rows: pd.DataFrame) -> tuple[str, ...]:
+    """Which of :data:`RUN_KEYS` take more than one value across ``rows`` (one arm's seeds), as
+    ``"device (cpu, cuda)"``: seeds run on other devices, dtypes or budgets are not replicates of one another."""
+    spread = [(key, sorted(map(str, rows[key].dropna().unique()))) for key in RUN_KEYS if key in rows.columns]
+    return tuple(f"{key} ({', '.join(values)})" for key, values in spread if len(values) > 1)
 
 
 def mean_chance(rows: pd.DataFrame, column: str) -> float:

@@ -694,3 +694,19 @@ def test_a_verdict_reproduced_by_fewer_than_90_percent_of_resamples_is_unstable(
     assert evidence.STABLE == 0.9
     assert evidence.RowJudgement("standard_nlp", "tiny", evidence.SUPPORTED, share, {}).shown == shown
     assert evidence.RowJudgement("standard_nlp", "tiny", evidence.INCONCLUSIVE, 0.5, {}).shown == evidence.INCONCLUSIVE
+
+
+def test_seeds_run_on_other_devices_dtypes_or_budgets_are_not_pooled():
+    """An arm whose seeds come from two devices (a CPU and a CUDA run under one machine label) or two
+    budgets is not compared: its seeds are not replicates of one another."""
+    table = results({"sinusoidal": ten(0.1), "rope": ten(0.9)}, token={"sinusoidal": 0.8, "rope": 0.99})
+    table = table.assign(device="cpu", dtype="float32", steps=300, batch_size=32)
+    assert row(evidence.judge(DECLARED, table), "precise_position").verdict == evidence.SUPPORTED
+    rope = table["encoding"] == "rope"
+    table.loc[rope & (table["seed"] >= 5), "device"] = "cuda"
+    table.loc[~rope & (table["seed"] == 0), "steps"] = 600
+    judged = row(evidence.judge(DECLARED, table), "precise_position")
+    (comparison,) = judged.judged
+    assert judged.verdict == evidence.INCONCLUSIVE and comparison.outcome == evidence.GATED
+    assert comparison.gates == ("sinusoidal: its seeds mix steps (300, 600)", "rope: its seeds mix device (cpu, cuda)",
+                                "unequal budgets (steps, batch): (600, 32) vs (300, 32)")
