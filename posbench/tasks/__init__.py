@@ -16,6 +16,7 @@ from posbench.tasks import (  # noqa: F401
     code_brackets,
     copy,
     digits_2d,
+    duplicate_string,
     dyck,
     index_lookup,
     lm_code,
