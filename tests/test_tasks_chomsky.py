@@ -19,10 +19,21 @@ def duplicated(string: list[int]) -> list[int]:
     return string + string
 
 
+def odds_then_evens(string: list[int]) -> list[int]:
+    """Odd indices first, counted from 0 (the paper's code): ``01234 -> 13 024``."""
+    return [s for i, s in enumerate(string) if i % 2 == 1] + [s for i, s in enumerate(string) if i % 2 == 0]
+
+
 ANSWERS = {  # task -> an independent reading: the input string (ids) -> the answer
     "duplicate_string": duplicated,
+    "odds_first": odds_then_evens,
 }
 NAMES = sorted(ANSWERS)
+
+
+def test_odds_first_reads_the_papers_code_order():
+    assert odds_then_evens([0, 0, 1, 1, 0, 1, 0, 1]) == [0, 1, 1, 1, 0, 1, 0, 0]
+    assert odds_then_evens([1, 1, 0]) == [1, 1, 0]
 
 
 def tape(task, inputs, targets):

@@ -25,6 +25,7 @@ from posbench.tasks import (  # noqa: F401
     long_range,
     mlm_prose,
     mosaic_qa,
+    odds_first,
     passkey,
     reverse,
     scan,
