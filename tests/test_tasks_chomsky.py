@@ -24,7 +24,14 @@ def odds_then_evens(string: list[int]) -> list[int]:
     return [s for i, s in enumerate(string) if i % 2 == 1] + [s for i, s in enumerate(string) if i % 2 == 0]
 
 
+def buckets(string: list[int]) -> list[int]:
+    """Count each symbol, then write each count's worth of it, smallest symbol first."""
+    counts = Counter(string)
+    return [symbol for symbol in range(max(string) + 1) for _ in range(counts[symbol])]
+
+
 ANSWERS = {  # task -> an independent reading: the input string (ids) -> the answer
+    "bucket_sort": buckets,
     "duplicate_string": duplicated,
     "odds_first": odds_then_evens,
 }
@@ -34,6 +41,11 @@ NAMES = sorted(ANSWERS)
 def test_odds_first_reads_the_papers_code_order():
     assert odds_then_evens([0, 0, 1, 1, 0, 1, 0, 1]) == [0, 1, 1, 1, 0, 1, 0, 0]
     assert odds_then_evens([1, 1, 0]) == [1, 1, 0]
+
+
+def test_bucket_sort_has_the_papers_five_symbols_and_example():
+    assert tasks.get("bucket_sort").n_symbols == 5 and tasks.get("bucket_sort").vocab_size == 7
+    assert buckets([1, 0, 2, 0, 4, 1, 1, 2]) == [0, 0, 1, 1, 1, 2, 2, 4]
 
 
 def tape(task, inputs, targets):

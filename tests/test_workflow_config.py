@@ -107,7 +107,8 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "learning rate of an encoding as a word": (config(train={"lr": {"reverse": {"rope": "x"}}}),
                                                "'train.lr.reverse.rope': expected number, got 'x'"),
     "learning rate of an unknown task": (config(train={"lr": {"revers": 0.001}}),
-                                         "'train.lr.revers': unknown 'revers'; allowed: babi, code_brackets, copy"),
+                                         "'train.lr.revers': unknown 'revers'; allowed: babi, bucket_sort, "
+                                         "code_brackets, copy"),
     "learning rate of an unknown encoding": (config(train={"lr": {"reverse": {"rop": 0.001}}}),
                                              "'train.lr.reverse.rop': unknown 'rop'; allowed: alibi"),
     "zero learning-rate factor": (config(train={"lr_factors": [0, 1]}),

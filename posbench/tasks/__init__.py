@@ -13,6 +13,7 @@ from posbench.tasks.registry import default_shape, get, names, register
 # Importing a task module registers it.
 from posbench.tasks import (  # noqa: F401
     babi,
+    bucket_sort,
     code_brackets,
     copy,
     digits_2d,
