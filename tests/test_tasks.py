@@ -14,8 +14,9 @@ from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
 
 ALL = ["babi", "bucket_sort", "code_brackets", "copy", "digits_2d", "duplicate_string", "dyck", "index_lookup",
-       "lm_code", "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range", "mlm_prose", "mosaic_qa",
-       "odds_first", "passkey", "reverse", "scan", "table_lookup", "table_lookup_json", "text_order", "text_source"]
+       "lm_code", "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range", "missing_duplicate_string",
+       "mlm_prose", "mosaic_qa", "odds_first", "passkey", "reverse", "scan", "table_lookup", "table_lookup_json",
+       "text_order", "text_source"]
 
 
 def examples(task, length, count=50, seed=0):

@@ -24,6 +24,7 @@ from posbench.tasks import (  # noqa: F401
     lm_prose,
     lm_prose_long,
     long_range,
+    missing_duplicate_string,
     mlm_prose,
     mosaic_qa,
     odds_first,
