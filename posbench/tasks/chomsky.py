@@ -12,13 +12,15 @@ whole answer at the ``EMPTY`` positions at once::
 
 Nothing the model predicts is fed back, so teacher forcing and free running are the same thing here:
 ``exact_match`` is the free-running one. The headline is the paper's score, ``token_accuracy``: the
-share of answer tokens right.
+share of answer tokens right. The model's head scores every id of the vocabulary, where the paper's
+scores only the answer's symbols: predicting ``EMPTY`` (or another non-symbol) is simply wrong.
 
 Lengths, the paper's: a training batch is one length drawn uniformly from ``min_length …
 train_length`` (1 … 40), as its ``UniformCurriculum`` draws one per batch; one length per batch also
 means the bidirectional model never reads padding (the model has no padding mask). The paper
 evaluates every length 1 … 500 on 512 strings each and scores the mean of the per-length accuracies
-beyond the training length (:meth:`ChomskyTask.beyond_training`). posbench evaluates at multiples of
+beyond the training length (:meth:`ChomskyTask.beyond_training`; its example script's slice starts at
+42). posbench evaluates at multiples of
 the training length (``eval_factors``), so the protocol is declared as factors of 40 that give
 :data:`BEYOND_TRAINING`, ten evenly spaced lengths 41, 92, …, 500, whose plain mean estimates the
 paper's mean over all 460; the training length itself is evaluated too (whether the arm learned).
@@ -27,8 +29,8 @@ protocol's only at 40.
 
 Sizes for the ``tiny`` model on one core: 128 strings per length (the paper: 512), since the ten sets
 reach 1,500 positions (``duplicate_string`` at 500) and their cost grows with the square of the
-length, while the headline pools every answer token of a set; evaluation batches of 32, so the
-attention scores of a batch at 1,500 positions stay a few hundred MiB. Training: batches of 32
+length, while the headline pools every answer token of a set; evaluation batches of 32, half the
+sequence tasks' 64, for the same reason (memory at 1,500 positions). Training: batches of 32
 (the paper: 128) for 2,000 steps, the budget at which ``reverse``, the nearest measured relative,
 is past 95 % in distribution; whether each of these tasks is learned at 40 with it is for the
 in-distribution pilot to say, not assumed here.
