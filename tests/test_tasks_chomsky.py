@@ -100,6 +100,7 @@ def test_the_protocol_is_the_papers(name):
     assert task.metrics[0] == "token_accuracy"
     assert BEYOND_TRAINING == (41, 92, 143, 194, 245, 296, 347, 398, 449, 500)
     assert task.eval_lengths() == [40, *BEYOND_TRAINING]
+    assert tasks.get(name, train_length=80).eval_lengths() == [80, *(2 * n for n in BEYOND_TRAINING)]  # factors
     rng = np.random.default_rng(0)
     lengths = []
     for _ in range(2000):  # one length per batch, uniformly over 1 … 40
@@ -156,9 +157,10 @@ def test_the_score_is_the_mean_beyond_the_training_length():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_short_bidirectional_training_runs_end_to_end(name):
+@pytest.mark.parametrize("encoding", ["rope", "sinusoidal_randomized"])
+def test_a_short_bidirectional_training_runs_end_to_end(name, encoding):
     options = {"train_length": 6, "eval_factors": (1.0, 2.0), "eval_examples": 8}
-    config = TrainConfig(task=name, encoding="rope", steps=4, batch_size=8, log_every=2, task_options=options)
+    config = TrainConfig(task=name, encoding=encoding, steps=4, batch_size=8, log_every=2, task_options=options)
     record = train(config, log=open("/dev/null", "w"))
     assert record["status"] == "ok" and [e["length"] for e in record["eval"]] == [6, 12]
     task = tasks.get(name, **options)
