@@ -35,13 +35,13 @@ def blanked_symbol(string: list[int]) -> list[int]:
     the paper's constant ``1 -> 1`` at length 1."""
     if string == [1]:
         return [1]
-    tape = string[:-1] if string[-1] == 3 else string
-    half, blank = len(tape) // 2, tape.index(2)
-    assert len(tape) == 2 * half and tape.count(2) == 1 and 3 not in tape
+    doubled = string[:-1] if string[-1] == 3 else string
+    half, blank = len(doubled) // 2, doubled.index(2)
+    assert len(doubled) == 2 * half and doubled.count(2) == 1 and 3 not in doubled
     twin = blank + half if blank < half else blank - half
-    assert [s for i, s in enumerate(tape[:half]) if i != blank % half] == [
-        s for i, s in enumerate(tape[half:]) if i != blank % half]  # the other places agree
-    return [tape[twin]]
+    assert [s for i, s in enumerate(doubled[:half]) if i != blank % half] == [
+        s for i, s in enumerate(doubled[half:]) if i != blank % half]  # the other places agree
+    return [doubled[twin]]
 
 
 ANSWERS = {  # task -> an independent reading: the input string (ids) -> the answer
@@ -51,6 +51,16 @@ ANSWERS = {  # task -> an independent reading: the input string (ids) -> the ans
     "odds_first": odds_then_evens,
 }
 NAMES = sorted(ANSWERS)
+
+
+def tape(task, inputs, targets):
+    """The input string and the answer of one example, read off its tape: the string is every
+    position before the first EMPTY; EMPTY fills the rest, and only those positions are scored."""
+    inputs, targets = list(map(int, inputs)), list(map(int, targets))
+    n = inputs.index(task.empty_id)
+    assert set(inputs[n:]) == {task.empty_id} and set(targets[:n]) == {IGNORE}
+    assert IGNORE not in targets[n:]
+    return inputs[:n], targets[n:]
 
 
 def test_odds_first_reads_the_papers_code_order():
@@ -69,16 +79,6 @@ def test_missing_duplicate_string_has_the_papers_ids_and_examples():
 def test_bucket_sort_has_the_papers_five_symbols_and_example():
     assert tasks.get("bucket_sort").n_symbols == 5 and tasks.get("bucket_sort").vocab_size == 7
     assert buckets([1, 0, 2, 0, 4, 1, 1, 2]) == [0, 0, 1, 1, 1, 2, 2, 4]
-
-
-def tape(task, inputs, targets):
-    """The input string and the answer of one example, read off its tape: the string is every
-    position before the first EMPTY; EMPTY fills the rest, and only those positions are scored."""
-    inputs, targets = list(map(int, inputs)), list(map(int, targets))
-    n = inputs.index(task.empty_id)
-    assert set(inputs[n:]) == {task.empty_id} and set(targets[:n]) == {IGNORE}
-    assert IGNORE not in targets[n:]
-    return inputs[:n], targets[n:]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -105,7 +105,7 @@ def test_the_protocol_is_the_papers(name):
     lengths = []
     for _ in range(2000):  # one length per batch, uniformly over 1 … 40
         batch = task.train_batch(rng, 2)
-        string_lengths = {tape(task, x, y)[0].__len__() for x, y in zip(batch.inputs, batch.targets)}
+        string_lengths = {len(tape(task, x, y)[0]) for x, y in zip(batch.inputs, batch.targets)}
         assert len(string_lengths) == 1 and batch.inputs.shape[1] == task.sequence_length(*string_lengths)
         lengths += string_lengths
     counts = Counter(lengths)
