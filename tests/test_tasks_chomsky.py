@@ -70,7 +70,7 @@ def test_odds_first_reads_the_papers_code_order():
 
 def test_missing_duplicate_string_has_the_papers_ids_and_examples():
     task = tasks.get("missing_duplicate_string")
-    assert (task.missing_id, task.fill_id, task.empty_id, task.vocab_size) == (2, 3, 4, 6)
+    assert (task.missing_id, task.fill_id, task.empty_id, task.vocab_size, task.steps) == (2, 3, 4, 6, 10_000)
     assert blanked_symbol([0, 1, 1, 0, 0, 2, 1, 0]) == [1] and blanked_symbol([1, 0, 1, 1, 2, 1, 3]) == [0]
     blanks = Counter(tape(task, *task.example(np.random.default_rng(i), 9))[0].index(2) for i in range(800))
     assert sorted(blanks) == list(range(8)) and min(blanks.values()) > 60  # every place of 2 · 4, uniformly
