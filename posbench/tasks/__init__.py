@@ -15,6 +15,7 @@ from posbench.tasks import (  # noqa: F401
     babi,
     code_brackets,
     copy,
+    counting,
     digits_2d,
     dyck,
     index_lookup,
