@@ -28,6 +28,7 @@ from posbench.tasks import (  # noqa: F401
     passkey,
     reverse,
     scan,
+    selective_copy,
     table_lookup,
     text_order,
     text_source,
