@@ -18,6 +18,7 @@ from posbench.tasks import (  # noqa: F401
     counting,
     digits_2d,
     dyck,
+    flip_flop,
     index_lookup,
     lm_code,
     lm_prose,
