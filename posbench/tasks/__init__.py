@@ -26,6 +26,7 @@ from posbench.tasks import (  # noqa: F401
     long_range,
     mlm_prose,
     mosaic_qa,
+    multikey_niah,
     passkey,
     reverse,
     scan,
