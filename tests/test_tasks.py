@@ -15,7 +15,8 @@ from posbench.tasks.long_range import MOTIFS, to_ids
 
 ALL = ["babi", "code_brackets", "copy", "counting", "digits_2d", "dyck", "flip_flop", "index_lookup", "lm_code",
        "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range", "mlm_prose", "mosaic_qa", "multikey_niah",
-       "passkey", "reverse", "scan", "selective_copy", "table_lookup", "table_lookup_json", "text_order", "text_source"]
+       "passkey", "reverse", "scan", "selective_copy", "table_lookup", "table_lookup_json", "text_order", "text_source",
+       "variable_tracking"]
 
 
 def examples(task, length, count=50, seed=0):

@@ -34,6 +34,7 @@ from posbench.tasks import (  # noqa: F401
     table_lookup,
     text_order,
     text_source,
+    variable_tracking,
 )
 
 __all__ = ["IGNORE", "Batch", "Task", "default_shape", "get", "names", "register"]
