@@ -10,16 +10,17 @@ an increment ``v ++ ;`` of a variable already set (7); a draw that cannot be mad
 no variable set, or one past :data:`MAX_VALUE`) is drawn again, and a program that never sets a
 variable is drawn again whole. The question prints a variable that was set; its value, one token
 ``0 … MAX_VALUE``, is the only scored target. Counting the increments since the last reset of one
-variable, among many ``pass`` statements, is what CoPE counts by context and token positions cannot:
-the paper's 1-, 3- and 5-variable versions are ``n_vars`` 1, 3 and 5 (3, the generator's default,
+variable, among many ``pass`` statements, is a count by content, the paper's case for contextual
+positions: its 1-, 3- and 5-variable versions are ``n_vars`` 1, 3 and 5 (3, the generator's default,
 here). Chance: the majority answer's share of the set (``Task.chance``).
 
 The problem size is the number of statements (the generator's ``nsteps``, drawn from 3 to the
 training length); statements take 2 to 4 tokens, so :meth:`Counting.sequence_length` is the bound
-``4 · length + 2`` and an example is usually about half of it. The paper trains with up to 512
+``4 · length + 2`` and an example is usually about half of it. The generator draws up to 512
 statements; 64 here, because a ``tiny`` model on one core trains on sequences of a few hundred
-tokens in a short run, and evaluating to 8× (512 statements, the paper's own length) asks whether
-counting survives the length. 600 steps, the sequence tasks' default budget, untuned.
+tokens in a short run, and evaluating to 8× (512 statements, the generator's default
+``--max-steps``) asks whether counting survives the length. 600 steps, the sequence tasks' default
+budget, untuned.
 """
 
 from __future__ import annotations

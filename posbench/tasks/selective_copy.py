@@ -8,11 +8,11 @@ Sequence (token ids)::
 ``length`` input positions, of which ``round(density · length)`` (at least one) hold symbols at
 random places and the rest ``BLANK``; after ``SEP`` the model writes the symbols in order. The
 answer token ``k`` is the ``k``-th symbol, whose position depends on how many blanks came before
-it: a count by content, which CoPE's paper shows token positions do poorly. Only the answer is
+it: a position by content, what CoPE's paper compares encodings on. Only the answer is
 scored: exact match needs all of it right, token accuracy is per symbol (chance: the majority
 symbol's share, about ``1 / n_symbols``).
 
-16 symbols as in the papers; 32 positions half blank for training, a length a ``tiny`` model on one
+16 symbols as in Gu & Dao's; 32 positions half blank for training, a length a ``tiny`` model on one
 core copies in a short run (the papers use hundreds to thousands, with larger models), evaluated
 to 8× it. 600 steps, the sequence tasks' default budget, untuned.
 """

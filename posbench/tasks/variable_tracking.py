@@ -11,10 +11,10 @@ on ``hops`` times (``x5 = x3``: one hop), each hop to a fresh variable; the chai
 their order but interleave at random, and sit at random places in filler (one fixed sentence of
 ``n_filler`` words from a random phase, like ``passkey``'s). The question gives the value of one
 chain; the answer is its variables in the order they were assigned, RULER's "find all variables
-that are assigned the value" (the other chains, with other values, distract). Every answer token
-but the first is one hop: find where the previous variable is read. Only the answer is scored:
-exact match needs the whole chain, token accuracy is per variable (chance: the majority variable's
-share, about ``1 / n_names``).
+that are assigned the value" (RULER's default has one chain in noise; two here, so the value must
+be matched, not merely every assignment listed). Every answer token but the first is one hop: find
+where the previous variable is read. Only the answer is scored: exact match needs the whole chain,
+token accuracy is per variable (chance: the majority variable's share, about ``1 / n_names``).
 
 Training draws ``hops`` from 1 to ``max_hops`` (4, RULER's) per example; an evaluation set cycles
 through them item by item (:meth:`VariableTracking.eval_hops`), so per-item results split by hops.
