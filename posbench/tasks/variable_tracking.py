@@ -21,7 +21,9 @@ through them item by item (:meth:`VariableTracking.eval_hops`), so per-item resu
 The problem size ``length`` is the context in tokens, filler and statements (the question and answer
 come after it). Trained at 64 (two chains of up to 4 hops take 42 tokens of it: a ``tiny`` model on
 one core trains on this in a short run) and evaluated to 16× it (1,024 tokens, mostly filler).
-600 steps, ``passkey``'s budget, untuned here.
+The budget, 4,000 steps, is the largest tried; a tiny arm is still learning there (at 600 it stayed
+near chance), so a comparison's pilot should check it in distribution first (results/reference/README.md
+(Lab notes)).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class VariableTracking(VaryingSequenceTask):
     n_chains: int = 2
     max_hops: int = 4
     n_digits: int = 2
+    steps: int = 4000
     eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
 
     def __post_init__(self):
