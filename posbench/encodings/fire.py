@@ -46,21 +46,29 @@ class Fire(PositionalEncoding):
         own offset 0, as ``max(i − j, 0)`` gives on ordered ids. Queries are the last ``len(query)`` keys."""
         q_len, k_len = len(query), len(key)
         last_key = k_len - q_len if self.causal else k_len  # row r sees keys up to r + last_key (or all)
+        whole_grid = last_key >= k_len - 1  # every query sees every key (a decode step, bidirectional)
         index_dtype = torch.int32 if q_len * k_len < 2**31 else torch.long  # half the memory of int64 indices
-        values = self.mlp_over_slices(self.features(query, key, last_key, index_dtype))  # (h, pairs)
+        values = self.mlp_over_slices(self.features(query, key, last_key, whole_grid, index_dtype))  # (h, pairs)
+        if whole_grid:
+            return values.view(-1, q_len, k_len)  # (h, q, k)
         index = self.pair_index(q_len, k_len, last_key, key.ids.device, index_dtype)  # (q, k)
         return values.index_select(1, index.flatten()).view(-1, q_len, k_len)  # (h, q, k)
 
-    def features(self, query: Positions, key: Positions, last_key: int, index_dtype: torch.dtype) -> torch.Tensor:
+    def features(self, query: Positions, key: Positions, last_key: int, whole_grid: bool,
+                 index_dtype: torch.dtype) -> torch.Tensor:
         """``ψ(i − j) / ψ(max(L, i))`` of the pairs ``tril_indices(q, k, last_key)``, row-major: in [0, 1] up
-        to the threshold."""
-        rows, cols = torch.tril_indices(len(query), len(key), last_key, device=key.ids.device, dtype=index_dtype)
+        to the threshold. The whole grid broadcasts instead: no index tensors (a decode step's few ops)."""
         c = self.c.abs()
-        i = query.ids.to(c.dtype)  # (q,)
-        distance = i[rows] - key.ids.to(c.dtype)[cols]  # (pairs,)
-        distance = distance.abs() if not self.causal else distance.clamp(min=0)
+        i, j = query.ids.to(c.dtype), key.ids.to(c.dtype)  # (q,), (k,)
         normaliser = torch.log1p(c * torch.maximum(i, self.threshold.abs()))  # (q,)
-        return torch.log1p(c * distance) / normaliser[rows]  # (pairs,)
+        if whole_grid:
+            i, j, normaliser = i[:, None], j[None, :], normaliser[:, None]  # (q, 1), (1, k), (q, 1)
+        else:
+            rows, cols = torch.tril_indices(len(query), len(key), last_key, device=key.ids.device, dtype=index_dtype)
+            i, j, normaliser = i[rows], j[cols], normaliser[rows]  # (pairs,) each
+        distance = i - j
+        distance = distance.abs() if not self.causal else distance.clamp(min=0)
+        return (torch.log1p(c * distance) / normaliser).flatten()  # (pairs,)
 
     def mlp_over_slices(self, features: torch.Tensor) -> torch.Tensor:
         """``(pairs,)`` -> ``(h, pairs)``, :data:`MLP_SLICE` pairs per call: over all pairs at once the
