@@ -50,9 +50,9 @@ class Fire(PositionalEncoding):
         index_dtype = torch.int32 if q_len * k_len < 2**31 else torch.long  # half the memory of int64 indices
         values = self.mlp_over_slices(self.features(query, key, last_key, whole_grid, index_dtype))  # (h, pairs)
         if whole_grid:
-            return values.view(-1, q_len, k_len)  # (h, q, k)
+            return values.view(self.n_heads, q_len, k_len)  # (h, q, k)
         index = self.pair_index(q_len, k_len, last_key, key.ids.device, index_dtype)  # (q, k)
-        return values.index_select(1, index.flatten()).view(-1, q_len, k_len)  # (h, q, k)
+        return values.index_select(1, index.flatten()).view(self.n_heads, q_len, k_len)  # (h, q, k)
 
     def features(self, query: Positions, key: Positions, last_key: int, whole_grid: bool,
                  index_dtype: torch.dtype) -> torch.Tensor:
