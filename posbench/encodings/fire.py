@@ -22,7 +22,7 @@ from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
 from posbench.positions import Positions
 
-MLP_SLICE = 8192  # pairs per MLP call: its (slice, hidden) layer stays in a core's cache instead of going through memory
+MLP_SLICE = 8192  # pairs per MLP call: its (slice, hidden) layer stays in a core's cache, not in memory
 
 
 class Fire(PositionalEncoding):
