@@ -121,7 +121,7 @@ def _attention_elements(enc: PositionalEncoding, n_layers: int, batch_size: int,
         return h * (2 * L - 1) * (1 + causal), scores  # the table and its causal copy
     held = rows if path == "general_blocked" else L  # query rows of the bias built at once
     copies = 1 + (causal and path != "flex")  # flex masks the future with a block mask, not a copy
-    one = copies * h * held * L + enc.bias_build_elements(held, L)  # one mask (or block) and its making
+    one = copies * h * held * L + enc.bias_build_elements(held, L, trained)  # one mask (or block) and its making
     if mode != "train":
         return one, scores
     kept = n_layers * math.ceil(L / held) if path == "general_blocked" else 1  # blocks are built per layer

@@ -13,10 +13,11 @@ from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
 from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
 
-ALL = ["babi", "bucket_sort", "code_brackets", "copy", "digits_2d", "duplicate_string", "dyck", "index_lookup",
-       "lm_code", "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range", "missing_duplicate_string",
-       "mlm_prose", "mosaic_qa", "odds_first", "passkey", "reverse", "scan", "table_lookup", "table_lookup_json",
-       "text_order", "text_source"]
+ALL = ["babi", "bucket_sort", "code_brackets", "copy", "counting", "digits_2d", "duplicate_string", "dyck",
+       "flip_flop", "index_lookup", "lm_code", "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range",
+       "missing_duplicate_string", "mlm_prose", "mosaic_qa", "multikey_niah", "odds_first", "passkey", "reverse",
+       "scan", "selective_copy", "table_lookup", "table_lookup_json", "text_order", "text_source",
+       "variable_tracking"]
 
 
 def examples(task, length, count=50, seed=0):
@@ -26,7 +27,7 @@ def examples(task, length, count=50, seed=0):
 
 def test_registry_names_and_errors():
     assert tasks.names() == ALL
-    with pytest.raises(ValueError, match=r"unknown task 'sort'; allowed: babi, bucket_sort, code_brackets, copy"):
+    with pytest.raises(ValueError, match=r"unknown task 'sort'; allowed: babi, bucket_sort, code_brackets, copy, "):
         tasks.get("sort")
     with pytest.raises(ValueError, match=r"task 'reverse' has no option 'data'; allowed: .*train_length"):
         tasks.get("reverse", data="x.txt")

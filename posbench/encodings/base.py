@@ -170,10 +170,10 @@ class PositionalEncoding(nn.Module):
         under :mod:`posbench.flops`' convention; 0 for a bias that is looked up or gathered."""
         return 0
 
-    def bias_build_elements(self, q_len: int, k_len: int) -> int:
+    def bias_build_elements(self, q_len: int, k_len: int, training: bool = False) -> int:
         """Elements that building one ``(h, q_len, k_len)`` logit bias holds at its peak besides the bias
-        itself (an MLP's hidden layer over every query and key, say), for :mod:`posbench.footprint`;
-        0 for a bias that is looked up or gathered."""
+        itself (an MLP's outputs over every query and key, say), for :mod:`posbench.footprint`; ``training``:
+        with what autograd keeps of them for the backward. 0 for a bias that is looked up or gathered."""
         return 0
 
     def extra_repr(self) -> str:

@@ -16,9 +16,11 @@ from posbench.tasks import (  # noqa: F401
     bucket_sort,
     code_brackets,
     copy,
+    counting,
     digits_2d,
     duplicate_string,
     dyck,
+    flip_flop,
     index_lookup,
     lm_code,
     lm_prose,
@@ -27,13 +29,16 @@ from posbench.tasks import (  # noqa: F401
     missing_duplicate_string,
     mlm_prose,
     mosaic_qa,
+    multikey_niah,
     odds_first,
     passkey,
     reverse,
     scan,
+    selective_copy,
     table_lookup,
     text_order,
     text_source,
+    variable_tracking,
 )
 
 __all__ = ["IGNORE", "Batch", "Task", "default_shape", "get", "names", "register"]

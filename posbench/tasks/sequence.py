@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from posbench.tasks.base import IGNORE, Batch, Task, eval_rng
 
@@ -90,3 +91,17 @@ def pad_right(examples: list[tuple[np.ndarray, np.ndarray]], pad_id: int, width:
         inputs[row, : len(x)] = x
         targets[row, : len(y)] = y
     return Batch(torch.from_numpy(inputs), torch.from_numpy(targets))
+
+
+@dataclass(frozen=True)
+class VaryingSequenceTask(SequenceTask):
+    """A sequence task whose examples of one problem size vary in length (a program's statements, an
+    answer's hops): :meth:`sequence_length` is their bound, and each evaluation set is padded on the
+    right to it, so a set is as wide as its records say."""
+
+    def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
+        width = self.sequence_length(length)
+        for batch in super().eval_batches(length, split):
+            extra = width - batch.inputs.shape[1]
+            yield Batch(F.pad(batch.inputs, (0, extra), value=self.pad_id),  # (B, width)
+                        F.pad(batch.targets, (0, extra), value=IGNORE))  # (B, width)
