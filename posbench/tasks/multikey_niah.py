@@ -1,5 +1,7 @@
 """``multikey_niah``: RULER's multi-key needle in a haystack made of needles (Hsieh et al. 2024,
 ``niah_multikey_2`` in ``NVIDIA/RULER``'s ``scripts/synthetic.yaml``: the haystack is other needles).
+RULER's generator was not readable here (not in the stored sources): the task follows its paper's
+description, not its code.
 
 Sequence (token ids): needles ``k_1 … k_a : d_1 … d_m ;``, each a key of ``key_tokens`` symbols and a
 value of ``n_digits`` digits, back to back, then a question for one key::

@@ -1,6 +1,7 @@
 """``variable_tracking``: RULER's variable tracking (Hsieh et al. 2024, ``vt`` in ``NVIDIA/RULER``'s
 ``scripts/synthetic.yaml``): follow chains of assignments through filler, then name every variable
-that holds a value.
+that holds a value. RULER's generator was not readable here (not in the stored sources): the task
+follows its paper's description, not its code.
 
 Sequence (token ids): filler words with assignment statements among them, then a question::
 
