@@ -30,6 +30,7 @@ import functools
 import math
 
 import numpy as np
+import pandas as pd
 import torch
 
 from posbench import encodings, train
@@ -87,20 +88,36 @@ def sensitivity(spec: ArmSpec, size: str) -> dict[str, float]:
     return {axis: change / reference for axis, change in logit_change(spec, size).items()}
 
 
-def refuse_blind(declared: list[Comparison], sizes: dict[str, list[str]]) -> None:
-    """A one-line ``ValueError`` for the first comparison (withdrawn ones aside) whose arm is blind on an
-    axis at a size its task has results for (``sizes``: task -> sizes), naming the arm, axis and figure."""
+def measured(declared: list[Comparison], sizes: dict[str, list[str]]):
+    """``(comparison, size, arm, axis, ratio)`` for every arm with a position hook of every comparison, at
+    each size its task has results for (``sizes``: task -> sizes)."""
     for comparison in declared:
-        if comparison.withdrawn:
-            continue
         for size in sizes.get(comparison.task, ()):
             for spec in comparison.arms:
                 if encodings.traits(spec.encoding).hook == "none":
                     continue
                 for axis, ratio in sensitivity(spec, size).items():
-                    if ratio < BLIND:
-                        raise ValueError(
-                            f"comparison {comparison.id}: arm {spec.encoding} is blind on the {axis} axis of "
-                            f"{comparison.task} at {size}: a key moved one step changes the first layer's logits by "
-                            f"{ratio:.2%} of what 1-D {REFERENCE} changes them (below {BLIND:.0%}); mark the "
-                            f"comparison 'withdrawn: axis-blind …' or declare an arm that sees the axis")
+                    yield comparison, size, spec, axis, ratio
+
+
+def refuse_blind(declared: list[Comparison], sizes: dict[str, list[str]]) -> None:
+    """A one-line ``ValueError`` for the first comparison (withdrawn ones aside) whose arm is blind on an
+    axis at a size its task has results for, naming the arm, axis and figure."""
+    for comparison, size, spec, axis, ratio in measured([c for c in declared if not c.withdrawn], sizes):
+        if ratio < BLIND:
+            raise ValueError(
+                f"comparison {comparison.id}: arm {spec.encoding} is blind on the {axis} axis of "
+                f"{comparison.task} at {size}: a key moved one step changes the first layer's logits by "
+                f"{ratio:.2%} of what 1-D {REFERENCE} changes them (below {BLIND:.0%}); mark the "
+                f"comparison 'withdrawn: axis-blind …' or declare an arm that sees the axis")
+
+
+def table(declared: list[Comparison], sizes: dict[str, list[str]]) -> pd.DataFrame:
+    """``axes.csv``: each declared arm that reads more than one axis, per axis, once per (task, arm, size):
+    its figure against 1-D RoPE's and whether it is blind there; withdrawn comparisons' arms included."""
+    rows = [{"task": c.task, "encoding": spec.encoding, "size": size, "axis": axis, "ratio": ratio,
+             "blind": ratio < BLIND} for c, size, spec, axis, ratio in measured(declared, sizes)]
+    frame = pd.DataFrame(rows, columns=["task", "encoding", "size", "axis", "ratio", "blind"])
+    frame = frame.drop_duplicates(["task", "encoding", "size", "axis"])
+    axes = frame.groupby(["task", "encoding", "size"])["axis"].transform("count")
+    return frame[axes > 1].reset_index(drop=True)

@@ -1,6 +1,6 @@
 """The judge step: the guidance rows' verdicts, the article's claims and the advice for common
-situations, judged once from a run's tables, written beside them as ``verdicts.csv``, ``claims.csv``
-and ``advice.csv``.
+situations, judged once from a run's tables, written beside them as ``verdicts.csv``, ``claims.csv``,
+``advice.csv`` and ``axes.csv``.
 
 It runs after aggregation and before the report (its own Snakemake rule, ``python -m posbench
 judge``), so ``advise`` and the report read the same judgements and neither computes a statistic:
@@ -57,8 +57,7 @@ def verdict_table(tables: Tables, preset: str | None) -> pd.DataFrame:
     size the results hold, is refused (:func:`posbench.axis_check.refuse_blind`)."""
     declared = comparisons.load()
     results = results_frame(tables)
-    sizes = results.dropna(subset=["size"]).groupby("task")["size"].unique().to_dict()  # task -> sizes with results
-    axis_check.refuse_blind(list(declared.comparisons), sizes)
+    axis_check.refuse_blind(list(declared.comparisons), sizes_with_results(tables))
     chosen = deciding(preset)
     frames = []
     for decides, these in ((True, chosen), (False, [c for c in declared.comparisons if c not in chosen])):
@@ -68,6 +67,17 @@ def verdict_table(tables: Tables, preset: str | None) -> pd.DataFrame:
     frame = pd.concat(found, ignore_index=True) if found else frames[0]
     frame.insert(0, "declaration_sha256", declared.sha256)
     return frame
+
+
+def sizes_with_results(tables: Tables) -> dict[str, list[str]]:
+    """Task -> the model sizes the results hold for it."""
+    return results_frame(tables).dropna(subset=["size"]).groupby("task")["size"].unique().to_dict()
+
+
+def axes_table(tables: Tables) -> pd.DataFrame:
+    """``axes.csv``: what the axis check reads for every declared arm that reads more than one axis, at the
+    sizes its task has results for (:func:`posbench.axis_check.table`)."""
+    return axis_check.table(list(comparisons.load().comparisons), sizes_with_results(tables))
 
 
 def _with_wording(frame: pd.DataFrame, judgements: list[evidence.RowJudgement]) -> pd.DataFrame:
@@ -85,14 +95,16 @@ def _with_wording(frame: pd.DataFrame, judgements: list[evidence.RowJudgement]) 
 def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:
     """Judge the tables in ``tables_dir`` with the comparisons of ``preset`` deciding (every declared one
     for ``None`` or a preset the declarations do not name) and write ``verdicts.csv``, then ``claims.csv``
-    and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does) beside them."""
+    and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does) and ``axes.csv``
+    (the axis check of every multi-axis arm) beside them."""
     tables = load(tables_dir)
     written = [_write(tables_dir, "verdicts", verdict_table(tables, preset))]
     tables = load(tables_dir)
     inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
                            extrapolation=tables.get("extrapolation"))
     return written + [_write(tables_dir, "claims", claims.table(tables)),
-                      _write(tables_dir, "advice", advise.situations_table(inputs))]
+                      _write(tables_dir, "advice", advise.situations_table(inputs)),
+                      _write(tables_dir, "axes", axes_table(tables))]
 
 
 def _write(tables_dir: str | Path, name: str, frame: pd.DataFrame) -> Path:

@@ -164,3 +164,16 @@ def test_the_judge_step_refuses_a_declared_blind_arm(planted, tmp_path, monkeypa
     table = judge.verdict_table(found, "full")
     assert table[["comparison", "decides", "withdrawn"]].values.tolist() == [
         ["mosaic-planted", False, "axis-blind: planted"]]
+
+
+def test_the_axes_table_lists_each_multi_axis_arm_once_per_axis():
+    """axes.csv on the shipped declarations where mosaic_qa has results at tiny: mrope's three axes (its
+    columns blind, as the withdrawal says) and the per-modality arm's; no 1-D arm (one axis)."""
+    table = axis_check.table(list(comparisons.load().comparisons), {"mosaic_qa": ["tiny"]})
+    mrope = table[table["encoding"] == "mrope"].set_index("axis")
+    assert list(mrope.index) == ["text/time", "row", "column"] and mrope["blind"].tolist() == [False, False, True]
+    assert mrope.loc["column", "ratio"] == pytest.approx(axis_check.sensitivity(ArmSpec("mosaic_qa", "mrope"),
+                                                                                "tiny")["column"])
+    assert "sinusoidal" not in set(table["encoding"]) and not table.duplicated(["encoding", "axis"]).any()
+    assert set(table["task"]) == {"mosaic_qa"} and set(table["size"]) == {"tiny"}
+    assert axis_check.table(list(comparisons.load().comparisons), {}).empty

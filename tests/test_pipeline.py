@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from posbench.report.figures import REPORT_FIGURES
+from posbench.tables import JUDGED_NAMES
 from posbench.workflow import probe_cells, train_cells, validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +123,7 @@ def test_the_judge_step_runs_without_the_report(smoke):
     advise then runs on what it wrote. Last in this file: it removes the smoke run's report."""
     results, _ = smoke
     workdir, tables = results.parent.parent, results / "tables"
-    judged = [tables / f"{name}.csv" for name in ("verdicts", "claims", "advice")]
+    judged = [tables / f"{name}.csv" for name in JUDGED_NAMES]  # verdicts, claims, advice, axes
     assert all(path.stat().st_size > 0 for path in judged)
     for path in (results / "report.pdf", *judged):
         path.unlink()

@@ -1,11 +1,11 @@
-"""``python -m posbench judge``: the tables -> ``verdicts.csv``, ``claims.csv`` and ``advice.csv`` beside them."""
+"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, claims, advice, axes) beside them."""
 
 from __future__ import annotations
 
 from posbench.cli import arguments
 
 HELP = ("judge the declared comparisons and the article's claims on the tables under --tables; writes "
-        "verdicts.csv, claims.csv and advice.csv there (what the report and advise read)")
+        "verdicts.csv, claims.csv, advice.csv and axes.csv there (what the report and advise read)")
 
 
 def add_arguments(parser) -> None:

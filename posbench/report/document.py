@@ -87,6 +87,26 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
             rule = lines["row_rule"].iloc[0] if not lines.empty else ""
             rows.append([claim + [(line, SMALL) for line in details], verdict_cell(verdicts.row_verdict(lines), rule)])
         doc.table(rows, [0.67, 0.33])
+    axis_section(doc, tables)
+
+
+def axis_section(doc: Document, tables: Tables) -> None:
+    """The judge step's axis check of every declared arm that reads more than one axis (``axes.csv``)."""
+    doc.heading("Can each arm see its task's axes?", H2, keep=1.0)
+    doc.paragraph("axes.csv: a key moved one step along each axis the arm's initialised model reads changes the "
+                  "first layer's logits by this share of what one step changes under 1-D RoPE on the same task "
+                  "and width (seed 0); below 1 % an arm is blind there and the judge step refuses a comparison "
+                  "that declares it.", SMALL)
+    found = tables.get("axes")
+    if found.empty:
+        doc.paragraph("No declared multi-axis arm has results in these tables" + (
+            "" if "axes" in tables.frames else f" (axes.csv is not in {tables.folder})") + ".", BODY)
+        return
+    rows = [[[(f"{task} · {encoding} ({size})", SMALL)],
+             [(", ".join(f"{a.axis} {a.ratio:.2%}" + (" — blind" if a.blind else "") for a in arm.itertuples()),
+               SMALL)]]
+            for (task, encoding, size), arm in found.groupby(["task", "encoding", "size"], sort=False)]
+    doc.table(rows, [0.35, 0.65], header=["Task · arm (size)", "Change per step against 1-D RoPE's, per axis"])
 
 
 def claims_page(doc: Document, tables: Tables) -> None:

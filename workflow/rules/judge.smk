@@ -1,4 +1,4 @@
-# The tables -> verdicts.csv, claims.csv and advice.csv beside them (nothing re-measured): what the report and
+# The tables -> verdicts.csv, claims.csv, advice.csv and axes.csv beside them (nothing re-measured): what the report and
 # `posbench advise` read. `snakemake results/tables/verdicts.csv` runs it without the PDF.
 from pathlib import Path
 
@@ -21,6 +21,6 @@ rule judge:
         tables=lambda wildcards, output: Path(output[0]).parent,
         preset=config["preset"],
     message:
-        "judge {RESULTS}/tables -> verdicts.csv, claims.csv, advice.csv"
+        "judge {RESULTS}/tables -> verdicts.csv, claims.csv, advice.csv, axes.csv"
     shell:
         "{params.py} -m posbench judge --tables {params.tables} --preset {params.preset:q} > {log} 2>&1"
