@@ -99,7 +99,7 @@ def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:
     (the axis check of every multi-axis arm) beside them."""
     tables = load(tables_dir)
     written = [_write(tables_dir, "verdicts", verdict_table(tables, preset))]
-    tables = load(tables_dir)
+    tables.frames["verdicts"] = pd.read_csv(written[0])  # as advise reads it, without loading every table again
     inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
                            extrapolation=tables.get("extrapolation"))
     return written + [_write(tables_dir, "claims", claims.table(tables)),

@@ -27,5 +27,5 @@ def page(doc: Document, tables: Tables) -> None:
         doc.paragraph(f"Not shown: {why}.", BODY)
         return
     rows = [[[(str(text), Style(size=8, weight="bold") if i in (0, 1) else SMALL)] for i, text in enumerate(r)]
-            for r in found[[name.lower().replace("-", "_") for name in HEADER]].fillna("—").itertuples(index=False)]
+            for r in found.drop(columns="rule", errors="ignore").fillna("—").itertuples(index=False)]  # as HEADER
     doc.table(rows, [0.2, 0.16, 0.13, 0.35, 0.16], header=HEADER)

@@ -37,21 +37,25 @@ def interval(line) -> str:
     return f"{line.effect:+.3f} [{line.ci_low:+.3f}, {line.ci_high:+.3f}] vs δ {line.margin:g}"
 
 
+def reasons(lines: pd.DataFrame) -> pd.Series:
+    """Why each of ``lines`` is withdrawn, "" for one that is not (or a verdicts.csv from before the column)."""
+    if "withdrawn" not in lines:
+        return pd.Series("", index=lines.index, dtype=object)
+    return lines["withdrawn"].astype(object).fillna("")
+
+
 def withdrawn(lines: pd.DataFrame) -> pd.DataFrame:
     """The withdrawn comparisons among ``lines`` (a row's non-deciding ones)."""
-    if "withdrawn" not in lines:
-        return lines.iloc[0:0]
-    return lines[lines["withdrawn"].astype(object).fillna("") != ""]
+    return lines[reasons(lines) != ""]
 
 
 def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     """Per comparison: (comparison in a few words, effect [interval] vs δ, seeds, scope); a withdrawn one
     says so and why."""
     found = []
-    for line in lines.itertuples(index=False):
+    for line, reason in zip(lines.itertuples(index=False), reasons(lines)):
         at = "" if line.length_ratio == 1 else f" at {line.length_ratio:g}×"
-        reason = getattr(line, "withdrawn", "")
-        gone = f" — withdrawn, decides nothing ({reason})" if isinstance(reason, str) and reason else ""
+        gone = f" — withdrawn, decides nothing ({reason})" if reason else ""
         what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}{gone}"
         trained = "" if pd.isna(line.train_len) else f", trained at {int(line.train_len)}"
         seeds, scope = f"{line.n_added}/{line.n_comparator}", f"{line.task}, {line.size}{trained}"
@@ -64,11 +68,9 @@ def evidence_lines(lines: pd.DataFrame, descriptive: pd.DataFrame) -> list[str]:
     the notes, then the declared comparisons that do not decide: withdrawn ones with their reason and
     result, those outside the run's preset (descriptive only)."""
     found = [] if lines.empty else deciding_lines(lines)
-    reasons = (descriptive["withdrawn"].astype(object).fillna("") if "withdrawn" in descriptive
-               else [""] * len(descriptive))  # empty: not withdrawn (and verdicts.csv from before the column)
     return found + [f"withdrawn ({reason}), its result: {line}" if reason
                     else f"not in this preset, descriptive: {line}" for line, reason in
-                    zip(descriptive.get("line", []), reasons)]
+                    zip(descriptive.get("line", []), reasons(descriptive))]
 
 
 def deciding_lines(lines: pd.DataFrame) -> list[str]:
