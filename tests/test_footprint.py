@@ -128,6 +128,10 @@ def run_cell(config: ProfileConfig) -> None:
 @pytest.mark.parametrize("cell", MEASURED, ids=lambda c: f"{c['encoding']}-{c['size']}-{c['seq_len']}")
 def test_the_measured_peak_of_a_cpu_cell_is_within_a_factor_of_two_of_its_estimate(monkeypatch, cell):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    # glibc returns freed blocks above 128 KiB at once: the peak is the live tensors the estimate counts, not
+    # what the default heap happens to keep (FIRE's cell measured 1.21-2.05 of its estimate without it; with it,
+    # 2026-12-01 on this AMD EPYC: 1.01, 1.02, 0.56 (three runs: 89.4-89.6 MiB of 159), 0.88 for the cells below)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
     config = ProfileConfig(**cell)
     outcome = measure.run_isolated(peak_of_a_cell, asdict(config))
     assert outcome.status == "ok", outcome.reason
