@@ -90,13 +90,14 @@ def configured(**changes):
 
 def bias_kind(encoding) -> str | None:
     """``"relative"`` (a bias of ``j − i`` alone: the encoding implements ``relative_bias``),
-    ``"general"`` (any other logit bias) or ``None`` (the encoding's ``hook`` is not ``logits``).
+    ``"general"`` (any other logit bias: it implements ``attention_bias``) or ``None`` (neither). A layer of
+    a pattern may rotate q and k and mask too (a window), so this reads the hooks, not ``hook``.
     Read from the class, never by computing a bias: this runs inside every forward pass."""
-    if encoding.hook != "logits":
-        return None
     if type(encoding).relative_bias is not PositionalEncoding.relative_bias:
         return "relative"
-    return "general"
+    if type(encoding).attention_bias is not PositionalEncoding.attention_bias:
+        return "general"
+    return None
 
 
 def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dtype = torch.float32,
@@ -293,7 +294,13 @@ def build_mask(encoding, query: Positions, key: Positions, causal: bool,
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None, causal: bool) -> torch.Tensor:
     """``q (B, h, q_len, d_head)``, ``k, v (B, h, k_len, d_head)`` and a :class:`Mask` (or ``None``
-    for no bias) -> ``(B, h, q_len, d_head)``."""
+    for no bias) -> ``(B, h, q_len, d_head)``. Queries and keys wider than the values (PoPE's) meet values
+    padded with zeros to their width: SDPA's fused CPU kernel takes one head width (its math path, which
+    takes two, ran a 1024-token causal layer 3× slower), and the padding's outputs are dropped."""
+    if q.shape[-1] != v.shape[-1]:
+        d_head = v.shape[-1]
+        padded = torch.cat([v, v.new_zeros(*v.shape[:-1], q.shape[-1] - d_head)], dim=-1)  # (B, h, k_len, d_qk)
+        return attend(q, k, padded, mask, causal)[..., :d_head]
     if mask is None:
         q_len, k_len = q.shape[-2], k.shape[-2]
         if causal and q_len != k_len:  # queries after a cache: SDPA's is_causal aligns top-left, they sit bottom-right

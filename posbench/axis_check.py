@@ -50,7 +50,7 @@ def first_layer_logits(model, inputs: torch.Tensor, queries: Positions, keys: Po
     q, _ = model.first_queries_keys(inputs, queries)  # (B, h, L, d_head)
     _, k = model.first_queries_keys(inputs, keys)
     logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, h, L, L)
-    bias = model.encoding.attention_bias(queries, keys)  # (h, L, L) or None
+    bias = model.layer_encodings[0].attention_bias(queries, keys)  # (h, L, L) or None
     return logits if bias is None else logits + bias
 
 

@@ -174,17 +174,16 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
     B, L, n, h = batch_size, seq_len, cfg.n_layers, cfg.n_heads
     logits = L * (L + 1) // 2 if causal_half and cfg.causal else L * L  # per (batch, head)
     tokens = B * L
-    bias = attention.bias_kind(enc)  # None, "relative" or "general"
-    bias_held = h * (2 * L - 1) if bias == "relative" else h * L * L  # as attention holds it
-    bias_trainable = bias is not None and any(p.requires_grad for p in enc.parameters())
+    layers = model.layer_encodings
+    biases = _biases(layers)  # each distinct biased encoding and its layers
     forward = {
         "embedding": 2 * tokens * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
         "position_input": tokens * width if enc.traits.combine == "add" else 0,  # E + P; a concat is free
         "projections": n * 2 * tokens * width * 4 * width,  # qkv (3w) and out (w)
-        "rotation": n * 2 * 3 * tokens * enc.rotated_width,  # q and k: a complex multiply per rotated pair
-        "attention_scores": n * 2 * B * logits * width,  # h heads × d_head = width
-        "attention_bias": n * B * h * L * L + enc.bias_flops(L, L, "infer") if bias else 0,
-        "attention_values": n * 2 * B * logits * width,
+        "rotation": sum(layer.rotation_flops(B, L, "infer") for layer in layers),
+        "attention_scores": 2 * B * logits * sum(layer.query_key_width for layer in layers),  # h × d_head (or wider)
+        "attention_bias": sum(m * B * h * L * L + e.bias_flops(L, L, "infer") for e, m in biases.items()),
+        "attention_values": 2 * B * logits * sum(layer.query_key_width for layer in layers),  # values padded to it
         "ffn": n * 2 * 2 * tokens * width * model.d_ff,
         "residual": n * 2 * tokens * width,
         "head": 2 * (B if cfg.n_classes else tokens) * width * (cfg.n_classes or cfg.vocab_size),
@@ -195,10 +194,12 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "embedding": forward["embedding"],  # weight gradient only: the input needs none
         "position_input": 0,  # the add passes its gradient through
         "projections": 2 * forward["projections"],
-        "rotation": forward["rotation"],  # the gradient turned back: one complex multiply per pair
+        "rotation": sum(layer.rotation_flops(B, L, "train") for layer in layers) - forward["rotation"]
+        + _shared_rotation_gradients(layers),
         "attention_scores": 2 * forward["attention_scores"],
-        "attention_bias": ((n - 1) * bias_held if bias_trainable else 0)  # one bias for all layers
-        + enc.bias_flops(L, L, "train") - enc.bias_flops(L, L, "infer"),  # building it: the backward part
+        "attention_bias": sum((m - 1) * _bias_held(e, L) * _trainable(e)  # one bias for all its layers
+                              + e.bias_flops(L, L, "train") - e.bias_flops(L, L, "infer")  # building it: backward
+                              for e, m in biases.items()),
         "attention_values": 2 * forward["attention_values"],
         "ffn": 2 * forward["ffn"],
         "residual": forward["residual"],  # one gradient-accumulation add per branch point
@@ -215,19 +216,46 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
     model = meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
     cfg, enc, width = model.cfg, model.encoding, model.width
     B, keys, n, h = batch_size, context + 1, cfg.n_layers, cfg.n_heads
-    bias = attention.bias_kind(enc)
+    layers = model.layer_encodings
     return {
         "embedding": 2 * B * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
         "position_input": B * width if enc.traits.combine == "add" else 0,
         "projections": n * 2 * B * width * 4 * width,
-        "rotation": n * 2 * 3 * B * enc.rotated_width,
-        "attention_scores": n * 2 * B * keys * width,
-        "attention_bias": n * B * h * keys + enc.bias_flops(1, keys, "infer") if bias else 0,
-        "attention_values": n * 2 * B * keys * width,
+        "rotation": sum(layer.rotation_flops(B, 1, "infer") for layer in layers),
+        "attention_scores": 2 * B * keys * sum(layer.query_key_width for layer in layers),
+        "attention_bias": sum(m * B * h * keys + e.bias_flops(1, keys, "infer") for e, m in _biases(layers).items()),
+        "attention_values": 2 * B * keys * sum(layer.query_key_width for layer in layers),
         "ffn": n * 2 * 2 * B * width * model.d_ff,
         "residual": n * 2 * B * width,
         "head": 2 * B * width * (cfg.n_classes or cfg.vocab_size),
     }
+
+
+def _biases(layers: list) -> dict:
+    """Each distinct encoding among ``layers`` that adds a logit bias -> how many layers use it (its bias is
+    built once per forward pass and added in each of them)."""
+    counts = {}
+    for layer in layers:
+        if attention.bias_kind(layer):
+            counts[layer] = counts.get(layer, 0) + 1
+    return counts
+
+
+def _shared_rotation_gradients(layers: list) -> int:
+    """Accumulation adds of the gradient of a trained rotation's parameters (PoPE's ``δ``) that ``m`` layers
+    use: ``m − 1`` per parameter."""
+    return sum((layers.count(e) - 1) * sum(p.numel() for p in e.parameters() if p.requires_grad)
+               for e in dict.fromkeys(layers) if e.rotated_width)
+
+
+def _bias_held(encoding, seq_len: int) -> int:
+    """Elements of the bias as attention holds it: the ``(h, 2L − 1)`` table of a relative bias, else ``(h, L, L)``."""
+    h = encoding.n_heads
+    return h * (2 * seq_len - 1) if attention.bias_kind(encoding) == "relative" else h * seq_len * seq_len
+
+
+def _trainable(encoding) -> bool:
+    return any(p.requires_grad for p in encoding.parameters())
 
 
 # ----- shared by the counters --------------------------------------------------------------------

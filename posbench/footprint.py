@@ -18,10 +18,11 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   and the feed-forward's hidden layer before and after its activation, ``3·w + 2·d_ff``, or the
   residual, normalised input and logits at the head if more. Training: what autograd keeps per layer
   for the backward, ``11·w + 2·d_ff`` (residuals, both norms' outputs, q/k/v, attention output and its
-  reshaped copy, the hidden layer twice) and ``2·w`` more where q and k are rotated, plus one layer's
-  gradients in flight (``2·w + 2·d_ff``) and the logits three times (logits, log-softmax, gradient).
-* ``kv_cache`` (decode): keys and values of every layer for ``L + 1`` tokens, twice: a step appends
-  to the cache with ``torch.cat``, which copies it.
+  reshaped copy, the hidden layer twice) and the turned q and k where a layer rotates them (``2·w``, PoPE's
+  ``4·w``), plus one layer's gradients in flight (``2·w + 2·d_ff``) and the logits three times (logits,
+  log-softmax, gradient).
+* ``kv_cache`` (decode): keys (as wide as ``q·kᵀ`` reads them) and values of every layer for ``L + 1`` tokens,
+  twice: a step appends to the cache with ``torch.cat``, which copies it.
 * ``attention_bias``: what the attention path (:func:`posbench.attention.choose_path`, the model's own
   choice) holds of the logit bias: the ``(h, 2L − 1)`` table of a relative bias; a general bias whole,
   ``(h, L, L)``, or one block of query rows, with its causal copy and what building it holds besides
@@ -67,22 +68,26 @@ def cell_memory(cfg: ModelConfig, batch_size: int, seq_len: int, mode: str = "in
         raise ValueError(f"mode {mode!r}; allowed: {', '.join(MODES)}")
     enc = encoding_of(cfg)
     width, n = enc.model_width, cfg.n_layers
+    layers = enc.layers(n)
     d_ff, outputs = cfg.d_ff or 4 * width, cfg.n_classes or cfg.vocab_size
     weight_bytes = _bytes(torch.float32 if mode == "train" else dtype)
     size = _bytes(dtype)
     tokens = batch_size * seq_len
     parameters = rest_parameters(cfg) + sum(p.numel() for p in enc.parameters())
     if mode == "train":
-        kept = 11 * width + 2 * d_ff + (2 * width if enc.rotated_width else 0)  # per layer, for the backward
-        per_token = n * kept + 2 * width + 2 * d_ff + 3 * outputs
+        rotated = sum(2 * layer.query_key_width for layer in layers if layer.rotated_width)  # q and k turned
+        per_token = n * (11 * width + 2 * d_ff) + rotated + 2 * width + 2 * d_ff + 3 * outputs  # kept for backward
     else:
         per_token = max(3 * width + 2 * d_ff, 2 * width + outputs)
-    bias, scores = _attention_elements(enc, n, batch_size, seq_len, cfg.causal, mode, dtype, device)
+    per_encoding = [_attention_elements(layer, layers.count(layer), batch_size, seq_len, cfg.causal, mode, dtype,
+                                        device) for layer in dict.fromkeys(layers)]  # every mask is built up front
+    bias, scores = sum(b for b, _ in per_encoding), max(s for _, s in per_encoding)
     return {
         "weights": rest_parameters(cfg) * weight_bytes + _tensor_bytes(enc, weight_bytes),
         "optimizer": 3 * parameters * 4 if mode == "train" else 0,
         "activations": tokens * per_token * size,
-        "kv_cache": 2 * 2 * n * batch_size * (seq_len + 1) * width * size if mode == "decode" else 0,
+        "kv_cache": 2 * batch_size * (seq_len + 1) * sum(layer.query_key_width + width for layer in layers) * size
+        if mode == "decode" else 0,  # keys (as wide as q·kᵀ reads them) and values, copied by torch.cat
         "attention_bias": bias * size,
         "attention_scores": scores * size,
     }

@@ -3,7 +3,9 @@
 The model never asks which encoding it has: it calls ``inject`` on the token embeddings,
 ``rotate`` on queries and keys, and turns ``attention_bias`` into a logit mask once per forward pass
 (:mod:`posbench.attention` picks how; the bias is shared by all layers, as in T5), each with the
-same :class:`~posbench.positions.Positions` value: the batch's own, or the encoding's plain ones.
+same :class:`~posbench.positions.Positions` value: the batch's own, or the encoding's plain ones. A layer
+runs the query/key and logit hooks of the encoding :meth:`~posbench.encodings.PositionalEncoding.layers`
+gives it (the same one in every layer, except for a layer pattern such as iRoPE's).
 Widths come from the encoding, so a naive concat really runs the whole network at width d + d_p.
 """
 
@@ -175,15 +177,23 @@ class Transformer(nn.Module):
             positions = self.encoding.positions(inputs.shape[1], inputs.device, past)  # ids (L,) or (L, axes)
         keys = positions if not past else cache.positions.then(positions)  # every token attended to
         x = self.embedded(inputs, positions)  # (B, L, width)
-        mask = build_mask(self.encoding, positions, keys, self.cfg.causal, x.dtype)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, self.encoding, positions, mask, self.cfg.causal, None if cache is None else (cache, layer))
+        layer_encodings = self.layer_encodings
+        masks = {encoding: build_mask(encoding, positions, keys, self.cfg.causal, x.dtype)
+                 for encoding in dict.fromkeys(layer_encodings)}  # one per distinct encoding, shared by its layers
+        for layer, (block, encoding) in enumerate(zip(self.blocks, layer_encodings)):
+            x = block(x, encoding, positions, masks[encoding], self.cfg.causal,
+                      None if cache is None else (cache, layer))
         if cache is not None:
             cache.positions = keys
         x = self.norm(x)
         if self.cfg.n_classes:
             return self.head(x.mean(dim=1))  # (B, n_classes)
         return self.head(x)  # (B, L, vocab)
+
+    @property
+    def layer_encodings(self) -> list[encodings.PositionalEncoding]:
+        """The encoding of each layer (read at every call: an evaluation may swap ``self.encoding``)."""
+        return self.encoding.layers(len(self.blocks))
 
     def embedded(self, inputs: torch.Tensor, positions: Positions) -> torch.Tensor:
         """The residual stream entering the first block: tokens embedded, the input hook applied ``(B, L, width)``."""
@@ -193,8 +203,8 @@ class Transformer(nn.Module):
         """The first block's queries and keys ``(B, h, L, d_head)`` as :meth:`forward` forms them, every token at
         ``positions`` (:mod:`posbench.axis_check` reads keys at moved positions against queries at their own)."""
         block = self.blocks[0]
-        q, k, _ = block.attn.queries_keys_values(block.norm_attn(self.embedded(inputs, positions)), self.encoding,
-                                                 positions)
+        q, k, _ = block.attn.queries_keys_values(block.norm_attn(self.embedded(inputs, positions)),
+                                                 self.layer_encodings[0], positions)
         return q, k
 
 

@@ -145,6 +145,8 @@ def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None
     options = dict(task.model_options())
     grid = options.pop("grid", None)
     max_len = max(task.sequence_length(n) for n in task.eval_lengths())
+    if encodings.takes(encoding, "trained_length"):  # a layer pattern scales its window and temperature to it
+        encoding_options = {"trained_length": task.sequence_length(task.train_length), **(encoding_options or {})}
     if d_model is not None:
         check_width(size, d_model)
         options["d_model"] = d_model

@@ -43,6 +43,9 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "fire": (D, D, (1 * 32 + 32) + (32 * H + H) + 2),  # MLP 1 -> 32 -> H with biases; c and the threshold
     "sinusoidal_per_modality": (D, D, 0),  # sinusoidal on text, sinusoidal_2d on patches: nothing learned
     "rope_per_modality": (D, D, 0),  # rope on text, rope_2d on patches
+    "pope": (D, D, H * (D // H)),  # δ: one phase shift per head and dimension, shared by the layers
+    "irope": (D, D, 0),  # RoPE, chunks and a temperature: nothing learned
+    "rnope_swa": (D, D, 0),
 }
 
 

@@ -25,6 +25,8 @@ REFERENCE = Targets(None, None)  # none: what the others are divided by
 VECTOR_OR_ROTATION = Targets(1.05, 1.10)  # an input vector, or a rotation of q and k: within 5 % of a forward
 LOGIT_BIAS = Targets(1.25, 1.10)  # a bias added to every head's logits: within 25 %
 PAIRWISE_MLP = Targets(2.0, 2.0)  # FIRE: an MLP over every (query, key) pair's distance: within 2×
+TWICE_WIDE_SCORES = Targets(2.0, 1.5)  # PoPE: q·kᵀ (values padded to it) and the key cache at twice the head width
+LOCAL_LAYERS = Targets(1.25, 1.10)  # a layer pattern: a window or chunk mask in 3 of 4 layers, as a logit bias
 UNDECLARED = Targets(None, None)  # an encoding this table does not know: timed, not judged
 
 DECLARED: dict[str, Targets | str] = {
@@ -32,6 +34,8 @@ DECLARED: dict[str, Targets | str] = {
     **dict.fromkeys(("sinusoidal", "learned", "rope", "rope_p50", "xpos", "mrope", "p_rope"), VECTOR_OR_ROTATION),
     **dict.fromkeys(("alibi", "t5", "kerple"), LOGIT_BIAS),
     "fire": PAIRWISE_MLP,
+    "pope": TWICE_WIDE_SCORES,
+    **dict.fromkeys(("irope", "rnope_swa"), LOCAL_LAYERS),
     **dict.fromkeys(("sinusoidal_concat_fixed", "learned_concat_fixed"), VECTOR_OR_ROTATION),
     **{f"{family}_concat": "a wider model (residual stream d + d_p): against none at d its cost is the width's"
        for family in ("sinusoidal", "learned")},

@@ -11,10 +11,23 @@ torch.Size([8, 4, 4])
 """
 
 # Importing a family module registers its encodings.
-from posbench.encodings import absolute, alibi, fire, grid, kerple, none, p_rope, per_modality, rope, t5  # noqa: F401
+from posbench.encodings import (  # noqa: F401
+    absolute,
+    alibi,
+    fire,
+    grid,
+    kerple,
+    layer_pattern,
+    none,
+    p_rope,
+    per_modality,
+    pope,
+    rope,
+    t5,
+)
 from posbench.encodings.base import PositionalEncoding, Traits
 from posbench.encodings.hf_config import from_hf_config, hf_encoding_options
-from posbench.encodings.registry import build, names, register, traits
+from posbench.encodings.registry import build, names, register, takes, traits
 
 PLUGIN_GROUP = "posbench.encodings"
 
@@ -30,4 +43,4 @@ def _load_plugins() -> None:
 _load_plugins()
 
 __all__ = ["PositionalEncoding", "Traits", "build", "from_hf_config", "hf_encoding_options", "names", "register",
-           "traits"]
+           "takes", "traits"]

@@ -106,6 +106,23 @@ class PositionalEncoding(nn.Module):
         return 0
 
     @property
+    def query_key_width(self) -> int:
+        """Width of q (and of k) per token after :meth:`rotate`, over all heads: what ``q·kᵀ`` and a key cache
+        cost. The model width, unless the hook widens them (PoPE's cosine and sine halves)."""
+        return self.model_width
+
+    def rotation_flops(self, batch_size: int, seq_len: int, mode: str) -> int:
+        """FLOPs of :meth:`rotate` on ``seq_len`` tokens of ``batch_size`` sequences in one layer (``mode="train"``:
+        and its backward), under :mod:`posbench.flops`' convention: RoPE's complex multiply per rotated pair of
+        q and of k (3 FLOPs per rotated element), the gradient turned back by another."""
+        return 2 * 3 * batch_size * seq_len * self.rotated_width * (2 if mode == "train" else 1)
+
+    def layers(self, n_layers: int) -> list[PositionalEncoding]:
+        """The encoding each of ``n_layers`` layers runs its query/key and logit hooks with: this one in every
+        layer, unless a layer pattern (:mod:`posbench.encodings.layer_pattern`) gives some layers another."""
+        return [self] * n_layers
+
+    @property
     def token_width(self) -> int:
         """Width of the token embedding E that enters :meth:`inject`."""
         return self.d_model

@@ -4,6 +4,7 @@ code that needs to know what an encoding is reads its :func:`traits`."""
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 
 from posbench.encodings.base import PositionalEncoding, Traits
@@ -33,9 +34,7 @@ def names() -> list[str]:
 def build(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool = False,
           **family_options) -> PositionalEncoding:
     """Build encoding ``name``; unknown names and unknown options fail with the allowed values."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown encoding {name!r}; allowed: {', '.join(names())}")
-    factory, preset = _REGISTRY[name]
+    factory, preset = _entry(name)
     options = {**preset, **family_options}
     training = {key: options.pop(key) for key in TRAINING_OPTIONS if key in options}
     try:
@@ -47,6 +46,18 @@ def build(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool =
     if training:
         raise ValueError(f"encoding {name!r}: max_position applies only with randomized=True")
     return encoding
+
+
+def takes(name: str, option: str) -> bool:
+    """Whether encoding ``name``'s family takes ``option`` (read from its signature; a preset may fix it)."""
+    factory, _ = _entry(name)
+    return option in inspect.signature(factory).parameters
+
+
+def _entry(name: str) -> tuple[Callable[..., PositionalEncoding], dict]:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown encoding {name!r}; allowed: {', '.join(names())}")
+    return _REGISTRY[name]
 
 
 @functools.cache
