@@ -123,6 +123,15 @@ def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dty
     return "general_dense" if full_mask_bytes <= SETTINGS.max_mask_bytes else "general_blocked"
 
 
+def layer_paths(model, q_len: int, k_len: int, dtype: torch.dtype = torch.float32,
+                device: torch.device | str = CPU) -> str:
+    """The paths ``model``'s layers run (:func:`choose_path` of each distinct layer encoding), comma-joined in
+    layer order: one name, unless a layer pattern's layers differ (``general_dense,is_causal``)."""
+    paths = (choose_path(encoding, q_len, k_len, model.cfg.causal, dtype, device=device)
+             for encoding in model.layer_encodings)
+    return ",".join(dict.fromkeys(paths))
+
+
 def mask_future(bias: torch.Tensor, q_start: int) -> torch.Tensor:
     """``bias (h, q, k)`` for query tokens ``q_start …`` -> the same with ``-inf`` where key > query."""
     i = torch.arange(q_start, q_start + bias.shape[-2], device=bias.device)

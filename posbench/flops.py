@@ -47,6 +47,13 @@ The convention
   shared by all layers (T5), ``n_layers − 1`` accumulation adds of its gradient, the size of the
   bias as attention holds it (the ``(h, 2L − 1)`` table of a relative bias, else the ``(h, L, L)``
   mask). The loss is not counted: backward is seeded with the gradient of a sum.
+* Each layer is counted with its own encoding (:meth:`~posbench.encodings.base.PositionalEncoding.layers`:
+  a layer pattern's local and global layers differ); a bias is built once per distinct encoding and added
+  in each of its layers. An encoding's rotation counts itself (``rotation_flops``: RoPE's as above, PoPE's
+  magnitudes times turns, a query temperature's one multiply), and attention reads q and k at the width
+  rotation leaves them (``query_key_width``: PoPE doubles it, and values are padded to it, see
+  :func:`posbench.attention.attend`); a trained rotation that every layer runs (PoPE's ``δ``) accumulates
+  its gradient ``n_layers − 1`` times.
 """
 
 from __future__ import annotations

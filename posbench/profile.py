@@ -38,7 +38,7 @@ from typing import TextIO
 import torch
 
 from posbench import encodings, footprint, measure, records
-from posbench.attention import choose_path
+from posbench.attention import layer_paths
 from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, autocast, missing_device, on_cuda
 from posbench.flops import analytic_flops, count_flops, decode_flops
 from posbench.model import SIZES, KVCache, ModelConfig, build_model, count_params
@@ -471,7 +471,8 @@ SDPA_KERNEL_PREFIX = "aten::_scaled_dot_product_"
 
 def attention_used(model, step, config: ProfileConfig) -> dict:
     """Which attention code ran: the model's path (:func:`posbench.attention.choose_path`, the function the
-    model itself calls) and the SDPA kernels seen in one profiled step.
+    model itself calls; each distinct path of a layer pattern's layers, :func:`~posbench.attention.layer_paths`)
+    and the SDPA kernels seen in one profiled step.
 
     ``sdpa_backend`` is the kernel names without prefix and ``_backward`` suffix, e.g.
     ``flash_attention_for_cpu`` (CPU flash), ``attention_math`` (the unfused fallback),
@@ -483,7 +484,7 @@ def attention_used(model, step, config: ProfileConfig) -> dict:
     backends = sorted({name.removeprefix(SDPA_KERNEL_PREFIX).removesuffix("_backward") for name in kernels})
     param = next(model.parameters())
     q_len, k_len = (1, config.seq_len + 1) if config.mode == "decode" else (config.seq_len, config.seq_len)
-    path = choose_path(model.encoding, q_len, k_len, model.cfg.causal, param.dtype, device=param.device)
+    path = layer_paths(model, q_len, k_len, param.dtype, param.device)
     return {"path": path, "sdpa_kernels": kernels, "sdpa_backend": ",".join(backends)}
 
 

@@ -56,7 +56,7 @@ def scale_point(payload: dict, sections: dict) -> None:
     seq_len = payload["seq_len"]
     model = posbench_model(payload["encoding"], seq_len=seq_len)
     step = forward_step(model, 1, seq_len)
-    sections["path"] = attention.choose_path(model.encoding, seq_len, seq_len, True)
+    sections["path"] = attention.layer_paths(model, seq_len, seq_len)
     _, time_step = measure.make_timer(torch.device(CPU))
     with torch.inference_mode():
         with measure.CpuMemoryMonitor() as memory:
