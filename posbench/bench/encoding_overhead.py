@@ -21,7 +21,7 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     steps = {name: forward_step(model, 1, SEQ_LEN) for name, model in models.items()}
     result.samples = alternate(steps, options.rounds, options.warmup)
     for name, samples in result.samples.items():
-        path = attention.choose_path(models[name].encoding, SEQ_LEN, SEQ_LEN, True)
+        path = attention.layer_paths(models[name], SEQ_LEN, SEQ_LEN)
         against_none(out, result, ("overhead", name), result.samples, steps, name, timed[name].overhead,
                      extra=[Row("overhead", name, "p90", measure.latency_stats(samples)["p90_ms"], "ms"),
                             Row("overhead", name, "path", path)])
