@@ -81,7 +81,8 @@ def cell_memory(cfg: ModelConfig, batch_size: int, seq_len: int, mode: str = "in
         per_token = max(3 * width + 2 * d_ff, 2 * width + outputs)
     per_encoding = [_attention_elements(layer, layers.count(layer), batch_size, seq_len, cfg.causal, mode, dtype,
                                         device) for layer in dict.fromkeys(layers)]  # every mask is built up front
-    bias, scores = sum(b for b, _ in per_encoding), max(s for _, s in per_encoding)
+    scores = [s for _, s in per_encoding]  # kept per layer for the backward in training, else one layer's at a time
+    bias, scores = sum(b for b, _ in per_encoding), sum(scores) if mode == "train" else max(scores)
     return {
         "weights": rest_parameters(cfg) * weight_bytes + _tensor_bytes(enc, weight_bytes),
         "optimizer": 3 * parameters * 4 if mode == "train" else 0,

@@ -133,3 +133,21 @@ def test_cached_decoding_equals_the_full_forward_where_windows_chunks_and_temper
 def test_bad_options_fail_in_one_line_naming_the_key(options, message):
     with pytest.raises(ValueError, match=message):
         encodings.build("rnope_swa", d_model=16, n_heads=2, max_len=32, **options)
+
+
+def test_flops_and_memory_count_each_layer_with_its_own_encoding():
+    """small (4 layers, w = 128, 4 heads) at L = 100: three local RoPE layers with a mask, one global layer."""
+    from posbench.flops import analytic_flops, decode_flops
+    from posbench.footprint import cell_memory
+
+    w, h, L = 128, 4, 100
+    for name, temperature in (("irope", 1), ("rnope_swa", 0)):
+        cfg = posbench.ModelConfig.from_size("small", encoding=name, max_len=L)
+        terms = analytic_flops(cfg, 2, L)
+        assert terms["rotation"] == 3 * 2 * 3 * 2 * L * w + temperature * 2 * L * w  # RoPE's q and k; q × temperature
+        assert terms["attention_bias"] == 3 * 2 * h * L * L  # the mask added in the three local layers
+        assert decode_flops(cfg, 2, L - 1)["attention_bias"] == 3 * 2 * h * L
+    chunked = cell_memory(posbench.ModelConfig.from_size("small", encoding="irope", max_len=L), 1, L)
+    window = cell_memory(posbench.ModelConfig.from_size("small", encoding="rnope_swa", max_len=L), 1, L)
+    assert chunked["attention_bias"] == 2 * h * L * L * 4  # one (h, L, L) mask and its causal copy, float32
+    assert window["attention_bias"] == 2 * h * (2 * L - 1) * 4  # one (h, 2L − 1) table and its causal copy

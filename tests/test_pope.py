@@ -113,3 +113,16 @@ def test_bad_options_fail_in_one_line_naming_the_key():
         encodings.build("pope", d_model=12, n_heads=2, max_len=8, base=1)
     with pytest.raises(ValueError, match=r"^encoding 'pope': .*unexpected keyword argument 'rotary_fraction'$"):
         encodings.build("pope", d_model=12, n_heads=2, max_len=8, rotary_fraction=0.5)
+
+
+def test_flops_and_the_decode_cache_count_twice_wide_keys():
+    """tiny (2 layers, w = 64, 4 heads of 16) at L = 50: q·kᵀ and attn·v (values padded) at 2w, keys cached at 2w."""
+    from posbench.flops import analytic_flops
+    from posbench.footprint import cell_memory
+
+    w, n, L = 64, 2, 50
+    cfg = posbench.ModelConfig.from_size("tiny", encoding="pope", max_len=L + 1)
+    terms = analytic_flops(cfg, 3, L)
+    assert terms["attention_scores"] == terms["attention_values"] == n * 2 * 3 * L * L * 2 * w
+    assert terms["rotation"] == n * (2 * 2 * 3 * L * w + 6 * L * w)  # magnitudes × turns; the keys' turns × e^{iδ}
+    assert cell_memory(cfg, 3, L, "decode")["kv_cache"] == 2 * 3 * (L + 1) * n * (2 * w + w) * 4
