@@ -51,9 +51,9 @@ The convention
   a layer pattern's local and global layers differ); a bias is built once per distinct encoding and added
   in each of its layers. An encoding's rotation counts itself (``rotation_flops``: RoPE's as above, PoPE's
   magnitudes times turns, a query temperature's one multiply), and attention reads q and k at the width
-  rotation leaves them (``query_key_width``: PoPE doubles it, and values are padded to it, see
-  :func:`posbench.attention.attend`); a trained rotation that every layer runs (PoPE's ``δ``) accumulates
-  its gradient ``n_layers − 1`` times.
+  rotation leaves them (``query_key_width``: PoPE doubles it, and values are padded to it where more than
+  one query attends, :func:`posbench.attention.attended_value_width`); a trained rotation that every layer
+  runs (PoPE's ``δ``) accumulates its gradient ``n_layers − 1`` times.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "rotation": sum(layer.rotation_flops(B, L, "infer") for layer in layers),
         "attention_scores": 2 * B * logits * sum(layer.query_key_width for layer in layers),  # h × d_head (or wider)
         "attention_bias": sum(m * B * h * L * L + e.bias_flops(L, L, "infer") for e, m in biases.items()),
-        "attention_values": 2 * B * logits * sum(layer.query_key_width for layer in layers),  # values padded to it
+        "attention_values": 2 * B * logits * sum(attention.attended_value_width(layer.query_key_width, width, L)
+                                                 for layer in layers),  # PoPE's values padded to its keys' width
         "ffn": n * 2 * 2 * tokens * width * model.d_ff,
         "residual": n * 2 * tokens * width,
         "head": 2 * (B if cfg.n_classes else tokens) * width * (cfg.n_classes or cfg.vocab_size),
@@ -231,7 +232,7 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
         "rotation": sum(layer.rotation_flops(B, 1, "infer") for layer in layers),
         "attention_scores": 2 * B * keys * sum(layer.query_key_width for layer in layers),
         "attention_bias": sum(m * B * h * keys + e.bias_flops(1, keys, "infer") for e, m in _biases(layers).items()),
-        "attention_values": 2 * B * keys * sum(layer.query_key_width for layer in layers),
+        "attention_values": n * 2 * B * keys * width,  # one query: values at their own width
         "ffn": n * 2 * 2 * B * width * model.d_ff,
         "residual": n * 2 * B * width,
         "head": 2 * B * width * (cfg.n_classes or cfg.vocab_size),
