@@ -135,7 +135,10 @@ def layer_paths(model, q_len: int, k_len: int, dtype: torch.dtype = torch.float3
 
 
 def mask_future(bias: torch.Tensor, q_start: int) -> torch.Tensor:
-    """``bias (h, q, k)`` for query tokens ``q_start …`` -> the same with ``-inf`` where key > query."""
+    """``bias (h, q, k)`` for query tokens ``q_start …`` -> the same with ``-inf`` where key > query. A bias
+    that every head shares (a view with stride 0 over heads: a chunk mask) is masked once and stays a view."""
+    if bias.shape[0] > 1 and bias.stride(0) == 0:
+        return mask_future(bias[:1], q_start).expand_as(bias)
     i = torch.arange(q_start, q_start + bias.shape[-2], device=bias.device)
     j = torch.arange(bias.shape[-1], device=bias.device)
     return bias.masked_fill(j[None, :] > i[:, None], float("-inf"))  # (h, q, k)

@@ -81,6 +81,7 @@ def test_a_chunk_sees_only_its_own_chunk(causal, float64):
     sees = (i // 5 == j // 5) & ((j <= i) if causal else True)  # chunks 0-4, 5-9, 10-11
     assert choose_path(local, 12, 12, causal) == "general_dense"
     mask = build_mask(local, P(12), P(12), causal, torch.float64)
+    assert mask.full.shape == (1, 2, 12, 12) and mask.full.stride(1) == 0  # one (L, L) mask every head reads
     torch.testing.assert_close(attend(q, k, v, mask, causal), reference_attention(q, k, v, sees), atol=1e-12, rtol=0)
 
 
