@@ -69,7 +69,7 @@ class KVCache:
     Hugging Face).
     """
 
-    keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head)
+    keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head); PoPE: 2 · d_head
     values: list[torch.Tensor | None]
     positions: Positions | None = None  # of the T cached tokens
 
