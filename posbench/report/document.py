@@ -57,26 +57,34 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
     doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged by the comparisons declared "
                   f"in posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}); the "
                   "judge step wrote verdicts.csv. Effect: the comparator minus the added encoding, positive when the "
-                  "comparator is better; [low, high] is the 95 % Welch interval over seeds; seeds: added/comparator.",
+                  "comparator is better; [low, high] is the Welch interval over seeds at the look's level (each "
+                  "comparison's own seeds, a second look only where the first was unclear; comparisons.yaml splits "
+                  "α between looks); seeds: added/comparator and the look; budget: the steps of the annealed model "
+                  "judged, and the trend of the effect over the last two checkpoints.",
                   BODY)
     if "verdicts" not in tables.frames:
         doc.paragraph(f"verdicts.csv is not in {tables.folder}: run `python -m posbench judge --tables "
                       f"{tables.folder}` (the workflow's judge rule) first.", BODY)
-    header = ["Guidance row", "Verdict", "Decided by", "Effect [95 % CI] vs δ", "Seeds", "Scope"]
+    header = ["Guidance row", "Verdict", "Decided by", "Effect [CI] vs δ", "Seeds", "Budget, trend", "Scope"]
     summary = []
     for row in guidance.ROWS:  # a line per deciding comparison; the row and its verdict on the first
         lines = verdicts.of_row(verdicts_table, row)
         label = ([(row.quote, Style(size=8))] if chinese else []) + [(row.english, Style(size=7.5, weight="bold"))]
         heads = [label, verdict_cell(verdicts.row_verdict(lines), "", size=7.5)]
         shown = lines if not lines.empty else verdicts.withdrawn(verdicts.of_row(verdicts_table, row, decides=False))
-        for decided in verdicts.summary(shown) or [("—", "—", "—", "—")]:
+        for decided in verdicts.summary(shown) or [("—",) * 5]:
             summary.append([*heads, *[[(part, SMALL)] for part in decided]])
             heads = [[], []]
-    doc.table(summary, [0.19, 0.19, 0.23, 0.19, 0.06, 0.14], header=header)
-    spec = figures.FOREST
-    if spec.missing(tables) is None:
-        doc.heading(spec.title, H2, keep=spec.height + 0.4)
-        doc.figure_block(lambda fig, rect: spec.draw(fig, rect, tables), spec.height, spec.caption)
+    doc.table(summary, [0.16, 0.15, 0.2, 0.16, 0.07, 0.13, 0.13], header=header)
+    scopes = verdicts_table["scope"].dropna().unique() if "scope" in verdicts_table else []
+    if len(scopes):
+        doc.paragraph("Not covered: " + "; ".join(dict.fromkeys(str(s).split(" on this task;")[0] for s in scopes))
+                      + ". Larger models and longer training are not covered (workflow/cluster.yaml runs them).",
+                      SMALL)
+    for spec in (figures.FOREST, figures.TRAJECTORY):
+        if spec.missing(tables) is None:
+            doc.heading(spec.title, H2, keep=spec.height + 0.4)
+            doc.figure_block(lambda fig, rect, spec=spec: spec.draw(fig, rect, tables), spec.height, spec.caption)
     for side, english in guidance.SIDES.items():
         doc.heading(f"{side}  {english}" if chinese else english, H2)
         rows = []
