@@ -331,13 +331,14 @@ def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_th
     cfg = shipped("config.yaml")
     arms = {(a.task, a.encoding, shape_dir(a.train_length, a.d_model)) for a in comparisons.load().arms("default")}
     grid = {(task, e, "") for task, names in cfg["train"]["tasks"].items() for e in names}
-    assert len(arms) == 12 and arms & grid == {("lm_prose", "sinusoidal", "")} and len(grid) == 7
+    assert len(arms) == 13 and arms & grid == {("lm_prose", "sinusoidal", "")} and len(grid) == 10
     assert arms - grid == {("scan", "sinusoidal", ""), ("scan", "rope", ""), ("lm_prose", "sinusoidal", "L128/"),
                            ("lm_prose", "rope", "L128/"), ("lm_prose", "sinusoidal_concat", "d32/"),
                            ("passkey", "sinusoidal", ""), ("passkey", "alibi", ""), ("code_brackets", "sinusoidal", ""),
-                           ("code_brackets", "rope", ""), ("mosaic_qa", "sinusoidal", ""), ("mosaic_qa", "mrope", "")}
+                           ("code_brackets", "rope", ""), ("mosaic_qa", "sinusoidal", ""), ("mosaic_qa", "mrope", ""),
+                           ("mosaic_qa", "mrope_mosaic", "")}
     jobs = train_jobs(cfg)
-    assert len(jobs) == 18 and {(j["task"], j["encoding"], j["shape_dir"]) for j in jobs} == grid | arms
+    assert len(jobs) == 22 and {(j["task"], j["encoding"], j["shape_dir"]) for j in jobs} == grid | arms
     for job in jobs:
         assert job["seeds"] == (list(range(10)) if (job["task"], job["encoding"], job["shape_dir"]) in arms
                                 else [0, 1, 2])
@@ -345,8 +346,8 @@ def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_th
         lr = cfg["train"]["lr"].get(job["task"], {}).get(job["encoding"], default)  # compared arms: checked rates
         assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")
     cells = [(c["task"], c["encoding"], c["size"], c["shape_dir"], c["lr"], c["seed"]) for c in train_cells(cfg)]
-    assert len(cells) == len(set(cells)) == 12 * 10 + 6 * 3 == 138
-    assert len(set(train_records(cfg))) == 138
+    assert len(cells) == len(set(cells)) == 13 * 10 + 9 * 3 == 157
+    assert len(set(train_records(cfg))) == 157
 
 
 def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
@@ -354,7 +355,7 @@ def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
                                         "tasks": {"code_brackets": ["rope", "alibi"]}}))
     by_arm = {(j["task"], j["encoding"]): j["seeds"] for j in train_jobs(cfg)}
     assert by_arm[("code_brackets", "rope")] == [0, 1, 5] and by_arm[("code_brackets", "alibi")] == [0, 1]
-    assert by_arm[("lm_prose", "sinusoidal")] == [0, 5] and len(by_arm) == 12  # 11 (task, encoding) + alibi
+    assert by_arm[("lm_prose", "sinusoidal")] == [0, 5] and len(by_arm) == 13  # 12 (task, encoding) + alibi
 
 
 def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder():
@@ -362,7 +363,7 @@ def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder(
                                            "lr_factors": [0.333, 1, 3], "lr": {"lm_prose": {"rope": 0.001}}}),
                            "machine": "m"})
     jobs = train_jobs(cfg)
-    assert len(jobs) == 12 * 3 and len(train_cells(cfg)) == 36
+    assert len(jobs) == 13 * 3 and len(train_cells(cfg)) == 39
     rates = {(j["task"], j["encoding"], j["shape_dir"]): [] for j in jobs}
     for job in jobs:
         rates[job["task"], job["encoding"], job["shape_dir"]].append((job["lr"], job["lr_dir"]))
@@ -372,7 +373,7 @@ def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder(
     records = train_records(cfg)
     assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500/lr0.000999/seed0.json" in records
     assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500/seed0.json" in records
-    assert len(set(records)) == 36
+    assert len(set(records)) == 39
     assert ("results/batches/m/train/cpu/lm_prose/tiny/rope/L128/steps500/lr0.001/seeds0.json"
             in batch_manifests(cfg, ["cpu"]))
 
@@ -557,9 +558,9 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
-    "config.yaml": dict(train=18, probe=6, profile=3),
-    "workflow/full.yaml": dict(train=333, probe=36, profile=14),
-    "workflow/cluster.yaml": dict(train=455, probe=36, profile=48),
+    "config.yaml": dict(train=22, probe=6, profile=3),
+    "workflow/full.yaml": dict(train=336, probe=36, profile=14),
+    "workflow/cluster.yaml": dict(train=457, probe=36, profile=48),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
 
@@ -581,7 +582,7 @@ def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_p
     preset = {"machine": "m", "profile": {"encodings": []},
               "train": {"comparisons": "default", "lr_factors": [0.333, 1, 3], "tasks": {"reverse": ["alibi"]}}}
     jobs = [job for job in dry_run(tmp_path, preset) if job["rule"] == "train"]
-    assert len(jobs) == 12 * 3 + 1
+    assert len(jobs) == 13 * 3 + 1
     shells = {job["shell"].split(" --out ")[1].split()[0].strip("'"): job["shell"] for job in jobs}
     arm = "results/records/m/train/cpu/{}/seed{{seed}}.json".format
     at_128 = shells[arm("lm_prose/tiny/rope/L128/steps500")]
