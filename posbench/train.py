@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from posbench import encodings, metrics, records, tasks
+from posbench import encodings, free_running, metrics, records, tasks
 from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
@@ -407,8 +407,10 @@ def position_bins(loss_sum: np.ndarray, scored: np.ndarray, bins: int = POSITION
 
 def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32, split: str = "test") -> Evaluation:
     """The task's metrics on its fixed ``split`` set at ``length``, and each sequence's own sums; on
-    the model's device, the forward in ``dtype``'s precision (as it was trained)."""
-    return score(model, task.eval_batches(length, split), task.metrics, dtype)
+    the model's device, the forward in ``dtype``'s precision (as it was trained); a decoded metric
+    (``greedy_exact_match``) by :mod:`posbench.free_running`."""
+    evaluation = score(model, task.eval_batches(length, split), free_running.teacher_forced(task.metrics), dtype)
+    return free_running.with_decoded(model, task.eval_batches(length, split), task.metrics, dtype, evaluation)
 
 
 def evaluate_sliding(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32) -> Evaluation:
@@ -461,7 +463,7 @@ def item_table(evaluations: dict[int, Evaluation]) -> records.Items:
     """Every length's items in one table: ``length``, ``item`` (its index in that length's set) and its sums."""
     columns = {"length": np.concatenate([np.full(e.sums["sequences"], n) for n, e in evaluations.items()]),
                "item": np.concatenate([np.arange(e.sums["sequences"]) for e in evaluations.values()])}
-    for name in metrics.ITEM_SUMS:
+    for name in next(iter(evaluations.values())).items:  # metrics.ITEM_SUMS, and a decoded metric's sum
         columns[name] = np.concatenate([e.items[name] for e in evaluations.values()])
     return records.Items(columns)
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from posbench.tasks.base import Batch, Task, check_split
 from posbench.tasks.registry import register
-from posbench.tasks.sequence import pad_right, prompt_then_answer
+from posbench.tasks.sequence import FREE_RUNNING_METRICS, pad_right, prompt_then_answer
 
 PRIMITIVES = {"jump": "I_JUMP", "walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK"}  # U
 TURNS = {"left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
@@ -131,7 +131,7 @@ class Scan(Task):
 
     name = "scan"
     kind = "nlp"
-    metrics: ClassVar[tuple[str, ...]] = ("exact_match", "token_accuracy")
+    metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
     split: str = "simple"
     train_length: int = MAX_ACTIONS
