@@ -216,10 +216,14 @@ def _check_names(config: dict) -> None:
     for task, rates in train["lr"].items():
         if isinstance(rates, dict):
             _check_members(f"train.lr.{task}", list(rates), encodings.names())
-    if train["comparisons"] == "none" and train["lr_factors"] != [1]:
+    if train["shapes"] not in ("all", "none"):
+        from posbench import shapes
+
+        _check_members("train.shapes", train["shapes"], shapes.load().parts)
+    if train["comparisons"] == train["shapes"] == "none" and train["lr_factors"] != [1]:
         raise ConfigError(f"config key 'train.lr_factors': {train['lr_factors']} multiplies the rates of the "
-                          "comparisons' arms, and train.comparisons is none; set it to default, full or all, or "
-                          "lr_factors to [1]")
+                          "comparisons' arms (and tuned shapes' arms), and train.comparisons and train.shapes are "
+                          "none; set one of them, or lr_factors to [1]")
     _check_members("train.data", list(train["data"]), tasks.names())
     for i, length in enumerate(profile["seq_lens"]):
         if length <= 0:
@@ -372,7 +376,8 @@ def train_jobs(config: dict) -> list[dict]:
 
     The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`) and ``train.seeds``,
     and so do the sweeps' (``train.sweeps``), at each of their training lengths × widths; the
-    comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``. An
+    comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``; the published
+    shapes' arms (``train.shapes``) at ``train.seeds``, a tuned shape's at each of ``train.lr_factors``. An
     arm asked for twice at one rate, length and width is one job with the union of the seeds; a length
     or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every job
     trains on ``train.device`` in ``train.dtype``, for ``train.steps`` or the task's own steps."""
@@ -384,6 +389,7 @@ def train_jobs(config: dict) -> list[dict]:
              for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
              for width in sweep.get("d_models", [None])]
     arms += [(spec, f, t["comparison_seeds"]) for spec in comparison_arms(config) for f in t["lr_factors"]]
+    arms += [(spec, f, t["seeds"]) for spec, tuned in shape_arms(config) for f in (t["lr_factors"] if tuned else [1])]
     jobs: dict[tuple, set] = {}
     for (spec, factor, seeds), size in product(arms, t["sizes"]):
         base = learning_rate(config, spec.task, spec.encoding)
@@ -438,6 +444,14 @@ def comparison_arms(config: dict) -> list[ArmSpec]:
 
     chosen = config["train"]["comparisons"]
     return [] if chosen == "none" else comparisons.load().arms(chosen)
+
+
+def shape_arms(config: dict) -> list[tuple[ArmSpec, bool]]:
+    """``(arm, tuned)`` for the published shapes of ``train.shapes`` (posbench/shapes.yaml; none: nothing)."""
+    from posbench import shapes
+
+    chosen = config["train"]["shapes"]
+    return [] if chosen == "none" else shapes.load().arms(chosen)
 
 
 def learning_rate(config: dict, task: str, encoding: str) -> float:
