@@ -14,7 +14,7 @@ import pandas as pd
 
 from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
 
-JUDGED_NAMES = ("verdicts", "claims", "advice", "axes")  # the tables the judge step writes (posbench.verdicts)
+JUDGED_NAMES = ("verdicts", "claims", "advice", "axes", "shapes")  # the judge step's (posbench.verdicts, .shapes)
 
 
 @dataclass
