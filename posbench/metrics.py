@@ -96,5 +96,6 @@ def get(name: str) -> Metric:
 
 
 def sums(items: Mapping[str, np.ndarray]) -> dict[str, float | int]:
-    """The :data:`SUMS` of a set of items (columns :data:`ITEM_SUMS`, one row per item)."""
-    return {**{name: np.sum(items[name]).item() for name in ITEM_SUMS}, "sequences": len(items["exact"])}
+    """The :data:`SUMS` of a set of items (columns :data:`ITEM_SUMS`, and a decoded metric's sum where the
+    items have it, one row per item)."""
+    return {**{name: np.sum(items[name]).item() for name in SUMS if name in items}, "sequences": len(items["exact"])}

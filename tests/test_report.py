@@ -222,7 +222,7 @@ def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     assert "Declaredcomparisons" in verdict_pages and comparisons.load().sha256[:12] in text[0]
     for claim in claims.check_all(load(folder / "tables")):
         assert squeeze(claim.article) in text[claims_page]
-    assert "Vaswani" in text[claims_page] and "PPL4.92" in text[claims_page]
+    assert "Vaswani" in text[claims_page] and "PPL4.92" in text[claims_page] and "vaswani2017-e" in text[claims_page]
     everything = "".join(text)
     for spec_title in ("Length extrapolation", "Cost against accuracy", "Appendix D"):
         assert squeeze(spec_title) in everything

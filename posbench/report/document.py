@@ -113,7 +113,8 @@ def claims_page(doc: Document, tables: Tables) -> None:
     doc.heading("Claims check", H2, page_break=True)
     doc.paragraph("Each claim of the article that posbench tests. 'computed': from posbench's own code; "
                   "'measured': from this run's tables; 'cited': checked against the paper the claim is about "
-                  "(the judge step's claims.csv).", SMALL)
+                  "(the judge step's claims.csv). Vaswani et al.'s Table 3 (E) with both arms tuned is judged as a "
+                  "published shape: see 'What this benchmark reproduces' (vaswani2017-e).", SMALL)
     found = tables.get("claims")
     if found.empty:
         doc.paragraph(f"claims.csv is not in {tables.folder}: run `python -m posbench judge` first.", BODY)
