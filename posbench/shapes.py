@@ -269,9 +269,9 @@ def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmR
     chance = evidence.mean_chance(trained, chance_column)
     gate_values = trained[gate_column].to_numpy(float) if gate_column in trained.columns else np.array([])
     learned = evidence.above_chance(gate_values, chance, higher)
-    gate = f"{gate_column if gate_column != 'value' else headline.name} {np.mean(gate_values):.4g} at 1×, chance " \
-           f"{chance:.4g}" if len(gate_values) else "no seed at 1×"
-    return ArmResult(arm, values, learned, gate)
+    gate_name = headline.name if gate_column == "value" else gate_column
+    read = f"{gate_name} {np.mean(gate_values):.4g} at 1×, chance {chance:.4g}" if len(gate_values) else "no seed at 1×"
+    return ArmResult(arm, values, learned, read)
 
 
 def per_seed(rows: pd.DataFrame, column: str) -> np.ndarray:
