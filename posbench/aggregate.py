@@ -214,14 +214,16 @@ def _trained_position_params(record: dict) -> float | None:
 
 def _measured(record: dict, metric: str | None, evaluation: dict | None) -> dict:
     """What one evaluation entry gives a row: the headline metric (``value``), token accuracy, their
-    chance levels, the headline metric on sliding windows and their stride, and ``positions_trained``;
-    NaN (None for the flag) without an entry."""
+    chance levels, each decoded metric (``greedy_exact_match``, NaN where the task has none), the
+    headline metric on sliding windows and their stride, and ``positions_trained``; NaN (None for the
+    flag) without an entry."""
     chance = (evaluation or {}).get("chance") or {}
     sliding = (evaluation or {}).get("sliding")
     return {"value": _metric(evaluation, metric), "token_accuracy": _metric(evaluation, "token_accuracy"),
             "chance": chance.get(metric, math.nan), "token_chance": chance.get("token_accuracy", math.nan),
             "value_sliding": _metric(sliding, metric), "sliding_stride": (sliding or {}).get("stride", math.nan),
-            "positions_trained": _positions_trained(record, evaluation)}
+            "positions_trained": _positions_trained(record, evaluation),
+            **{name: _metric(evaluation, name) for name, m in metrics.METRICS.items() if m.decoded}}
 
 
 def _positions_trained(record: dict, evaluation: dict | None) -> bool | None:

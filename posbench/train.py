@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from posbench import encodings, metrics, records, schedule, tasks
+from posbench import encodings, free_running, metrics, records, schedule, tasks
 from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
@@ -453,10 +453,17 @@ def position_bins(loss_sum: np.ndarray, scored: np.ndarray, bins: int = POSITION
             for start, stop, n in runs if n]
 
 
-def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32, split: str = "test") -> Evaluation:
+def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32, split: str = "test",
+             decode: bool = True) -> Evaluation:
     """The task's metrics on its fixed ``split`` set at ``length``, and each sequence's own sums; on
-    the model's device, the forward in ``dtype``'s precision (as it was trained)."""
-    return score(model, task.eval_batches(length, split), task.metrics, dtype)
+    the model's device, the forward in ``dtype``'s precision (as it was trained); a decoded metric
+    (``greedy_exact_match``) by :mod:`posbench.free_running` unless ``decode`` is false (an earlier
+    checkpoint's and the validation set's: decoding costs several forwards, and the trained model's own
+    test sets are where the papers' score is read)."""
+    evaluation = score(model, task.eval_batches(length, split), free_running.teacher_forced(task.metrics), dtype)
+    if not decode:
+        return evaluation
+    return free_running.with_decoded(model, task.eval_batches(length, split), task.metrics, dtype, evaluation)
 
 
 def evaluate_sliding(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32) -> Evaluation:
@@ -509,7 +516,7 @@ def item_table(evaluations: dict[int, Evaluation]) -> records.Items:
     """Every length's items in one table: ``length``, ``item`` (its index in that length's set) and its sums."""
     columns = {"length": np.concatenate([np.full(e.sums["sequences"], n) for n, e in evaluations.items()]),
                "item": np.concatenate([np.arange(e.sums["sequences"]) for e in evaluations.values()])}
-    for name in metrics.ITEM_SUMS:
+    for name in next(iter(evaluations.values())).items:  # metrics.ITEM_SUMS, and a decoded metric's sum
         columns[name] = np.concatenate([e.items[name] for e in evaluations.values()])
     return records.Items(columns)
 
@@ -542,9 +549,9 @@ def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor]
 def checkpoint_summary(model: nn.Module, task: tasks.Task, dtype: str = FLOAT32) -> dict:
     """What a record keeps of an annealed checkpoint: the validation metrics at the training length
     and the test metrics at every evaluation length (no items: those are the last checkpoint's)."""
-    return {"validation": evaluate(model, task, task.train_length, dtype, "validation").metrics,
-            "eval": [{"length": n, "factor": n / task.train_length, "metrics": evaluate(model, task, n, dtype).metrics}
-                     for n in task.eval_lengths()]}
+    return {"validation": evaluate(model, task, task.train_length, dtype, "validation", decode=False).metrics,
+            "eval": [{"length": n, "factor": n / task.train_length,
+                      "metrics": evaluate(model, task, n, dtype, decode=False).metrics} for n in task.eval_lengths()]}
 
 
 def last_checkpoint(job: Job, validation: dict, evaluations: dict[int, Evaluation]) -> dict:
@@ -625,7 +632,8 @@ def _run(job: Job, log: TextIO) -> dict:
     sliding = ({n: sliding_summary(n, evaluate_sliding(model, task, n, config.dtype)) for n in evaluations}
                if task.sliding_window else {})
     sliding_seconds = time.perf_counter() - before_sliding
-    validation = evaluate(model, task, task.train_length, config.dtype, "validation").metrics if finished else None
+    validation = (evaluate(model, task, task.train_length, config.dtype, "validation", decode=False).metrics
+                  if finished else None)
     checkpoints = (fitted.annealed + [last_checkpoint(job, validation, evaluations)]
                    if job.checkpoints and finished else [])
     chances = {n: task.chance(n) for n in evaluations}

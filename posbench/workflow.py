@@ -220,10 +220,14 @@ def _check_names(config: dict) -> None:
     for task, rates in train["lr"].items():
         if isinstance(rates, dict):
             _check_members(f"train.lr.{task}", list(rates), encodings.names())
-    if train["comparisons"] == "none" and train["lr_factors"] != [1]:
+    if train["shapes"] not in ("all", "none"):
+        from posbench import shapes
+
+        _check_members("train.shapes", train["shapes"], shapes.load().parts)
+    if train["comparisons"] == train["shapes"] == "none" and train["lr_factors"] != [1]:
         raise ConfigError(f"config key 'train.lr_factors': {train['lr_factors']} multiplies the rates of the "
-                          "comparisons' arms, and train.comparisons is none; set it to default, full or all, or "
-                          "lr_factors to [1]")
+                          "comparisons' arms (and tuned shapes' arms), and train.comparisons and train.shapes are "
+                          "none; set one of them, or lr_factors to [1]")
     _check_members("train.data", list(train["data"]), tasks.names())
     for i, length in enumerate(profile["seq_lens"]):
         if length <= 0:
@@ -381,7 +385,8 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
 
     The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`), ``train.seeds`` and
     ``train.steps`` (or the task's), and so do the sweeps' (``train.sweeps``), at each of their training
-    lengths × widths; the comparisons' arms (:func:`comparison_runs`) at their declared seeds and budgets.
+    lengths × widths, and the published shapes' arms (``train.shapes``), a tuned shape's at each of
+    ``train.lr_factors``; the comparisons' arms (:func:`comparison_runs`) at their declared seeds and budgets.
     An arm asked for twice at one rate, length, width and budget is one job with the union of the seeds;
     a length or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every
     job trains on ``train.device`` in ``train.dtype``."""
@@ -392,6 +397,8 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     plain += [(ArmSpec(sweep["task"], e, length, width), 1, t["seeds"], None) for sweep in t["sweeps"]
               for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
               for width in sweep.get("d_models", [None])]
+    plain += [(spec, f, t["seeds"], None) for spec, tuned in shape_arms(config)
+              for f in (t["lr_factors"] if tuned else [1])]
     jobs: dict[tuple, set] = {}
     for (spec, factor, seeds, steps), size in product(plain + comparison_runs(config, second_looks), t["sizes"]):
         base = learning_rate(config, spec.task, spec.encoding)
@@ -481,6 +488,14 @@ def train_cells(config: dict) -> list[dict]:
     """One cell (a record) per seed of each of :func:`train_jobs`."""
     return [{**{k: v for k, v in job.items() if k != "seeds"}, "seed": seed}
             for job in train_jobs(config) for seed in job["seeds"]]
+
+
+def shape_arms(config: dict) -> list[tuple[ArmSpec, bool]]:
+    """``(arm, tuned)`` for the published shapes of ``train.shapes`` (posbench/shapes.yaml; none: nothing)."""
+    from posbench import shapes
+
+    chosen = config["train"]["shapes"]
+    return [] if chosen == "none" else shapes.load().arms(chosen)
 
 
 def learning_rate(config: dict, task: str, encoding: str) -> float:

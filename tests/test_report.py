@@ -12,7 +12,7 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import claims, comparisons, encodings, evidence, guidance
+from posbench import claims, comparisons, encodings, evidence, guidance, shapes
 from posbench import verdicts as judge
 from posbench.report import build_report, style
 from posbench.report import verdicts as words
@@ -205,6 +205,7 @@ def built_report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     make_tables(folder / "tables")
     judge.write(folder / "tables")
+    shapes.write(folder / "tables")
     pages = build_report(folder / "tables", folder / "report.pdf", plots_dir=folder / "plots")
     return folder, pages
 
@@ -212,8 +213,8 @@ def built_report(tmp_path_factory):
 def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     folder, pages = built_report
     text = pdf_text(folder / "report.pdf")
-    assert len(text) == pages == 12  # summary (2: every comparison decides here), forest and row details, claims,
-    # advice, 5 figure pages, appendix
+    assert len(text) == pages == 15  # summary (2: every comparison decides here), forest and row details, claims,
+    # advice, shapes (3: 14 of them), 5 figure pages, appendix
     claims_page = next(i for i, page in enumerate(text) if "Claimscheck" in page)
     assert style.cjk_family() is not None, "install fonts-wqy-microhei (CI needs it)"
     verdict_pages = "".join(text[:claims_page])
@@ -224,11 +225,23 @@ def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     assert "Declaredcomparisons" in verdict_pages and comparisons.load().sha256[:12] in text[0]
     for claim in claims.check_all(load(folder / "tables")):
         assert squeeze(claim.article) in text[claims_page]
-    assert "Vaswani" in text[claims_page] and "PPL4.92" in text[claims_page]
+    assert "Vaswani" in text[claims_page] and "PPL4.92" in text[claims_page] and "vaswani2017-e" in text[claims_page]
     everything = "".join(text)
     for spec_title in ("Length extrapolation", "Cost against accuracy", "Appendix D"):
         assert squeeze(spec_title) in everything
     assert "CUDAoutofmemory" in text[-1] and "lossbecamenanatstep12" in text[-1]
+
+
+def test_the_shapes_page_has_one_line_per_declared_shape_and_its_outcome(built_report):
+    folder, _ = built_report
+    text = pdf_text(folder / "report.pdf")
+    everything = "".join(text)
+    page = everything[everything.index("Whatthisbenchmarkreproduces"):]  # the page and its continuation
+    found = pd.read_csv(folder / "tables" / "shapes.csv")
+    assert list(found["shape"]) == [s.id for s in shapes.load().shapes]
+    for row in found.itertuples():
+        assert squeeze(row.outcome) in page and squeeze(row.shape) in page  # the closing note names each shape
+    assert squeeze("Table 3, row (E)") in page and shapes.load().sha256[:12] in page
 
 
 def test_report_writes_each_figure_as_a_png_and_its_caption_from_the_spec(built_report):
@@ -518,7 +531,8 @@ def test_no_report_module_judges_it_reads_the_judge_steps_tables():
 
     import posbench.report
 
-    judging = {"scipy", "statsmodels", "posbench.evidence", "posbench.advise", "posbench.verdicts", "posbench.claims"}
+    judging = {"scipy", "statsmodels", "posbench.evidence", "posbench.advise", "posbench.verdicts", "posbench.claims",
+               "posbench.shapes"}
     for path in Path(posbench.report.__file__).parent.glob("*.py"):
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):

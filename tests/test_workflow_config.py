@@ -119,6 +119,9 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                                   "'train.lr_factors[0]': expected a number > 0, got 0"),
     "learning-rate factors without comparisons": (
         config(train={"lr_factors": [1, 3]}), "'train.lr_factors': [1, 3] multiplies the rates of the comparisons'"),
+    "an unknown shapes part": (config(train={"shapes": ["lm", "vision"]}),
+                               "'train.shapes[1]': unknown 'vision'; allowed: algorithmic, chomsky-a, chomsky-b, lm"),
+    "shapes as a word": (config(train={"shapes": "some"}), "'train.shapes'"),
     "size and sizes": (config(train={"size": "tiny", "sizes": ["small"]}),
                        "'train.size': replaced by train.sizes; give train.sizes only"),
     "unknown training size": (config(train={"sizes": ["tiny", "huge"]}),
@@ -278,7 +281,9 @@ def test_training_steps_are_always_a_folder_of_the_record_path():
 
 
 PRESETS = {"config.yaml": "default", "workflow/full.yaml": "full", "workflow/cluster.yaml": "cluster",
-           "workflow/smoke.yaml": "smoke"}
+           "workflow/smoke.yaml": "smoke", "workflow/shapes.yaml": "shapes", "workflow/shapes-lm.yaml": "shapes",
+           "workflow/shapes-algorithmic.yaml": "shapes", "workflow/shapes-chomsky-a.yaml": "shapes",
+           "workflow/shapes-chomsky-b.yaml": "shapes"}
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -571,6 +576,22 @@ print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("e
                    "constraint": job.resources.get("constraint"), "shell": job.shellcmd,
                    "sbatch": sbatch(job) if job.rule.name in ("profile", "train") else None} for job in jobs]))
 """
+
+
+def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_at_every_rate():
+    whole = shipped("workflow/shapes.yaml")
+    parts = [shipped(f"workflow/shapes-{part}.yaml") for part in ("lm", "algorithmic", "chomsky-a", "chomsky-b")]
+
+    def cells(cfg):
+        return {(job["task"], job["encoding"], job["lr"]) for job in train_jobs(cfg)}
+
+    assert set().union(*map(cells, parts)) == cells(whole) and sum(len(train_jobs(p)) for p in parts) == 30
+    assert {t for t, _, _ in cells(parts[2])} == {"duplicate_string", "missing_duplicate_string"}
+    assert {t for t, _, _ in cells(parts[3])} == {"odds_first", "bucket_sort"}
+    tuned = {(e, lr) for t, e, lr in cells(parts[0]) if t == "lm_prose" and lr != 0.003}
+    assert tuned == {(e, lr) for e in ("learned", "sinusoidal") for lr in (0.000999, 0.009)}  # Vaswani's (E) only
+    assert not {t for t, _, _ in cells(whole)} & {"scan", "counting"}  # the pending shapes train nothing
+    assert all(job["seeds"] == [0, 1, 2, 3, 4] for job in train_jobs(whole))
 
 
 def dry_run(tmp_path: Path, preset: dict | Path) -> list[dict]:

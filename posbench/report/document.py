@@ -1,6 +1,6 @@
 """The PDF, section by section: the verdicts (page 1: the summary table, the forest plot, each row's
-details), the claims check, the advice page (:mod:`.advice`), the figures (:mod:`.figures`), the
-appendix (method, environment, config, cells that did not finish)."""
+details), the claims check, the advice page (:mod:`.advice`), the published shapes (:mod:`.shapes`), the
+figures (:mod:`.figures`), the appendix (method, environment, config, cells that did not finish)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance
-from posbench.report import advice, figures, verdicts
+from posbench.report import advice, figures, shapes, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
 from posbench.tables import Tables
 
@@ -121,7 +121,8 @@ def claims_page(doc: Document, tables: Tables) -> None:
     doc.heading("Claims check", H2, page_break=True)
     doc.paragraph("Each claim of the article that posbench tests. 'computed': from posbench's own code; "
                   "'measured': from this run's tables; 'cited': checked against the paper the claim is about "
-                  "(the judge step's claims.csv).", SMALL)
+                  "(the judge step's claims.csv). Vaswani et al.'s Table 3 (E) with both arms tuned is judged as a "
+                  "published shape: see 'What this benchmark reproduces' (vaswani2017-e).", SMALL)
     found = tables.get("claims")
     if found.empty:
         doc.paragraph(f"claims.csv is not in {tables.folder}: run `python -m posbench judge` first.", BODY)
@@ -214,6 +215,7 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
         verdict_page(doc, tables, config, chinese)
         claims_page(doc, tables)
         advice.page(doc, tables)
+        shapes.page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()
