@@ -22,6 +22,10 @@ Tables (CSV and Parquet) under the output folder:
 * ``positions``      one row per (train record, evaluation length, run of positions): the loss in nats
                      per scored target (``loss``, over ``scored`` targets) at positions ``start`` to
                      ``stop`` of the evaluation windows, for the loss-by-position figure;
+* ``checkpoints``    one row per (train record with annealed checkpoints, checkpoint, evaluation length):
+                     the checkpoint's budget (``budget``, steps), its headline metric and token accuracy
+                     on the test split, their chance levels and its validation loss (``validation_loss``)
+                     at the training length; the run's own ``steps`` is its last budget;
 * ``probe``          one row per (probe record, target, probe): token/position recovery and geometry;
 * ``items``          Parquet only: one row per (train record, evaluation length, evaluation sequence)
                      with the sequence's sums (:data:`posbench.metrics.ITEM_SUMS`), for intervals
@@ -43,7 +47,10 @@ import pandas as pd
 from posbench import metrics, records
 from posbench.devices import CPU, FLOAT32, on_cuda
 
-TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "probe")  # CSV and Parquet; items is Parquet only
+# CSV and Parquet; items is Parquet only.
+TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "checkpoints", "probe")
+CHECKPOINT_KEYS = ("machine", "status", "device", "dtype", "task", "encoding", "size", "train_len", "d_model",
+                   "seed", "metric", "higher_is_better", "steps", "batch_size", "lr", "params_total")
 ITEM_KEYS = ("machine", "device", "dtype", "task", "encoding", "size", "train_len", "d_model", "steps",
              "seed")  # as in the accuracy table
 
@@ -136,6 +143,24 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
     return accuracy, extrapolation, positions
 
 
+def checkpoint_rows(record: dict) -> list[dict]:
+    """One row per annealed checkpoint and evaluation length of a train record (none without checkpoints):
+    the accuracy row's cell, ``budget``, ``eval_len``, ``length_ratio``, the metrics and chance levels
+    (from the record's own evaluation at that length: the sets are the same) and ``validation_loss``."""
+    if not record.get("checkpoints"):
+        return []
+    cell = {key: value for key, value in train_rows(record)[0].items() if key in CHECKPOINT_KEYS}
+    metric = cell["metric"]
+    chances = {e["length"]: e.get("chance") or {} for e in record["eval"] if not e.get("eval_scaling")}
+    return [{**cell, "budget": c["steps"], "eval_len": e["length"], "length_ratio": e["factor"],
+             "value": e["metrics"].get(metric, math.nan),
+             "token_accuracy": e["metrics"].get("token_accuracy", math.nan),
+             "chance": chances.get(e["length"], {}).get(metric, math.nan),
+             "token_chance": chances.get(e["length"], {}).get("token_accuracy", math.nan),
+             "validation_loss": c["validation"]["loss"]}
+            for c in record["checkpoints"] for e in c["eval"]]
+
+
 def _run(cfg: dict) -> dict:
     """Where a train or probe cell ran: its ``device`` and ``dtype`` (a record states them only when not
     cpu / float32)."""
@@ -189,14 +214,16 @@ def _trained_position_params(record: dict) -> float | None:
 
 def _measured(record: dict, metric: str | None, evaluation: dict | None) -> dict:
     """What one evaluation entry gives a row: the headline metric (``value``), token accuracy, their
-    chance levels, the headline metric on sliding windows and their stride, and ``positions_trained``;
-    NaN (None for the flag) without an entry."""
+    chance levels, each decoded metric (``greedy_exact_match``, NaN where the task has none), the
+    headline metric on sliding windows and their stride, and ``positions_trained``; NaN (None for the
+    flag) without an entry."""
     chance = (evaluation or {}).get("chance") or {}
     sliding = (evaluation or {}).get("sliding")
     return {"value": _metric(evaluation, metric), "token_accuracy": _metric(evaluation, "token_accuracy"),
             "chance": chance.get(metric, math.nan), "token_chance": chance.get("token_accuracy", math.nan),
             "value_sliding": _metric(sliding, metric), "sliding_stride": (sliding or {}).get("stride", math.nan),
-            "positions_trained": _positions_trained(record, evaluation)}
+            "positions_trained": _positions_trained(record, evaluation),
+            **{name: _metric(evaluation, name) for name, m in metrics.METRICS.items() if m.decoded}}
 
 
 def _positions_trained(record: dict, evaluation: dict | None) -> bool | None:
@@ -272,6 +299,7 @@ def aggregate(root: Path, out: Path) -> dict:
             tables["accuracy"].append(accuracy)
             tables["extrapolation"].extend(extrapolation)
             tables["positions"].extend(positions)
+            tables["checkpoints"].extend(checkpoint_rows(record))
             items.extend(_items_of(record, items_unreadable))
         elif record["kind"] == "probe":
             tables["probe"].extend(probe_rows(record))

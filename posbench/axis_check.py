@@ -65,10 +65,13 @@ def stepped(positions: Positions, axis: int) -> Positions:
 
 
 @functools.cache
-def logit_change(spec: ArmSpec, size: str) -> dict[str, float]:
-    """Mean ``|Δ logit|`` per axis of the positions ``spec``'s model reads, at ``size`` (once per process)."""
+def logit_change(spec: ArmSpec, size: str, encoding_options: tuple[tuple[str, object], ...] = ()) -> dict[str, float]:
+    """Mean ``|Δ logit|`` per axis of the positions ``spec``'s model reads, at ``size`` (once per process);
+    ``encoding_options`` (``(key, value)`` pairs) replace the encoding's family options, for an arm not yet
+    registered (:mod:`posbench.arm_rule`)."""
     options = {"train_length": spec.train_length} if spec.train_length else {}
-    job = train.resolve(train.TrainConfig(spec.task, spec.encoding, size, spec.d_model, SEED, task_options=options))
+    job = train.resolve(train.TrainConfig(spec.task, spec.encoding, size, spec.d_model, SEED, task_options=options,
+                                          encoding_options=dict(encoding_options) or None))
     with torch.random.fork_rng():
         model = train.initial_model(job).eval()
     batch = job.task.train_batch(np.random.default_rng(SEED), EXAMPLES)
@@ -82,10 +85,10 @@ def logit_change(spec: ArmSpec, size: str) -> dict[str, float]:
                 for axis, name in enumerate(AXIS_NAMES[positions.axes])}
 
 
-def sensitivity(spec: ArmSpec, size: str) -> dict[str, float]:
+def sensitivity(spec: ArmSpec, size: str, encoding_options: tuple[tuple[str, object], ...] = ()) -> dict[str, float]:
     """Per axis: the arm's mean ``|Δ logit|`` over 1-D RoPE's on the same task at the same width."""
     reference = logit_change(ArmSpec(spec.task, REFERENCE, spec.train_length, spec.d_model), size)["sequence"]
-    return {axis: change / reference for axis, change in logit_change(spec, size).items()}
+    return {axis: change / reference for axis, change in logit_change(spec, size, encoding_options).items()}
 
 
 def measured(declared: list[Comparison], sizes: dict[str, list[str]]):

@@ -19,7 +19,7 @@ from torch import nn
 
 from posbench import comparisons, encodings, evidence
 from posbench.encodings.absolute import SINUSOID_BASE, sinusoid_table
-from posbench.evidence import INCONCLUSIVE, MIN_SEEDS, NOT_SUPPORTED, SUPPORTED, Entry
+from posbench.evidence import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Entry
 from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
 from posbench.model import ModelConfig, count_params, meta_model
 from posbench.tables import Tables, higher_is_better
@@ -131,7 +131,7 @@ def claim_learned_vs_sinusoidal(tables: Tables) -> Claim:
         by = {e: seed_values(r) for e, r in rows.groupby("encoding")}
         if {"learned", "sinusoidal"} <= set(by) and margin is not None:
             entries.append(Entry(task, task, by["learned"], by["sinusoidal"], higher_is_better(rows), margin))
-    verdict, judged = evidence.judge_family(entries, OTHER_SCHEME_WINS)
+    verdict, judged = evidence.judge_family(entries, OTHER_SCHEME_WINS, min_seeds())
     return Claim(
         "Learned is slightly better than sinusoidal (Attention Is All You Need)",
         "measured, learned − sinusoidal: " + (measured(judged)
@@ -139,7 +139,12 @@ def claim_learned_vs_sinusoidal(tables: Tables) -> Claim:
         "Vaswani et al. 2017, Table 3 row (E): PPL 4.92 for both; BLEU 25.7 learned vs 25.8 sinusoidal",
         f"cited: {NOT_SUPPORTED}; ours: {verdict}",
         f"ours: supported when learned beats sinusoidal by more than the task's declared δ (95 % Welch interval, "
-        f"Holm over tasks, >= {MIN_SEEDS} seeds), not supported when every task shows it not better by δ")
+        f"Holm over tasks, >= {min_seeds()} seeds), not supported when every task shows it not better by δ")
+
+
+def min_seeds() -> int:
+    """Seeds per arm a claim's comparison needs to decide: the declared seed rule's minimum."""
+    return comparisons.load().seed_rule.min
 
 
 # ----- 3. periods --------------------------------------------------------------------------------
@@ -227,14 +232,14 @@ def claim_sinusoidal_extrapolation(tables: Tables) -> Claim:
         by = {ratio: seed_values(r) for ratio, r in cell.groupby("length_ratio")}
         if {1.0, 2.0} <= set(by) and margin is not None:
             entries.append(Entry(task, task, by[1.0], by[2.0], higher_is_better(cell), margin))
-    verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES)
+    verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES, min_seeds())
     return Claim(
         "Sinusoidal can extrapolate to unseen lengths",
         "measured, sinusoidal at 1× − at 2× the training length: "
         + (measured(judged) or "no sinusoidal rows at length ratios 1 and 2 with a declared margin"),
         "", verdict,
         f"supported when, on every task, the metric at 1× is shown not better than at 2× by the task's declared δ "
-        f"(95 % Welch interval, Holm over tasks, >= {MIN_SEEDS} seeds)")
+        f"(95 % Welch interval, Holm over tasks, >= {min_seeds()} seeds)")
 
 
 # ----- 8. information kept -----------------------------------------------------------------------
@@ -247,7 +252,7 @@ def claim_information(tables: Tables) -> Claim:
     article = "Adding does not lose information"
     rule = (f"supported when, for every embedding kind and target, a linear probe reading E+P is shown not worse "
             f"than reading the fixed-width concat [E;P] at the same d by more than {PROBE_MARGIN} accuracy at every d "
-            f"(95 % Welch interval, Holm over the cells, >= {MIN_SEEDS} seeds)")
+            f"(95 % Welch interval, Holm over the cells, >= {min_seeds()} seeds)")
     if (why := tables.missing("probe", *PROBE_COLUMNS)):
         return Claim(article, f"not measured yet: {why}", "", INCONCLUSIVE, rule)
     linear = tables.ok("probe", *PROBE_COLUMNS).query("probe == 'linear'")
@@ -257,7 +262,7 @@ def claim_information(tables: Tables) -> Claim:
         if {"add", "concat_fixed"} <= set(by):
             entries.append(Entry(f"{target}, {embedding}", f"{target}, {embedding} embeddings, d {d_model}",
                                  by["concat_fixed"], by["add"], True, PROBE_MARGIN))
-    verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES)
+    verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES, min_seeds())
     return Claim(article, "measured, linear probe, concat − add: " + (measured(judged) or "no cell has both"),
                  "", verdict, rule)
 

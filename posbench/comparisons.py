@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -31,9 +32,49 @@ FIELDS = {"id": str, "task": str, "metric": str, "length_ratio": (int, float), "
 # length of both arms, and each arm's model width (d_model; a naive concat's E width). Left out: the defaults.
 AXES = {"train_length": int, "added_d_model": int, "comparator_d_model": int}
 # A comparison found unfit after its result was known stays declared (pre-registration forbids deleting it),
-# marked with the reason; it never decides and is shown as withdrawn beside its old result.
-OPTIONAL = {**AXES, "withdrawn": str}
+# marked with the reason; it never decides and is shown as withdrawn beside its old result. ``steps``: the
+# declared budget both arms train (default: the task's steps).
+OPTIONAL = {**AXES, "steps": int, "withdrawn": str}
 POWER_Z = 1.9600 + 0.8416  # z_0.975 + z_0.80: a one-sided 2.5 % test (one side of a 95 % interval), 80 % power
+LOOK_RULES = ("pocock", "obrien_fleming")  # how α is split between a comparison's two looks (evidence.boundaries)
+# The file's sections besides ``rows``, each key with its type.
+SEED_RULE = {"alpha": float, "power": float, "min": int, "max": int, "first_seed": int, "looks": str}
+BUDGET_RULE = {"checkpoints": int, "spacing": (int, float), "decay_fraction": float}
+TREND_RULE = {"steady": float}
+
+
+@dataclass(frozen=True)
+class SeedRule:
+    """How many seeds a comparison runs and which: n from its declared spread s and margin δ by the power
+    calculation, ``ceil(2 (z_{1-α} + z_{power})² s² / δ²)`` within [min, max]; its first look's seeds
+    are ``first_seed + 0 … n - 1`` (never a pilot's or a tuning run's, which use seeds below it), a
+    second look's the next n; ``looks`` names how the one-sided ``alpha`` is split between the looks."""
+
+    alpha: float
+    power: float
+    min: int
+    max: int
+    first_seed: int
+    looks: str
+
+    def n(self, spread: float, margin: float) -> int:
+        from scipy.stats import norm
+
+        z = norm.ppf(1 - self.alpha) + norm.ppf(self.power)
+        return min(self.max, max(self.min, math.ceil(2 * (z * spread / margin) ** 2)))
+
+
+@dataclass(frozen=True)
+class BudgetRule:
+    """The annealed checkpoints of a deciding arm: ``checkpoints`` budgets, each ``spacing`` times the one
+    before, the last the comparison's steps; each a decay branch of ``decay_fraction`` of its budget."""
+
+    checkpoints: int
+    spacing: float
+    decay_fraction: float
+
+    def budgets(self, steps: int) -> tuple[int, ...]:
+        return tuple(round(steps / self.spacing ** (self.checkpoints - 1 - k)) for k in range(self.checkpoints))
 
 
 @dataclass(frozen=True)
@@ -69,7 +110,19 @@ class Comparison:
     train_length: int | None = None  # both arms' training length; None: the task's
     added_d_model: int | None = None  # the added arm's model width; None: the size's
     comparator_d_model: int | None = None
+    steps: int | None = None  # the declared budget of both arms; None: the task's steps
     withdrawn: str | None = None  # why the comparison no longer decides (e.g. "axis-blind: …"); None: it may
+    n_seeds: int = 10  # seeds per arm at each look (SeedRule.n of reference_spread and margin)
+    first_seed: int = 0  # its first look's first seed
+
+    def seeds(self, look: int = 1) -> tuple[int, ...]:
+        """The seeds per arm that look ``look`` (1 or 2) reads: the first n, then the next n as well."""
+        return tuple(range(self.first_seed, self.first_seed + look * self.n_seeds))
+
+    @property
+    def budget(self) -> int:
+        """The steps both arms train: declared, else the task's."""
+        return self.steps or tasks.get(self.task).steps
 
     @property
     def claim(self) -> str:
@@ -114,6 +167,9 @@ class Declaration:
     comparisons: tuple[Comparison, ...]
     sha256: str
     path: Path
+    seed_rule: SeedRule | None = None
+    budget_rule: BudgetRule | None = None
+    steady: float = 0.5  # the trend rule: a change within ± steady·δ between the last two checkpoints is steady
 
     def of_row(self, row: str) -> list[Comparison]:
         return [c for c in self.comparisons if c.row == row]
@@ -149,12 +205,45 @@ def load(path: str | Path | None = None) -> Declaration:
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, dict):
         raise ValueError(f"{path}: needs a mapping 'rows' with keys among {', '.join(ROWS)}")
-    comparisons = [parse(row, entry, path) for row, entries in rows.items() for entry in _entries(row, entries, path)]
+    seed_rule = SeedRule(**section(data, "seeds", SEED_RULE, path))
+    budget_rule = BudgetRule(**section(data, "budgets", BUDGET_RULE, path))
+    steady = section(data, "trend", TREND_RULE, path)["steady"]
+    check_rules(seed_rule, budget_rule, path)
+    comparisons = [parse(row, entry, path, seed_rule) for row, entries in rows.items()
+                   for entry in _entries(row, entries, path)]
     ids = [c.id for c in comparisons]
     if len(set(ids)) < len(ids):
         raise ValueError(f"{path}: comparison ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
     content = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return Declaration(tuple(comparisons), hashlib.sha256(content).hexdigest(), path)
+    return Declaration(tuple(comparisons), hashlib.sha256(content).hexdigest(), path, seed_rule, budget_rule, steady)
+
+
+def section(data: dict, name: str, keys: dict, path: Path) -> dict:
+    """The mapping ``name`` of the file with exactly ``keys``, each of its type (an int is a float too)."""
+    found = data.get(name)
+    if not isinstance(found, dict) or set(found) != set(keys):
+        raise ValueError(f"{path}: {name} needs exactly the keys {', '.join(keys)}; found "
+                         f"{sorted(found) if isinstance(found, dict) else found!r}")
+    for key, kind in keys.items():
+        accepted = (int, float) if kind is float else kind
+        if not isinstance(found[key], accepted) or isinstance(found[key], bool):
+            raise ValueError(f"{path}: {name}.{key} = {found[key]!r} has the wrong type; expected {_kind_name(kind)}")
+    return found
+
+
+def check_rules(seeds: SeedRule, budgets: BudgetRule, path: Path) -> None:
+    """One line naming the first rule out of range."""
+    problems = [("seeds.alpha", seeds.alpha, 0 < seeds.alpha < 0.5, "in (0, 0.5)"),
+                ("seeds.power", seeds.power, 0.5 <= seeds.power < 1, "in [0.5, 1)"),
+                ("seeds.min", seeds.min, 2 <= seeds.min <= seeds.max, "at least 2 and at most seeds.max"),
+                ("seeds.first_seed", seeds.first_seed, seeds.first_seed >= 0, "at least 0"),
+                ("seeds.looks", seeds.looks, seeds.looks in LOOK_RULES, f"one of {', '.join(LOOK_RULES)}"),
+                ("budgets.checkpoints", budgets.checkpoints, budgets.checkpoints >= 1, "at least 1"),
+                ("budgets.spacing", budgets.spacing, budgets.spacing > 1, "above 1"),
+                ("budgets.decay_fraction", budgets.decay_fraction, 0 < budgets.decay_fraction < 1, "in (0, 1)")]
+    for key, value, fine, allowed in problems:
+        if not fine:
+            raise ValueError(f"{path}: {key} = {value!r}; allowed: {allowed}")
 
 
 def _entries(row: str, entries, path: Path) -> list:
@@ -165,7 +254,7 @@ def _entries(row: str, entries, path: Path) -> list:
     return entries
 
 
-def parse(row: str, entry, path: Path) -> Comparison:
+def parse(row: str, entry, path: Path, seed_rule: SeedRule | None = None) -> Comparison:
     """One entry of ``row``, every key checked (type, known task/metric/encodings, sensible numbers)."""
     where = f"{path}: row {row!r}, comparison {entry.get('id', '?') if isinstance(entry, dict) else entry!r}"
     if not isinstance(entry, dict) or not set(FIELDS) <= set(entry) <= set(FIELDS) | set(OPTIONAL):
@@ -175,7 +264,7 @@ def parse(row: str, entry, path: Path) -> Comparison:
     for key, kind in {**FIELDS, **OPTIONAL}.items():
         if key in entry and (not isinstance(entry[key], kind) or isinstance(entry[key], bool)):
             raise ValueError(f"{where}: {key} = {entry[key]!r} has the wrong type; expected {_kind_name(kind)}")
-    for key in AXES:
+    for key in (*AXES, "steps"):
         if entry.get(key, 1) <= 0:
             raise ValueError(f"{where}: {key} must be positive, got {entry[key]}")
     if entry["task"] not in tasks.names():
@@ -204,9 +293,11 @@ def parse(row: str, entry, path: Path) -> Comparison:
     unknown = [p for p in entry["presets"] if p not in PRESETS]
     if unknown or not entry["presets"]:
         raise ValueError(f"{where}: presets {entry['presets']}; allowed: a non-empty list of {', '.join(PRESETS)}")
+    seeds = ({} if seed_rule is None else
+             {"n_seeds": seed_rule.n(entry["reference_spread"], entry["margin"]), "first_seed": seed_rule.first_seed})
     return Comparison(entry["id"], row, entry["task"], entry["metric"], float(entry["length_ratio"]), entry["added"],
                       entry["comparator"], float(entry["margin"]), float(entry["reference_spread"]),
-                      tuple(entry["presets"]), *(entry.get(key) for key in OPTIONAL))
+                      tuple(entry["presets"]), *(entry.get(key) for key in OPTIONAL), **seeds)
 
 
 def _kind_name(kind) -> str:

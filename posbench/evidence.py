@@ -41,12 +41,12 @@ from posbench import metrics
 from posbench.comparisons import POWER_Z, ArmSpec, Comparison, Declaration
 from posbench.guidance import ADDING_SUFFICES
 
-ALPHA = 0.025  # each one-sided test: both together are the 95 % interval
-MIN_SEEDS = 10  # a comparison with fewer ok seeds per arm decides nothing
+ALPHA = 0.025  # each one-sided test: both together are the 95 % interval (a look's own level: boundaries)
 BOOTSTRAP = 1000
 STABLE = 0.9
 MAX_NEEDED = 1000
-RUN_KEYS = ("device", "dtype", "steps", "batch_size")  # what an arm's seeds must share to be replicates
+RUN_KEYS = ("device", "dtype", "steps", "batch_size", "lr")  # what an arm's seeds must share to be replicates
+CLOSING, WIDENING, STEADY = "closing", "widening", "steady"  # the trend of an effect over the last budgets
 PARAMS_MATCHED = 0.05  # arms at different widths are compared only when their parameter totals are this close
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 BETTER, NOT_BETTER, UNCLEAR, GATED, FEW_SEEDS = (
@@ -65,8 +65,7 @@ class Arm:
     diverged: int = 0
     undertrained: int = 0
     untrained_positions: bool = False
-    lr: float | None = None
-    lr_note: str = ""
+    lr: float | None = None  # the rate its seeds trained at (None: several, a gate, or no column)
     budget: tuple | None = None  # (steps, batch size) when the tables have them
     eval_len: int | None = None  # the evaluated length, in the task's units
     train_len: int | None = None  # the training length and model width the arm was trained at (its own,
@@ -101,10 +100,16 @@ class Judged:
     needs_n: int | None = None
     eval_se: float = math.nan
     stability: float = math.nan
+    look: int = 1  # 1: the first n declared seeds; 2: a second look with the next n too
+    alpha: float = ALPHA  # this look's nominal one-sided level (boundaries)
+    trajectory: tuple[dict, ...] = ()  # the effect at each checkpoint budget (with_trajectory)
+    trend: Trend | None = None  # the effect's change over the last two checkpoints, where there are several
 
     @property
     def compared(self) -> bool:
-        return not self.gates and self.added.n >= MIN_SEEDS and self.comparator.n >= MIN_SEEDS
+        """Whether it decides: no gate, and every declared seed of its look in both arms."""
+        needed = self.look * self.comparison.n_seeds
+        return not self.gates and self.added.n >= needed and self.comparator.n >= needed
 
     def line(self) -> str:
         """The comparison in one line: effect, interval, margin, Holm p, seeds, stability, gates."""
@@ -159,16 +164,17 @@ class Contrast:
     p_not_better: float
 
 
-def welch(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float):
+def welch(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float, alpha: float = ALPHA):
     """:class:`Contrast`'s numbers as arrays: ``comparator`` and ``added`` may carry leading batch axes
-    (seed resamples), the seeds on the last. Two arms without any seed spread are exact."""
+    (seed resamples), the seeds on the last; the interval's level is ``1 - 2·alpha``. Two arms without
+    any seed spread are exact."""
     sign = 1.0 if higher_is_better else -1.0
     better, base = sign * comparator, sign * added  # larger is better on both
     effect = better.mean(-1) - base.mean(-1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # scipy's "precision loss" for arms without spread: exact below
         result = stats.ttest_ind(better, base, axis=-1, equal_var=False)
-        interval = result.confidence_interval(1 - 2 * ALPHA)
+        interval = result.confidence_interval(1 - 2 * alpha)
         shifted = better - margin
         p_better = stats.ttest_ind(shifted, base, axis=-1, equal_var=False, alternative="greater").pvalue
         p_not_better = stats.ttest_ind(shifted, base, axis=-1, equal_var=False, alternative="less").pvalue
@@ -180,10 +186,26 @@ def welch(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, mar
     return effect, low, high, p_better, p_not_better
 
 
-def contrast(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float) -> Contrast:
-    """One comparison's numbers from the per-seed values of its two arms."""
+def contrast(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float,
+             alpha: float = ALPHA) -> Contrast:
+    """One comparison's numbers from the per-seed values of its two arms (interval at ``1 - 2·alpha``)."""
     return Contrast(*(float(x) for x in welch(np.asarray(comparator, float), np.asarray(added, float),
-                                              higher_is_better, margin)))
+                                              higher_is_better, margin, alpha)))
+
+
+def boundaries(rule: str, alpha: float = ALPHA) -> tuple[float, float]:
+    """The nominal one-sided levels of a comparison's two looks (equal seed counts at each) that keep the
+    overall one-sided ``alpha``: Pocock's one critical z for both, or O'Brien–Fleming's z·√2 then z.
+    Found on the two looks' joint normal law (correlation √½), so any ``alpha`` works; at 2.5 %
+    they are the textbook z = 2.178 (Pocock) and 2.797, 1.977 (O'Brien–Fleming)."""
+    from scipy.optimize import brentq
+
+    joint = stats.multivariate_normal([0.0, 0.0], [[1.0, math.sqrt(0.5)], [math.sqrt(0.5), 1.0]])
+    scale = (1.0, 1.0) if rule == "pocock" else (math.sqrt(2), 1.0)
+    if rule not in ("pocock", "obrien_fleming"):
+        raise ValueError(f"looks {rule!r}; allowed: pocock, obrien_fleming")
+    crossing = brentq(lambda z: 1 - joint.cdf(np.array([scale[0] * z, scale[1] * z])) - alpha, 1.0, 5.0, xtol=1e-10)
+    return tuple(float(stats.norm.sf(s * crossing)) for s in scale)
 
 
 def holm(p_values) -> np.ndarray:
@@ -199,13 +221,15 @@ def holm(p_values) -> np.ndarray:
     return adjusted
 
 
-def holm_outcomes(p_better, p_not_better) -> list[tuple[str, float]]:
-    """(outcome, Holm p) for a family of compared comparisons: each test family Holm-adjusted."""
+def holm_outcomes(p_better, p_not_better, alphas=None) -> list[tuple[str, float]]:
+    """(outcome, Holm p) for a family of compared comparisons: each test family Holm-adjusted, each
+    comparison decided at its own look's level (``alphas``; default :data:`ALPHA` for all)."""
     if len(p_better) == 0:
         return []
     better, not_better = holm(p_better), holm(p_not_better)
-    return [(BETTER, b) if b < ALPHA else (NOT_BETTER, nb) if nb < ALPHA else (UNCLEAR, min(b, nb))
-            for b, nb in zip(better, not_better)]
+    alphas = [ALPHA] * len(better) if alphas is None else alphas
+    return [(BETTER, b) if b < a else (NOT_BETTER, nb) if nb < a else (UNCLEAR, min(b, nb))
+            for b, nb, a in zip(better, not_better, alphas)]
 
 
 def family_verdict(outcomes_by_group: dict[str, list[str]], claim: str) -> tuple[str, dict[str, str]]:
@@ -246,10 +270,12 @@ class Entry:
     margin: float
 
 
-def judge_family(entries: list[Entry], claim: str) -> tuple[str, list[tuple[Entry, Contrast | None, str]]]:
+def judge_family(entries: list[Entry], claim: str,
+                 min_seeds: int) -> tuple[str, list[tuple[Entry, Contrast | None, str]]]:
     """A family's verdict (:func:`family_verdict`) and each entry's numbers and outcome: Holm across the
-    entries with at least :data:`MIN_SEEDS` seeds per arm; the others are descriptive only."""
-    enough = [min(len(e.comparator), len(e.added)) >= MIN_SEEDS for e in entries]
+    entries with at least ``min_seeds`` seeds per arm (the declared rule's minimum); the others are
+    descriptive only."""
+    enough = [min(len(e.comparator), len(e.added)) >= min_seeds for e in entries]
     numbers = [contrast(e.comparator, e.added, e.higher_is_better, e.margin)
                if min(len(e.comparator), len(e.added)) >= 2 else None for e in entries]
     decided = iter(holm_outcomes([n.p_better for n, ok in zip(numbers, enough) if ok],
@@ -261,14 +287,14 @@ def judge_family(entries: list[Entry], claim: str) -> tuple[str, list[tuple[Entr
     return family_verdict(by_group, claim)[0], list(zip(entries, numbers, results))
 
 
-def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margin: float) -> int:
+def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margin: float, floor: int = 2) -> int:
     """Seeds per arm for 80 % power to place the interval on one side of δ, at the observed spread
-    and the observed distance of the effect from δ (capped at :data:`MAX_NEEDED`)."""
+    and the observed distance of the effect from δ (at least ``floor``, capped at :data:`MAX_NEEDED`)."""
     spread = math.sqrt((np.var(comparator, ddof=1) + np.var(added, ddof=1)) / 2)
     distance = abs(effect - margin)
     if distance == 0 or not math.isfinite(spread):
         return MAX_NEEDED
-    return min(MAX_NEEDED, max(MIN_SEEDS, math.ceil(2 * (POWER_Z * spread / distance) ** 2)))
+    return min(MAX_NEEDED, max(floor, math.ceil(2 * (POWER_Z * spread / distance) ** 2)))
 
 
 def beats_chance(arm: Arm, higher_is_better: bool) -> bool | None:
@@ -310,8 +336,6 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
                          "at the training length")
         if arm.undertrained:
             notes.append(f"{arm.encoding} undertrained in {arm.undertrained} of {arm.n} seeds (still falling)")
-        if arm.lr_note:
-            notes.append(f"{arm.encoding}: {arm.lr_note}")
     if added.untrained_positions:
         blocked.append(f"{added.encoding}: positions at this length were never trained")
     blocked += [f"{arm.encoding}: its seeds mix {what}" for arm in (added, comparator) for what in arm.mixed]
@@ -338,21 +362,25 @@ def _count(params: float | None) -> str:
     return "unknown" if params is None else f"{params:,.0f}"
 
 
-def judge_one(comparison: Comparison, size: str, added: Arm, comparator: Arm, items: pd.DataFrame | None) -> Judged:
-    """The comparison's numbers before Holm (its outcome is set by :func:`judge_row`)."""
+def judge_one(comparison: Comparison, size: str, added: Arm, comparator: Arm, items: pd.DataFrame | None,
+              look: int = 1, alpha: float = ALPHA) -> Judged:
+    """The comparison's numbers before Holm (its outcome is set by :func:`judge_row`), at look ``look``
+    and its level ``alpha``."""
     blocked, notes = gates(comparison, added, comparator)
-    judged = Judged(comparison, size, added, comparator, gates=tuple(blocked), notes=tuple(notes))
+    judged = Judged(comparison, size, added, comparator, gates=tuple(blocked), notes=tuple(notes), look=look,
+                    alpha=alpha)
     if blocked or min(added.n, comparator.n) < 2:
         return judged
-    numbers = contrast(comparator.values, added.values, comparison.higher_is_better, comparison.margin)
+    numbers = contrast(comparator.values, added.values, comparison.higher_is_better, comparison.margin, alpha)
     eval_se = item_error(items, comparison, size, added, comparator) if items is not None else math.nan
     return replace(judged, numbers=numbers, eval_se=eval_se)
 
 
 # ----- a row: Holm, outcomes, verdict, stability ------------------------------------------------------
 def outcomes(judged: list[Judged], p_better, p_not_better) -> list[tuple[str, float]]:
-    """(outcome, Holm p) per comparison of a row; ``p_*`` hold the compared comparisons' raw p-values."""
-    compared = iter(holm_outcomes(p_better, p_not_better))
+    """(outcome, Holm p) per comparison of a row; ``p_*`` hold the compared comparisons' raw p-values,
+    each decided at its look's level."""
+    compared = iter(holm_outcomes(p_better, p_not_better, [j.alpha for j in judged if j.compared]))
     return [(GATED, math.nan) if j.gates else next(compared) if j.compared else (FEW_SEEDS, math.nan)
             for j in judged]
 
@@ -381,7 +409,8 @@ def judge_row(row: str, claim: str, size: str, judged: list[Judged], seed: int =
 def _needs(judged: Judged, outcome: str) -> int | None:
     if outcome not in (UNCLEAR, FEW_SEEDS) or judged.numbers is None:
         return None
-    return seeds_needed(judged.comparator.values, judged.added.values, judged.numbers.effect, judged.comparison.margin)
+    return seeds_needed(judged.comparator.values, judged.added.values, judged.numbers.effect, judged.comparison.margin,
+                        judged.comparison.n_seeds)
 
 
 def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict: str, results: list[str],
@@ -390,7 +419,7 @@ def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict:
     p_better, p_not_better = [], []
     for j in compared:
         _, _, _, better, not_better = welch(j.comparator.resampled(rng, times), j.added.resampled(rng, times),
-                                            j.comparison.higher_is_better, j.comparison.margin)
+                                            j.comparison.higher_is_better, j.comparison.margin, j.alpha)
         p_better.append(better)
         p_not_better.append(not_better)
     p_better, p_not_better = np.array(p_better).T, np.array(p_not_better).T  # (times, compared)
@@ -404,20 +433,29 @@ def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict:
 
 
 # ----- from tables ----------------------------------------------------------------------------------
-def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str) -> Arm:
+def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str, seeds: tuple[int, ...] | None = None,
+        steps: int | None = None) -> Arm:
     """An arm's rows of ``results`` (the extrapolation table: one row per seed and length) for a
-    comparison at ``size``; each arm's learning rate chosen on validation where several were run.
+    comparison at ``size``. Judging a declared comparison, only the ``seeds`` it declares at its budget
+    ``steps`` (where the table has steps) count, and nothing is chosen: rows at several learning rates
+    are seeds that are not replicates (a gate). Without ``seeds`` (advise's descriptive use) every seed
+    counts, at the rate with the lowest validation loss where several were run (:func:`best_rate`).
 
-    Whether the arm learned is read at the training length (where the table has it), at the rate
-    chosen: an arm that learned and fails beyond its training length did not extrapolate, which is the
-    comparison's data, not a reason to leave it out (a note says it is at chance there)."""
-    cell = results[cell_rows(results, spec, size)]
+    Whether the arm learned is read at the training length (where the table has it): an arm that
+    learned and fails beyond its training length did not extrapolate, which is the comparison's data,
+    not a reason to leave it out (a note says it is at chance there)."""
+    cell = declared_rows(results[cell_rows(results, spec, size)], seeds, steps)
     ratios = cell["length_ratio"].astype(float)
-    rows, lr, lr_note = best_rate(cell[np.isclose(ratios, comparison.length_ratio)])
+    rows = cell[np.isclose(ratios, comparison.length_ratio)]
+    if seeds is None:
+        rows, lr, _ = best_rate(rows)
+        cell = cell[cell["lr"] == lr] if lr is not None else cell
     ok = finished(rows)
+    rates = sorted(ok["lr"].dropna().unique()) if "lr" in ok.columns else []
+    lr = float(rates[0]) if len(rates) == 1 else None
     gate_column, chance_column = (("token_accuracy", "token_chance") if comparison.metric == "exact_match"
                                   else ("value", "chance"))
-    trained = finished(cell[np.isclose(ratios, 1.0) & (cell["lr"] == lr if lr is not None else True)])
+    trained = finished(cell[np.isclose(cell["length_ratio"].astype(float), 1.0)])
     beyond = comparison.length_ratio != 1 and len(trained) > 0  # the gate reads the training length's rows
     learned = trained if beyond else ok
     budget = None
@@ -431,10 +469,17 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str)
                learned[gate_column].to_numpy(float), mean_chance(learned, chance_column),
                diverged=int((rows["status"] == "diverged").sum()),
                undertrained=int(ok["undertrained"].fillna(False).astype(bool).sum()) if "undertrained" in ok else 0,
-               untrained_positions=untrained, lr=lr, lr_note=lr_note, budget=budget,
+               untrained_positions=untrained, lr=lr, budget=budget,
                eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
                params=params, gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
                chance_at_length=mean_chance(ok, chance_column) if beyond else math.nan, mixed=mixed_runs(ok))
+
+
+def declared_rows(rows: pd.DataFrame, seeds: tuple[int, ...] | None, steps: int | None) -> pd.DataFrame:
+    """The rows of ``seeds`` trained for ``steps`` (where ``rows`` has steps); ``None``: any."""
+    if seeds is not None:
+        rows = rows[rows["seed"].isin(seeds)]
+    return rows[rows["steps"] == steps] if steps is not None and "steps" in rows.columns else rows
 
 
 def mixed_runs(rows: pd.DataFrame) -> tuple[str, ...]:
@@ -507,21 +552,129 @@ def item_error(items: pd.DataFrame, comparison: Comparison, size: str, added: Ar
 
 
 def judge(declaration: Declaration, results: pd.DataFrame, items: pd.DataFrame | None = None,
-          comparisons: list[Comparison] | None = None) -> list[RowJudgement]:
+          comparisons: list[Comparison] | None = None, checkpoints: pd.DataFrame | None = None) -> list[RowJudgement]:
     """Every row at every model size the results hold for its comparisons: a comparison counts where
     both its arms have results (ok or diverged), a row where one of its comparisons does.
-    ``comparisons`` defaults to every declared one."""
+    ``comparisons`` defaults to every declared one.
+
+    Each comparison reads only its declared seeds at its declared budget. The first look reads its
+    first n seeds; a comparison that look leaves unclear or unstable is judged again at the second
+    look (its first 2n seeds, at the second look's level) once the tables have any of the second n,
+    and Holm runs again over the row. With ``checkpoints`` (the annealed checkpoints' table) each
+    compared comparison gets its trajectory and trend (:func:`with_trajectory`)."""
     chosen = comparisons if comparisons is not None else list(declaration.comparisons)
+    rule = declaration.seed_rule
+    levels = boundaries(rule.looks, rule.alpha) if rule else (ALPHA, ALPHA)
     judgements = []
     for row in dict.fromkeys(c.row for c in declaration.comparisons):
         mine = [c for c in chosen if c.row == row]
         sizes = sorted(set(results.loc[results["task"].isin({c.task for c in mine}), "size"].dropna()))
         for size in sizes:
-            judged = [judge_one(c, size, *(arm(results, c, spec, size) for spec in c.arms), items) for c in mine]
-            judged = [j for j in judged if all(arm.n or arm.diverged for arm in (j.added, j.comparator))]
-            if judged:
-                judgements.append(judge_row(row, judged[0].comparison.claim, size, judged))
+            first = [look_at(c, size, results, items, 1, levels[0]) for c in mine]
+            first = [j for j in first if all(arm.n or arm.diverged for arm in (j.added, j.comparator))]
+            if not first:
+                continue
+            judgement = judge_row(row, first[0].comparison.claim, size, first)
+            again = {j.comparison.id for j in judgement.judged if wants_second_look(j)}
+            second = [look_at(j.comparison, size, results, items, 2, levels[1]) if j.comparison.id in again else j
+                      for j in first]
+            if any(j.look == 2 and max(j.added.n, j.comparator.n) > j.comparison.n_seeds for j in second):
+                judgement = judge_row(row, first[0].comparison.claim, size, second)
+            judgements.append(with_trajectory(judgement, checkpoints, declaration.steady)
+                              if checkpoints is not None else judgement)
     return judgements
+
+
+def look_at(comparison: Comparison, size: str, results: pd.DataFrame, items: pd.DataFrame | None, look: int,
+            alpha: float) -> Judged:
+    """The comparison at look ``look`` (its first ``look``·n declared seeds), before Holm."""
+    seeds = comparison.seeds(look)
+    arms = [arm(results, comparison, spec, size, seeds, comparison.budget) for spec in comparison.arms]
+    return judge_one(comparison, size, *arms, items, look, alpha)
+
+
+def wants_second_look(judged: Judged) -> bool:
+    """A first look that decided nothing clear: compared, and unclear or below :data:`STABLE`."""
+    unstable = not math.isnan(judged.stability) and judged.stability < STABLE
+    return judged.look == 1 and judged.compared and (judged.outcome == UNCLEAR or unstable)
+
+
+def second_looks(judgements: list[RowJudgement]) -> list[tuple[str, str]]:
+    """(comparison id, size) of every comparison whose first look asks for a second that has not run."""
+    return [(j.comparison.id, j.size) for judgement in judgements for j in judgement.judged if wants_second_look(j)]
+
+
+# ----- budgets: the effect at each annealed checkpoint, and its trend ---------------------------------
+@dataclass(frozen=True)
+class Trend:
+    """The change of the effect from budget ``since`` to ``until`` (the last two checkpoints): Welch over
+    each arm's per-seed changes, 95 %; ``label`` by the declared rule (:func:`trend_label`)."""
+
+    since: int
+    until: int
+    change: float
+    ci_low: float
+    ci_high: float
+    label: str
+
+
+def checkpoint_values(checkpoints: pd.DataFrame, judged: Judged, which: Arm, spec: ArmSpec) -> pd.DataFrame:
+    """``(seeds, budgets)``: the arm's metric at the comparison's length at each checkpoint, for the seeds
+    the verdict read."""
+    c = judged.comparison
+    rows = declared_rows(checkpoints[cell_rows(checkpoints, spec, judged.size)], tuple(which.seeds), c.budget)
+    rows = rows[np.isclose(rows["length_ratio"].astype(float), c.length_ratio) & (rows["status"] == "ok")]
+    return rows.pivot_table(index="seed", columns="budget", values="value", aggfunc="first")
+
+
+def with_trajectory(judgement: RowJudgement, checkpoints: pd.DataFrame, steady: float) -> RowJudgement:
+    """Each compared comparison of ``judgement`` with its trajectory (the effect and its 95 % Welch
+    interval at every checkpoint budget both arms have) and its trend (:class:`Trend`)."""
+    found = []
+    for j in judgement.judged:
+        if j.numbers is None or checkpoints.empty:
+            found.append(j)
+            continue
+        added, comparator = (checkpoint_values(checkpoints, j, one, spec)
+                             for one, spec in zip((j.added, j.comparator), j.comparison.arms))
+        budgets = sorted(set(added.columns) & set(comparator.columns))
+        points = tuple(trajectory_point(j, b, comparator[b].dropna(), added[b].dropna()) for b in budgets)
+        trend = effect_trend(j, added, comparator, budgets[-2:], points[-2]["effect"], steady) if len(budgets) > 1 \
+            else None
+        found.append(replace(j, trajectory=points, trend=trend))
+    return replace(judgement, judged=found)
+
+
+def trajectory_point(judged: Judged, budget: int, comparator: pd.Series, added: pd.Series) -> dict:
+    c = judged.comparison
+    x = contrast(comparator.to_numpy(float), added.to_numpy(float), c.higher_is_better, c.margin)
+    return {"budget": int(budget), "n_added": len(added), "n_comparator": len(comparator), "effect": x.effect,
+            "ci_low": x.ci_low, "ci_high": x.ci_high}
+
+
+def effect_trend(judged: Judged, added: pd.DataFrame, comparator: pd.DataFrame, last_two: list, before: float,
+                 steady: float) -> Trend:
+    """The change of the effect over ``last_two`` budgets from each arm's per-seed changes (Welch, 95 %)."""
+    since, until = last_two
+    changes = [(table[until] - table[since]).dropna().to_numpy(float) for table in (comparator, added)]
+    c = judged.comparison
+    x = contrast(*changes, c.higher_is_better, 0.0)
+    return Trend(int(since), int(until), x.effect, x.ci_low, x.ci_high,
+                 trend_label(before, x.ci_low, x.ci_high, steady * c.margin))
+
+
+def trend_label(before: float, low: float, high: float, band: float) -> str:
+    """The declared trend rule: "steady" when the change's interval lies within ± ``band`` (steady · δ);
+    else "closing" when it lies wholly on the side toward zero from the earlier effect ``before``,
+    "widening" when wholly away from it; else "unclear"."""
+    if -band <= low and high <= band:
+        return STEADY
+    toward_zero = -1.0 if before > 0 else 1.0
+    if (toward_zero < 0 and high < 0) or (toward_zero > 0 and low > 0):
+        return CLOSING
+    if (toward_zero < 0 and low > 0) or (toward_zero > 0 and high < 0):
+        return WIDENING
+    return UNCLEAR
 
 
 def table(judgements: list[RowJudgement]) -> pd.DataFrame:
@@ -546,5 +699,36 @@ def table(judgements: list[RowJudgement]) -> pd.DataFrame:
                 "margin": c.margin, "detectable": c.detectable(max(2, min(j.added.n, j.comparator.n))),
                 "outcome": j.outcome, "task_verdict": judgement.by_task.get(c.task, INCONCLUSIVE),
                 "stability": j.stability, "needs_n": j.needs_n,
+                "steps": c.budget, "look": j.look, "alpha_look": j.alpha,
+                "seeds_added": seed_list(j.added.seeds), "seeds_comparator": seed_list(j.comparator.seeds),
+                "second_look_wanted": wants_second_look(j),
+                **trend_columns(j.trend),
                 "gate_notes": "; ".join([*j.gates, *j.notes])})
     return pd.DataFrame(rows)
+
+
+def seed_list(seeds: np.ndarray) -> str:
+    """Seeds as runs: ``100-109,112``."""
+    runs: list[list[int]] = []
+    for seed in sorted(int(s) for s in seeds):
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def trend_columns(trend: Trend | None) -> dict:
+    names = ("since", "until", "change", "ci_low", "ci_high", "label")
+    return {f"trend_{name}" if name != "label" else "trend": getattr(trend, name, math.nan if name != "label" else "")
+            for name in names}
+
+
+def trajectory_table(judgements: list[RowJudgement]) -> pd.DataFrame:
+    """``trajectory.csv``: one row per compared comparison, size and checkpoint budget: the effect and its
+    95 % Welch interval there, with the seeds per arm, the margin and whether it is the verdict's budget."""
+    rows = [{"row": judgement.row, "comparison": j.comparison.id, "size": j.size, "metric": j.comparison.metric,
+             "margin": j.comparison.margin, **point, "decides": point["budget"] == j.comparison.budget}
+            for judgement in judgements for j in judgement.judged for point in j.trajectory]
+    return pd.DataFrame(rows, columns=["row", "comparison", "size", "metric", "margin", "budget", "n_added",
+                                       "n_comparator", "effect", "ci_low", "ci_high", "decides"])

@@ -11,15 +11,18 @@ float64, so a loss recomputed from all items matches the record's to about 1e-6,
 ``accuracy`` and ``exact_match`` are the same ratio, the share of sequences that are right, under
 the names their tasks use: ``accuracy`` for a classification task (one label per sequence, so a
 sequence is right when its label is), ``exact_match`` for a sequence task (a sequence is right when
-every scored target is). ``token_accuracy`` is always per scored target; on a classification task
-it would equal ``accuracy``, and no classification task reports it.
+every scored target is). ``greedy_exact_match`` is ``exact_match`` with the answer written by the
+model itself instead of read with the right earlier answer tokens (:mod:`posbench.free_running`): a
+*decoded* metric, whose sum (``greedy_exact``) comes from decoding, not from the one forward pass the
+others share. ``token_accuracy`` is always per scored target; on a classification task it would
+equal ``accuracy``, and no classification task reports it.
 
 A metric's *chance level* (:attr:`Metric.chance`) is what a model that ignores its input scores on an
 evaluation set, from the counts of that set's scored targets: for the accuracies, always predicting
 the set's most frequent target (:func:`majority_rate`); for bits per character, predicting every
-character by its frequency in the training split (:func:`unigram_bits`). ``exact_match`` has none:
-guessing a whole sequence is so unlikely that the report gates it on token accuracy instead; the
-loss has none either (``bits_per_char`` is the loss's chance where it matters).
+character by its frequency in the training split (:func:`unigram_bits`). ``exact_match`` and
+``greedy_exact_match`` have none: guessing a whole sequence is so unlikely that the report gates it
+on token accuracy instead; the loss has none either (``bits_per_char`` is the loss's chance where it matters).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ SUMS = {  # name -> what is summed over the evaluation's items
     "correct": "scored targets whose argmax prediction is right",
     "exact": "sequences whose every scored target is right",
     "sequences": "sequences (items)",
+    "greedy_exact": "sequences whose answer the model writes right by itself (posbench.free_running)",
 }
 ITEM_SUMS = ("loss_sum", "scored", "correct", "exact")  # what each item keeps; "sequences" counts the items
 
@@ -62,6 +66,7 @@ class Metric:
     denominator: str  # a key of SUMS
     divisor: float = 1.0  # a change of unit, applied last (nats -> bits)
     chance: Callable[[np.ndarray, np.ndarray | None], float] | None = None  # (target counts, prior) -> chance level
+    decoded: bool = False  # from the model's own greedy outputs (posbench.free_running), not one forward pass
 
     def value(self, sums: Mapping[str, float]) -> float:
         return sums[self.numerator] / sums[self.denominator] / self.divisor
@@ -76,6 +81,9 @@ METRICS = {metric.name: metric for metric in (
            "correct", "scored", chance=majority_rate),
     Metric("exact_match", "share of sequences with every scored target right", "exact match (fraction)", True,
            "exact", "sequences"),
+    Metric("greedy_exact_match", "share of sequences whose answer the model writes right by itself, greedy and "
+           "free-running (posbench.free_running)", "greedy exact match (fraction)", True, "greedy_exact", "sequences",
+           decoded=True),
     Metric("accuracy", "share of sequences whose one label is predicted right (classification)",
            "accuracy (fraction)", True, "exact", "sequences", chance=majority_rate),
 )}
@@ -88,5 +96,6 @@ def get(name: str) -> Metric:
 
 
 def sums(items: Mapping[str, np.ndarray]) -> dict[str, float | int]:
-    """The :data:`SUMS` of a set of items (columns :data:`ITEM_SUMS`, one row per item)."""
-    return {**{name: np.sum(items[name]).item() for name in ITEM_SUMS}, "sequences": len(items["exact"])}
+    """The :data:`SUMS` of a set of items (columns :data:`ITEM_SUMS`, and a decoded metric's sum where the
+    items have it, one row per item)."""
+    return {**{name: np.sum(items[name]).item() for name in SUMS if name in items}, "sequences": len(items["exact"])}

@@ -14,7 +14,8 @@ import pandas as pd
 
 from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
 
-JUDGED_NAMES = ("verdicts", "claims", "advice", "axes")  # the tables the judge step writes (posbench.verdicts)
+# The tables the judge step writes (posbench.verdicts, posbench.shapes).
+JUDGED_NAMES = ("verdicts", "trajectory", "claims", "advice", "axes", "shapes")
 
 
 @dataclass

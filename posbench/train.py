@@ -38,11 +38,12 @@ as :class:`posbench.records.Items`; a run that diverges returns one with ``statu
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -53,7 +54,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from posbench import encodings, metrics, records, tasks
+from posbench import encodings, free_running, metrics, records, schedule, tasks
 from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
 from posbench.model import SIZES, ModelConfig, build_model, count_params
@@ -90,6 +91,8 @@ class TrainConfig:
     dtype: str = FLOAT32  # or bfloat16: autocast with float32 weights (see the module's docstring)
     eval_scaling: tuple[str, ...] = ()  # training-free RoPE scalings also evaluated after training, e.g. yarn:4
     encoding_options: dict | None = None  # the encoding's family options (e.g. from --hf-config); None: its defaults
+    checkpoints: tuple[int, ...] = ()  # budgets of annealed checkpoints, the last = steps: warmup–stable–decay
+    decay_fraction: float = 0.2  # with checkpoints: each one's decay branch, a share of its budget (schedule.py)
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,14 @@ class Job:
     steps: int
     batch_size: int
     lr: float
+    checkpoints: schedule.Checkpoints | None = None  # None: one cosine run
 
     def record_config(self) -> dict:
-        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling", "d_model", "encoding_options"))
-        if "eval_scaling" in recorded:
-            recorded["eval_scaling"] = list(recorded["eval_scaling"])  # JSON has arrays, not tuples
+        recorded = records.config_fields(self.config, (*RUN_FIELDS, "eval_scaling", "d_model", "encoding_options",
+                                                       "checkpoints", "decay_fraction"))
+        for name in ("eval_scaling", "checkpoints"):
+            if name in recorded:
+                recorded[name] = list(recorded[name])  # JSON has arrays, not tuples
         return {**recorded, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "train_length": self.task.train_length, "task_options": self.task.options(),
                 "eval_lengths": self.task.eval_lengths(), "max_len": self.model.max_len}
@@ -128,8 +134,13 @@ def resolve(config: TrainConfig) -> Job:
     task = tasks.get(config.task, **config.task_options)
     model = model_config(task, config.encoding, config.size, config.d_model, config.encoding_options)
     check_eval_scaling(config.encoding, config.eval_scaling, task.sequence_length(task.train_length))
-    return Job(config, task, model, config.steps or task.steps, config.batch_size or task.batch_size,
-               config.lr or task.lr)
+    steps, plan = config.steps or task.steps, None
+    if config.checkpoints:
+        plan = schedule.Checkpoints(tuple(config.checkpoints), config.decay_fraction, config.warmup_fraction)
+        if config.steps is not None and config.steps != plan.budgets[-1]:
+            raise ValueError(f"checkpoints {list(plan.budgets)}: the last must be the run's steps ({config.steps})")
+        steps = plan.budgets[-1]
+    return Job(config, task, model, steps, config.batch_size or task.batch_size, config.lr or task.lr, plan)
 
 
 def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None = None,
@@ -191,23 +202,25 @@ def deterministic(threads: int, device: str = CPU):
         torch.backends.cudnn.benchmark = previous[2]
 
 
-def make_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int, warmup_fraction: float):
-    """AdamW (decay on linear weights only) and a warm-up + cosine schedule down to 10 % of ``lr``."""
+def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW with weight decay on the linear layers' matrices only; the rate is set per step (:class:`Trainer`)."""
     decayed = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
     groups = [
         {"params": [p for p in model.parameters() if id(p) in decayed], "weight_decay": weight_decay},
         {"params": [p for p in model.parameters() if id(p) not in decayed], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98))
-    warmup = max(1, round(steps * warmup_fraction))
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98))
 
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
 
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def rate_factor(job: Job) -> Callable[[int], float]:
+    """The rate factor of each optimizer step (0-based) of the job's main run: cosine, or with
+    checkpoints the trunk and then the last budget's decay (:mod:`posbench.schedule`)."""
+    plan = job.checkpoints
+    if plan is None:
+        return schedule.cosine(job.steps, job.config.warmup_fraction)
+    last = plan.budgets[-1]
+    return lambda step: (plan.trunk_factor(step) if step < plan.trunk_steps(last)
+                         else plan.decay_factor(last, step - plan.trunk_steps(last)))
 
 
 def scored_logits(model: nn.Module, batch: tasks.Batch, dtype: str = FLOAT32) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,8 +250,9 @@ class Fitted:
     validation_curve: list[dict]  # every max(1, steps // CURVE_POINTS) steps and at the last: step, held-out loss
     status: str  # "ok", or "diverged" when a non-finite loss stopped the run (a result, not retried)
     reason: str
-    seconds: float  # the whole loop, the validation curve included
+    seconds: float  # the whole loop, the validation curve and earlier checkpoints' branches included
     validation_seconds: float  # of which drawing the validation curve
+    annealed: list[dict] = field(default_factory=list)  # each earlier checkpoint's branch (decay_branch)
 
 
 def initial_model(job: Job) -> nn.Module:
@@ -256,23 +270,31 @@ class Diverged(RuntimeError):
 
 
 class Trainer:
-    """A job's training state (the model, AdamW and its schedule, the seeded batch stream) and its one
-    training step: the step :func:`fit` loops over, and the one ``posbench bench`` times (P8), so the
-    bench measures the step training takes."""
+    """A job's training state (the model, AdamW, the rate factor per step, the seeded batch stream) and
+    its one training step: the step :func:`fit` loops over, and the one ``posbench bench`` times (P8),
+    so the bench measures the step training takes."""
 
     def __init__(self, model: nn.Module, job: Job):
-        config = job.config
         self.model, self.job, self.steps_taken = model, job, 0
-        self.optimizer, self.schedule = make_optimizer(model, job.lr, config.weight_decay, job.steps,
-                                                       config.warmup_fraction)
-        self.rng = np.random.default_rng(config.seed)
+        self.optimizer = make_optimizer(model, job.lr, job.config.weight_decay)
+        self.factor = rate_factor(job)
+        self.rng = np.random.default_rng(job.config.seed)
+
+    def branch(self, factor: Callable[[int], float]) -> Trainer:
+        """A copy of this trainer (weights, AdamW's state, the batch stream where it is) that goes on at
+        the rate ``factor`` gives; this one is left as it was: a decay branch off the trunk."""
+        twin = copy.copy(self)
+        twin.model, twin.optimizer = copy.deepcopy((self.model, self.optimizer))
+        twin.rng, twin.factor = copy.deepcopy(self.rng), factor
+        return twin
 
     def step(self) -> tuple[float, tasks.Batch]:
         """One optimizer step on the next training batch: forward, cross-entropy over the scored targets,
-        backward, gradient clipping, AdamW and the schedule. Returns the batch's loss and the batch; a
+        backward, gradient clipping, AdamW at this step's rate. Returns the batch's loss and the batch; a
         non-finite loss raises :class:`Diverged` before anything is updated. Its phases are
         ``torch.profiler`` ranges (:data:`STEP_RANGES`): the bench's breakdown of where a step's time goes."""
         config = self.job.config
+        rate = self.job.lr * self.factor(self.steps_taken)
         self.steps_taken += 1
         with record_function("step"):
             with record_function("data"):
@@ -288,31 +310,41 @@ class Trainer:
                 loss.backward()
             with record_function("optimizer"):
                 nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = rate
                 self.optimizer.step()
-                self.schedule.step()
             return loss.item(), batch
 
 
-def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
+Annealer = Callable[[nn.Module, int], dict]  # (an annealed model, its budget) -> what the record keeps of it
+
+
+def fit(model: nn.Module, job: Job, log: TextIO, label: str, anneal: Annealer | None = None) -> Fitted:
     """Train ``model`` (from :func:`initial_model`) on ``job``: the one training loop.
 
     The seed fixes the batches. A point of the curve, and a progress line ``[label] step …`` on
     ``log``, every ``log_every`` steps and at the last; a point of the validation curve every
     ``max(1, steps // CURVE_POINTS)`` steps and at the last. A non-finite loss stops the run: status
-    ``diverged``.
+    ``diverged``. With checkpoints (``job.checkpoints``), each budget but the last gets its decay
+    branch where it leaves the trunk, and ``anneal`` is called on the branch's model (the last
+    budget's model is ``model`` itself when this returns); ``Fitted.annealed`` keeps what it returned.
     """
     config = job.config
     trainer = Trainer(model, job)
     held_out = validation_set(job.task, job.batch_size)
     every = max(1, job.steps // CURVE_POINTS)
-    losses, curve, validation_curve, validation_seconds = [], [], [], 0.0
+    branches = ({job.checkpoints.trunk_steps(b): b for b in job.checkpoints.budgets[:-1]}
+                if job.checkpoints else {})
+    losses, curve, validation_curve, annealed, validation_seconds = [], [], [], [], 0.0
     started = time.perf_counter()
     for step in range(1, job.steps + 1):
         try:
             losses.append(trainer.step()[0])
+            if step in branches:
+                annealed.append(decay_branch(trainer, branches[step], anneal, log, label))
         except Diverged as stopped:
             return Fitted(losses, curve, validation_curve, "diverged", str(stopped), time.perf_counter() - started,
-                          validation_seconds)
+                          validation_seconds, annealed)
         if step % config.log_every == 0 or step == job.steps:
             since = curve[-1]["step"] if curve else 0
             window = losses[since:]
@@ -324,7 +356,23 @@ def fit(model: nn.Module, job: Job, log: TextIO, label: str) -> Fitted:
             before = time.perf_counter()
             validation_curve.append({"step": step, "loss": held_out_loss(model, held_out, config.dtype)})
             validation_seconds += time.perf_counter() - before
-    return Fitted(losses, curve, validation_curve, "ok", "", time.perf_counter() - started, validation_seconds)
+    return Fitted(losses, curve, validation_curve, "ok", "", time.perf_counter() - started, validation_seconds,
+                  annealed)
+
+
+def decay_branch(trunk: Trainer, budget: int, anneal: Annealer | None, log: TextIO, label: str) -> dict:
+    """Anneal a copy of the trunk to ``budget`` steps (its decay branch, :mod:`posbench.schedule`) and
+    return what ``anneal`` keeps of it; the trunk goes on untouched. A branch that diverges raises."""
+    plan, start = trunk.job.checkpoints, trunk.steps_taken
+    branch = trunk.branch(lambda step: plan.decay_factor(budget, step - start))
+    started = time.perf_counter()
+    for _ in range(plan.decay_steps(budget)):
+        branch.step()
+    kept = anneal(branch.model, budget) if anneal else {}
+    print(f"[{label}] checkpoint {budget}: annealed over {plan.decay_steps(budget)} steps from step {start} "
+          f"{time.perf_counter() - started:.1f}s", file=log, flush=True)
+    return {"steps": budget, "trunk_steps": start, "decay_steps": plan.decay_steps(budget),
+            "seconds": time.perf_counter() - started, **kept}
 
 
 def validation_set(task: tasks.Task, size: int) -> list[tasks.Batch]:
@@ -407,10 +455,17 @@ def position_bins(loss_sum: np.ndarray, scored: np.ndarray, bins: int = POSITION
             for start, stop, n in runs if n]
 
 
-def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32, split: str = "test") -> Evaluation:
+def evaluate(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32, split: str = "test",
+             decode: bool = True) -> Evaluation:
     """The task's metrics on its fixed ``split`` set at ``length``, and each sequence's own sums; on
-    the model's device, the forward in ``dtype``'s precision (as it was trained)."""
-    return score(model, task.eval_batches(length, split), task.metrics, dtype)
+    the model's device, the forward in ``dtype``'s precision (as it was trained); a decoded metric
+    (``greedy_exact_match``) by :mod:`posbench.free_running` unless ``decode`` is false (an earlier
+    checkpoint's and the validation set's: decoding costs several forwards, and the trained model's own
+    test sets are where the papers' score is read)."""
+    evaluation = score(model, task.eval_batches(length, split), free_running.teacher_forced(task.metrics), dtype)
+    if not decode:
+        return evaluation
+    return free_running.with_decoded(model, task.eval_batches(length, split), task.metrics, dtype, evaluation)
 
 
 def evaluate_sliding(model: nn.Module, task: tasks.Task, length: int, dtype: str = FLOAT32) -> Evaluation:
@@ -463,7 +518,7 @@ def item_table(evaluations: dict[int, Evaluation]) -> records.Items:
     """Every length's items in one table: ``length``, ``item`` (its index in that length's set) and its sums."""
     columns = {"length": np.concatenate([np.full(e.sums["sequences"], n) for n, e in evaluations.items()]),
                "item": np.concatenate([np.arange(e.sums["sequences"]) for e in evaluations.values()])}
-    for name in metrics.ITEM_SUMS:
+    for name in next(iter(evaluations.values())).items:  # metrics.ITEM_SUMS, and a decoded metric's sum
         columns[name] = np.concatenate([e.items[name] for e in evaluations.values()])
     return records.Items(columns)
 
@@ -491,6 +546,36 @@ def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor]
         report["handling"] = ("no per-position parameters: positions beyond training come from the encoding's "
                               "own rule (computed sinusoids/angles, relative distances or none)")
     return report
+
+
+def checkpoint_summary(model: nn.Module, task: tasks.Task, dtype: str = FLOAT32) -> dict:
+    """What a record keeps of an annealed checkpoint: the validation metrics at the training length
+    and the test metrics at every evaluation length (no items: those are the last checkpoint's)."""
+    return {"validation": evaluate(model, task, task.train_length, dtype, "validation", decode=False).metrics,
+            "eval": [{"length": n, "factor": n / task.train_length,
+                      "metrics": evaluate(model, task, n, dtype, decode=False).metrics} for n in task.eval_lengths()]}
+
+
+def last_checkpoint(job: Job, validation: dict, evaluations: dict[int, Evaluation]) -> dict:
+    """The last budget's checkpoint: the trained model itself, as :func:`checkpoint_summary` keeps it."""
+    plan, budget = job.checkpoints, job.steps
+    return {"steps": budget, "trunk_steps": plan.trunk_steps(budget), "decay_steps": plan.decay_steps(budget),
+            "validation": validation,
+            "eval": [{"length": n, "factor": n / job.task.train_length, "metrics": e.metrics}
+                     for n, e in evaluations.items()]}
+
+
+def annealed_trend(checkpoints: list[dict]) -> dict:
+    """With annealed checkpoints, whether the model was still learning at the last budget: the annealed
+    validation loss fell over the last step of budgets by more than ``TREND_DROP`` of the last one
+    (``change``: that fall's share, negative when it fell). The last fifth of such a run is its decay,
+    whose falling loss says nothing of that, so :func:`trend`'s line is not fitted. ``overfit``: the
+    last budget's validation loss is above the lowest of the checkpoints' (the text was read too often)."""
+    losses = [c["validation"]["loss"] for c in checkpoints]
+    change = (losses[-1] - losses[-2]) / losses[-1] if len(losses) > 1 else None
+    return {"slope_per_1k_steps": None, "ci_low": None, "ci_high": None, "points": len(losses),
+            "flag": change is not None and -change > TREND_DROP, "rule": "annealed_checkpoints",
+            "change": change, "overfit": losses[-1] > min(losses)}
 
 
 def check_eval_scaling(encoding: str, labels, trained_positions: int = 2) -> None:
@@ -541,14 +626,18 @@ def _run(job: Job, log: TextIO) -> dict:
     model = initial_model(job)
     initial = {name: p.detach().clone() for name, p in position_tables(model).items()}
     started = time.perf_counter()
-    fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}")
+    fitted = fit(model, job, log, f"train {task.name}/{config.encoding} seed {config.seed}",
+                 lambda annealed, budget: checkpoint_summary(annealed, task, config.dtype))
     finished = fitted.status == "ok"
     evaluations = {n: evaluate(model, task, n, config.dtype) for n in task.eval_lengths()} if finished else {}
     before_sliding = time.perf_counter()
     sliding = ({n: sliding_summary(n, evaluate_sliding(model, task, n, config.dtype)) for n in evaluations}
                if task.sliding_window else {})
     sliding_seconds = time.perf_counter() - before_sliding
-    validation = evaluate(model, task, task.train_length, config.dtype, "validation").metrics if finished else None
+    validation = (evaluate(model, task, task.train_length, config.dtype, "validation", decode=False).metrics
+                  if finished else None)
+    checkpoints = (fitted.annealed + [last_checkpoint(job, validation, evaluations)]
+                   if job.checkpoints and finished else [])
     chances = {n: task.chance(n) for n in evaluations}
     scaled = ({label: scaled_evaluations(model, task, label, config.dtype) for label in config.eval_scaling}
               if evaluations else {})
@@ -564,7 +653,8 @@ def _run(job: Job, log: TextIO) -> dict:
             model, initial, task.sequence_length(task.train_length)),
         "loss_curve": fitted.curve,
         "validation_curve": fitted.validation_curve,
-        "undertrained": trend(fitted.validation_curve, job.steps) if finished else None,
+        "undertrained": (None if not finished else trend(fitted.validation_curve, job.steps) if not job.checkpoints
+                         else annealed_trend(checkpoints)),
         "validation": validation,
         "eval": [{"length": n, "factor": n / task.train_length, "positions": task.sequence_length(n),
                   "chance": chances[n], **evaluation.summary(), **({"sliding": sliding[n]} if n in sliding else {})}
@@ -576,6 +666,8 @@ def _run(job: Job, log: TextIO) -> dict:
                         "eval": total_seconds - fitted.seconds, "total": total_seconds,
                         **({"sliding": sliding_seconds} if sliding else {})},
     })
+    if job.checkpoints:
+        record["checkpoints"] = checkpoints
     if evaluations:
         record["items"] = item_table(evaluations)
     return record

@@ -26,13 +26,15 @@ RESULT_COLUMNS = ("task", "encoding", "size", "seed", "status", "metric", "lengt
 
 def rule(row: guidance.GuidanceRow) -> str:
     """How the row is decided, in one sentence (the numbers behind it are in :mod:`posbench.evidence`)."""
+    how = ("Welch interval at the look's level, Holm across the row, every declared seed of the look: n per arm "
+           "from the power rule, a second look with n more where the first is unclear or unstable")
     if row.claim == guidance.ADDING_SUFFICES:
         return ("Supported when every declared comparator is shown not better than the added encoding by its "
-                f"margin δ (95 % Welch interval below δ, Holm across the row, >= {evidence.MIN_SEEDS} seeds per arm); "
-                "not supported when one is shown better by more than δ; otherwise inconclusive.")
+                f"margin δ (interval below δ; {how}); not supported when one is shown better by more than δ; "
+                "otherwise inconclusive.")
     return ("Supported when a declared comparator is shown better than the added encoding by more than its margin δ "
-            f"(95 % Welch interval above δ, Holm across the row, >= {evidence.MIN_SEEDS} seeds per arm); not "
-            "supported when every one is shown not better by δ; otherwise inconclusive.")
+            f"(interval above δ; {how}); not supported when every one is shown not better by δ; otherwise "
+            "inconclusive.")
 
 
 def results_frame(tables: Tables) -> pd.DataFrame:
@@ -50,23 +52,26 @@ def deciding(preset: str | None) -> list[comparisons.Comparison]:
     return [c for c in declared if not c.withdrawn]
 
 
-def verdict_table(tables: Tables, preset: str | None) -> pd.DataFrame:
+def verdict_tables(tables: Tables, preset: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``verdicts.csv``: one row per comparison and size, with the declaration's hash; ``decides`` is
     false for a comparison outside the run's preset or withdrawn (``withdrawn`` says why; its row verdict
-    is then its own, descriptive). A declared comparison with an arm blind on an axis of its task, at a
-    size the results hold, is refused (:func:`posbench.axis_check.refuse_blind`)."""
+    is then its own, descriptive); and ``trajectory.csv``: each compared comparison's effect at every
+    annealed checkpoint. A declared comparison with an arm blind on an axis of its task, at a size the
+    results hold, is refused (:func:`posbench.axis_check.refuse_blind`)."""
     declared = comparisons.load()
     results = results_frame(tables)
     axis_check.refuse_blind(list(declared.comparisons), sizes_with_results(tables))
     chosen = deciding(preset)
-    frames = []
+    checkpoints = tables.get("checkpoints")
+    frames, trajectories = [], []
     for decides, these in ((True, chosen), (False, [c for c in declared.comparisons if c not in chosen])):
-        judgements = evidence.judge(declared, results, tables.items, these)
+        judgements = evidence.judge(declared, results, tables.items, these, checkpoints)
         frames.append(_with_wording(evidence.table(judgements), judgements).assign(decides=decides))
+        trajectories.append(evidence.trajectory_table(judgements).assign(decides_row=decides))
     found = [f for f in frames if not f.empty]
     frame = pd.concat(found, ignore_index=True) if found else frames[0]
     frame.insert(0, "declaration_sha256", declared.sha256)
-    return frame
+    return frame, pd.concat(trajectories, ignore_index=True)
 
 
 def sizes_with_results(tables: Tables) -> dict[str, list[str]]:
@@ -89,7 +94,16 @@ def _with_wording(frame: pd.DataFrame, judgements: list[evidence.RowJudgement]) 
     return frame.assign(row_shown=[judgement.shown for judgement, _ in judged],
                         row_rule=[rule(guidance.BY_KEY[judgement.row]) for judgement, _ in judged],
                         line=[j.line() for _, j in judged], notes=["\n".join(j.notes) for _, j in judged],
-                        withdrawn=[j.comparison.withdrawn or "" for _, j in judged])
+                        withdrawn=[j.comparison.withdrawn or "" for _, j in judged],
+                        scope=[scope(j) for _, j in judged])
+
+
+def scope(judged: evidence.Judged) -> str:
+    """What the verdict does not cover, in one sentence: the model it trained and for how long."""
+    params = f"{judged.added.params:,.0f} parameters, " if judged.added.params else ""
+    return (f"{judged.size} models ({params}{judged.comparison.budget} steps, seeds {judged.added.n}/"
+            f"{judged.comparator.n}) on this task; larger models and longer training are not covered "
+            "(workflow/cluster.yaml runs them)")
 
 
 def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:
@@ -98,7 +112,8 @@ def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:
     and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does) and ``axes.csv``
     (the axis check of every multi-axis arm) beside them."""
     tables = load(tables_dir)
-    written = [_write(tables_dir, "verdicts", verdict_table(tables, preset))]
+    verdicts, trajectory = verdict_tables(tables, preset)
+    written = [_write(tables_dir, "verdicts", verdicts), _write(tables_dir, "trajectory", trajectory)]
     tables.frames["verdicts"] = pd.read_csv(written[0])  # as advise reads it, without loading every table again
     inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
                            extrapolation=tables.get("extrapolation"))

@@ -7,15 +7,19 @@ record per cell (``PROFILE_RECORD``, ``TRAIN_RECORD``, ``PROBE_RECORD``; its ``-
 :func:`record_template`) and the manifest that lists them.
 
 What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
-arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at
-``train.comparison_seeds`` and at each of ``train.lr_factors`` × the arm's learning rate; an arm in both
-trains the union of its seeds in one job, so every (task, encoding, size, lr, seed) is one record.
+arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at the
+seeds, budget and annealed checkpoints each comparison declares (its first look's seeds; its second
+look's too once the judge step of the first look asks for them, :func:`second_look_ids`), and at each
+other of ``train.lr_factors`` × the arm's learning rate at ``train.seeds`` (a learning-rate check, which
+never decides); an arm asked for twice trains the union of its seeds in one job, so every (task,
+encoding, size, lr, budget, seed) is one record.
 
 Where a record lies (:data:`TRAIN_RECORD`, :data:`PROBE_RECORD`) names everything that tells it from
 another of the same machine: a train record's device (and its dtype when not float32), its task, size
 and encoding, its training length and width where a sweep or comparison moved them, its training
 steps (always: a budget is part of a cell, and a folder implied by a task's default would change its
-meaning when the default does), and its learning rate where not the task's.
+meaning when the default does; ``steps800-1600-3200/`` for a run with annealed checkpoints at those
+budgets), and its learning rate where not the task's.
 """
 
 from __future__ import annotations
@@ -202,7 +206,7 @@ def _key(path) -> str:
 
 
 def _check_names(config: dict) -> None:
-    from posbench import SIZES, encodings, tasks
+    from posbench import SIZES, comparisons, encodings, tasks
 
     profile, train = config["profile"], config["train"]
     _check_members("profile.encodings", profile["encodings"], encodings.names())
@@ -216,18 +220,24 @@ def _check_names(config: dict) -> None:
     for task, rates in train["lr"].items():
         if isinstance(rates, dict):
             _check_members(f"train.lr.{task}", list(rates), encodings.names())
-    if train["comparisons"] == "none" and train["lr_factors"] != [1]:
+    if train["shapes"] not in ("all", "none"):
+        from posbench import shapes
+
+        _check_members("train.shapes", train["shapes"], shapes.load().parts)
+    if train["comparisons"] == train["shapes"] == "none" and train["lr_factors"] != [1]:
         raise ConfigError(f"config key 'train.lr_factors': {train['lr_factors']} multiplies the rates of the "
-                          "comparisons' arms, and train.comparisons is none; set it to default, full or all, or "
-                          "lr_factors to [1]")
+                          "comparisons' arms (and tuned shapes' arms), and train.comparisons and train.shapes are "
+                          "none; set one of them, or lr_factors to [1]")
     _check_members("train.data", list(train["data"]), tasks.names())
     for i, length in enumerate(profile["seq_lens"]):
         if length <= 0:
             raise ConfigError(f"config key 'profile.seq_lens[{i}]': {length} is not a positive length")
-    for key in ("seeds", "comparison_seeds"):
-        for i, seed in enumerate(train[key]):
-            if seed < 0:
-                raise ConfigError(f"config key 'train.{key}[{i}]': {seed} is negative; seeds are integers >= 0")
+    first_deciding = comparisons.load().seed_rule.first_seed
+    for i, seed in enumerate(train["seeds"]):
+        if not 0 <= seed < first_deciding:
+            raise ConfigError(f"config key 'train.seeds[{i}]': {seed} is not a pilot seed; allowed: 0 to "
+                              f"{first_deciding - 1} (from {first_deciding} on the comparisons' deciding seeds, "
+                              "posbench/comparisons.yaml)")
     if train["steps"] is not None and train["steps"] <= 0:
         raise ConfigError(f"config key 'train.steps': {train['steps']} is not a positive step count")
     for task, path in train["data"].items():
@@ -278,7 +288,9 @@ def _check_sweeps(train: dict) -> None:
         for j, width in enumerate(sweep.get("d_models", [])):
             _check_width(f"train.sweeps[{i}].d_models[{j}]", width, train["sizes"])
     if train["comparisons"] != "none":
-        for spec in comparison_arms({"train": train}):
+        from posbench import comparisons
+
+        for spec in comparisons.load().arms(train["comparisons"]):
             if spec.d_model is not None:
                 _check_width("train.sizes", spec.d_model, train["sizes"],
                              f" (an arm of the comparisons '{train['comparisons']}' is at d_model {spec.d_model})")
@@ -366,34 +378,80 @@ def profile_job_encodings(config: dict, key: str) -> list[str]:
     return names
 
 
-def train_jobs(config: dict) -> list[dict]:
+def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     """One entry per train job: ``device, dtype_dir, task, encoding, size, lr, lr_dir, train_length,
-    d_model, shape_dir, steps, seeds`` (seeds sorted).
+    d_model, shape_dir, steps, seeds`` (seeds sorted; ``steps`` as the record path names it: ``500``, or
+    ``125-250-500`` with annealed checkpoints).
 
-    The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`) and ``train.seeds``,
-    and so do the sweeps' (``train.sweeps``), at each of their training lengths × widths; the
-    comparisons' arms at each of ``train.lr_factors`` × that rate and ``train.comparison_seeds``. An
-    arm asked for twice at one rate, length and width is one job with the union of the seeds; a length
-    or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every job
-    trains on ``train.device`` in ``train.dtype``, for ``train.steps`` or the task's own steps."""
+    The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`), ``train.seeds`` and
+    ``train.steps`` (or the task's), and so do the sweeps' (``train.sweeps``), at each of their training
+    lengths × widths, and the published shapes' arms (``train.shapes``), a tuned shape's at each of
+    ``train.lr_factors``; the comparisons' arms (:func:`comparison_runs`) at their declared seeds and budgets.
+    An arm asked for twice at one rate, length, width and budget is one job with the union of the seeds;
+    a length or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every
+    job trains on ``train.device`` in ``train.dtype``."""
     from posbench import tasks
 
     t = config["train"]
-    arms = [(ArmSpec(task, e), 1, t["seeds"]) for task, names in t["tasks"].items() for e in names]
-    arms += [(ArmSpec(sweep["task"], e, length, width), 1, t["seeds"]) for sweep in t["sweeps"]
-             for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
-             for width in sweep.get("d_models", [None])]
-    arms += [(spec, f, t["comparison_seeds"]) for spec in comparison_arms(config) for f in t["lr_factors"]]
+    plain = [(ArmSpec(task, e), 1, t["seeds"], None) for task, names in t["tasks"].items() for e in names]
+    plain += [(ArmSpec(sweep["task"], e, length, width), 1, t["seeds"], None) for sweep in t["sweeps"]
+              for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
+              for width in sweep.get("d_models", [None])]
+    plain += [(spec, f, t["seeds"], None) for spec, tuned in shape_arms(config)
+              for f in (t["lr_factors"] if tuned else [1])]
     jobs: dict[tuple, set] = {}
-    for (spec, factor, seeds), size in product(arms, t["sizes"]):
+    for (spec, factor, seeds, steps), size in product(plain + comparison_runs(config, second_looks), t["sizes"]):
         base = learning_rate(config, spec.task, spec.encoding)
         lr = base if factor == 1 else float(f"{base * factor:.4g}")
-        steps = t["steps"] or tasks.get(spec.task).steps
+        steps = steps or str(t["steps"] or tasks.get(spec.task).steps)
         jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size), steps), set()).update(seeds)
     run = dict(device=t["device"], dtype_dir=dtype_dir(t["dtype"]))
     return [dict(**run, task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), train_length=length,
                  d_model=width, shape_dir=shape_dir(length, width), steps=steps, seeds=sorted(seeds))
             for (task, e, size, lr, length, width, steps), seeds in jobs.items()]
+
+
+def comparison_runs(config: dict, second_looks: tuple[str, ...] = ()) -> list[tuple[ArmSpec, float, list, str]]:
+    """(arm, rate factor, seeds, steps as a path names it) for each arm of the comparisons ``train.comparisons``
+    names: at factor 1 its comparison's first look's seeds (and the second look's for a comparison in
+    ``second_looks``), at each other of ``train.lr_factors`` the pilot seeds ``train.seeds``; always at the
+    comparison's budget with its declared annealed checkpoints."""
+    from posbench import comparisons
+
+    chosen = config["train"]["comparisons"]
+    if chosen == "none":
+        return []
+    declared = comparisons.load()
+    runs = []
+    for c in declared.in_preset(chosen):
+        steps = joined(declared.budget_rule.budgets(c.budget))
+        seeds = list(c.seeds(2 if c.id in second_looks else 1))
+        runs += [(spec, factor, seeds if factor == 1 else config["train"]["seeds"], steps)
+                 for spec in c.arms for factor in config["train"]["lr_factors"]]
+    return runs
+
+
+def second_look_ids(verdicts: str | Path) -> tuple[str, ...]:
+    """The deciding comparisons whose first look (the judge step's ``verdicts.csv`` at ``verdicts``) asks for
+    a second: unclear or unstable there (``second_look_wanted``)."""
+    import pandas as pd
+
+    frame = pd.read_csv(verdicts)
+    if frame.empty or "second_look_wanted" not in frame.columns:
+        return ()
+    wanted = frame[frame["second_look_wanted"].astype(bool) & frame["decides"].astype(bool)]
+    return tuple(sorted(set(wanted["comparison"])))
+
+
+def budget_arguments(steps: str) -> str:
+    """``--steps N`` for a plain run's folder (``steps500``); ``--checkpoints … --decay-fraction f`` for one
+    with annealed checkpoints (``steps125-250-500``), at the declared decay fraction."""
+    from posbench import comparisons
+
+    budgets = steps.split(LIST_SEPARATOR)
+    if len(budgets) == 1:
+        return f"--steps {steps}"
+    return f"--checkpoints {' '.join(budgets)} --decay-fraction {comparisons.load().budget_rule.decay_fraction!r}"
 
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
@@ -432,12 +490,12 @@ def train_cells(config: dict) -> list[dict]:
             for job in train_jobs(config) for seed in job["seeds"]]
 
 
-def comparison_arms(config: dict) -> list[ArmSpec]:
-    """The arms the declared comparisons of ``train.comparisons`` need (none: nothing)."""
-    from posbench import comparisons
+def shape_arms(config: dict) -> list[tuple[ArmSpec, bool]]:
+    """``(arm, tuned)`` for the published shapes of ``train.shapes`` (posbench/shapes.yaml; none: nothing)."""
+    from posbench import shapes
 
-    chosen = config["train"]["comparisons"]
-    return [] if chosen == "none" else comparisons.load().arms(chosen)
+    chosen = config["train"]["shapes"]
+    return [] if chosen == "none" else shapes.load().arms(chosen)
 
 
 def learning_rate(config: dict, task: str, encoding: str) -> float:
@@ -499,11 +557,12 @@ SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folder
 DTYPE_DIR = "((?:{})/)?".format("|".join(d for d in TORCH_DTYPES if d != FLOAT32))  # dtype_dir's folder, or nothing
 
 
-def batch_manifests(config: dict, devices: list[str]) -> list[str]:
-    """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for."""
+def batch_manifests(config: dict, devices: list[str], second_looks: tuple[str, ...] = ()) -> list[str]:
+    """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for;
+    with the second looks of the comparisons ``second_looks`` names."""
     q = config["probe"]
     profile = profile_jobs(config, devices)
-    train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config)]
+    train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config, second_looks)]
     probe = [{**cell, "seeds": joined(q["seeds"]), "d_models": joined(probe_widths(config, cell["embedding"]))}
              for cell in probe_cells(config)]
     return (cell_paths(PROFILE_BATCH, config, profile) + cell_paths(TRAIN_BATCH, config, train)

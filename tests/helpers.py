@@ -1,5 +1,9 @@
-"""What a finished run of a config leaves under ``results/records/``: one record per cell."""
+"""What a finished run of a config leaves under ``results/records/`` (one record per cell), and the
+shipped declaration's rules for a file of planted comparisons."""
 
+import yaml
+
+from posbench import comparisons
 from posbench import workflow as pw
 
 
@@ -13,3 +17,8 @@ def train_records(config: dict) -> list[str]:
 
 def probe_records(config: dict) -> list[str]:
     return pw.cell_paths(pw.PROBE_RECORD, config, pw.probe_cells(config))
+
+
+def declared_rules() -> dict:
+    """The shipped ``comparisons.yaml``'s seed, budget and trend rules: what a file of planted comparisons needs."""
+    return {key: yaml.safe_load(comparisons.PATH.read_text())[key] for key in ("seeds", "budgets", "trend")}

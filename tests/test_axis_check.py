@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from helpers import declared_rules
 
 from posbench import axis_check, comparisons, encodings, guidance
 from posbench import verdicts as judge
@@ -127,17 +128,19 @@ def test_the_shipped_mosaic_mrope_is_refused_unless_withdrawn(tmp_path):
 
 
 def mosaic_results(encodings_means: dict[str, float]) -> pd.DataFrame:
-    spread = 0.01 * np.linspace(-1.5, 1.5, 10)
+    """Twenty deciding seeds (the declared first seed on) around each mean, at mosaic_qa's 4,000 steps."""
+    seeds = comparisons.load().seed_rule.first_seed + np.arange(20)
+    spread = 0.01 * np.linspace(-1.5, 1.5, len(seeds))
     return pd.DataFrame([{"task": "mosaic_qa", "encoding": encoding, "size": "tiny", "seed": seed, "status": "ok",
-                          "metric": "accuracy", "length_ratio": 1.0, "eval_len": 22, "value": mean + spread[seed],
+                          "metric": "accuracy", "length_ratio": 1.0, "eval_len": 22, "value": mean + wobble,
                           "chance": 0.25, "token_accuracy": np.nan, "token_chance": np.nan, "steps": 4000,
                           "batch_size": 32}
-                         for encoding, mean in encodings_means.items() for seed in range(10)])
+                         for encoding, mean in encodings_means.items() for seed, wobble in zip(seeds, spread)])
 
 
 def test_the_judge_step_shows_a_withdrawn_comparison_with_its_result_and_lets_it_decide_nothing():
     found = Tables({"extrapolation": mosaic_results({"sinusoidal": 0.80, "mrope": 0.43})}, {}, None)
-    table = judge.verdict_table(found, "default")
+    table = judge.verdict_tables(found, "default")[0]
     (line,) = table[table["comparison"] == "mosaic-mrope"].itertuples(index=False)
     assert (line.decides, line.withdrawn) == (False, comparisons.load().by_id["mosaic-mrope"].withdrawn)
     row = guidance.BY_KEY["multimodal"]
@@ -147,7 +150,7 @@ def test_the_judge_step_shows_a_withdrawn_comparison_with_its_result_and_lets_it
     assert line.line.startswith("mosaic_qa accuracy at 1× (tiny): mrope vs sinusoidal: effect -0.37")
     (shown,) = report.summary(report.withdrawn(report.of_row(table, row, decides=False)))  # page 1's summary line
     assert shown[0] == f"mosaic-mrope: sinusoidal → mrope, accuracy — withdrawn, decides nothing ({line.withdrawn})"
-    assert shown[2:] == ("10/10", "mosaic_qa, tiny, trained at 22")
+    assert (shown[2], shown[4]) == ("18/18, look 1", "mosaic_qa, tiny, trained at 22")  # n: spread 0.053, δ 0.05
 
 
 def test_the_judge_step_refuses_a_declared_blind_arm(planted, tmp_path, monkeypatch):
@@ -155,13 +158,14 @@ def test_the_judge_step_refuses_a_declared_blind_arm(planted, tmp_path, monkeypa
              "added": "sinusoidal", "comparator": planted, "margin": 0.05, "reference_spread": 0.05,
              "presets": ["full"]}
     path = tmp_path / "comparisons.yaml"
-    path.write_text(yaml.safe_dump({"rows": {"multimodal": [entry]}}))
+    path.write_text(yaml.safe_dump({**declared_rules(), "rows": {"multimodal": [entry]}}))
     monkeypatch.setattr(comparisons, "PATH", path)
     found = Tables({"extrapolation": mosaic_results({"sinusoidal": 0.80, planted: 0.43})}, {}, None)
     with pytest.raises(ValueError, match=rf"^comparison mosaic-planted: arm {planted} is blind on the column axis"):
-        judge.verdict_table(found, "full")
-    path.write_text(yaml.safe_dump({"rows": {"multimodal": [{**entry, "withdrawn": "axis-blind: planted"}]}}))
-    table = judge.verdict_table(found, "full")
+        judge.verdict_tables(found, "full")[0]
+    withdrawn = {**entry, "withdrawn": "axis-blind: planted"}
+    path.write_text(yaml.safe_dump({**declared_rules(), "rows": {"multimodal": [withdrawn]}}))
+    table = judge.verdict_tables(found, "full")[0]
     assert table[["comparison", "decides", "withdrawn"]].values.tolist() == [
         ["mosaic-planted", False, "axis-blind: planted"]]
 

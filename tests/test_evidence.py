@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import gc
 import math
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from helpers import declared_rules
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
@@ -18,7 +22,19 @@ from posbench import comparisons, evidence, guidance
 from posbench.comparisons import ArmSpec
 from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
 
-DECLARED = comparisons.load()
+
+def declared_with(**rule) -> comparisons.Declaration:
+    """The shipped declarations under another seed rule (``seeds`` keys changed)."""
+    data = yaml.safe_load(comparisons.PATH.read_text())
+    data["seeds"].update(rule)
+    path = Path(tempfile.mkdtemp()) / "comparisons.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return comparisons.load(path)
+
+
+SHIPPED = comparisons.load()
+RULES = declared_rules()
+DECLARED = declared_with(min=10, max=10, first_seed=0)  # ten deciding seeds from 0: what the planted tables hold
 PROSE = DECLARED.by_id["prose-rope"]  # lm_prose bits/char, lower is better, δ 0.05
 TIMES = 2000
 
@@ -222,15 +238,15 @@ def test_the_verdict_table_has_one_row_per_comparison():
 
 
 # ----- the declaration file --------------------------------------------------------------------------
-def test_the_default_preset_declares_one_comparison_per_row():
-    default = DECLARED.in_preset("default")
+def test_the_default_preset_declares_one_deciding_comparison_per_row():
+    default = [c for c in SHIPPED.in_preset("default") if not c.withdrawn]
     assert [c.row for c in default] == [row.key for row in guidance.ROWS]
     assert all(c.added in ("sinusoidal", "learned", "sinusoidal_2d") for c in DECLARED.comparisons)
     assert [(a.encoding, a.train_length, a.d_model) for a in DECLARED.arms("default") if a.task == "lm_prose"] == [
         ("sinusoidal", 128, None), ("rope", 128, None), ("sinusoidal", None, None), ("sinusoidal_concat", None, 32)]
     assert [(c.id, c.task) for c in default][3:] == [("passkey-16x-alibi", "passkey"),
                                                      ("code-brackets-rope", "code_brackets"),
-                                                     ("mosaic-mrope", "mosaic_qa")]
+                                                     ("mosaic-mrope-interleaved", "mosaic_qa")]
     assert len(DECLARED.sha256) == 64 and DECLARED.margin("lm_prose", "bits_per_char") == 0.05
 
 
@@ -238,8 +254,8 @@ def test_the_declarations_hash_is_of_their_content_not_their_comments_or_layout(
     text = comparisons.PATH.read_text()
     (tmp_path / "prose.yaml").write_text("# a new comment\n" + text.replace("\n", "\n\n", 3))
     (tmp_path / "content.yaml").write_text(text.replace("margin: 0.05,", "margin: 0.051,", 1))
-    assert comparisons.load(tmp_path / "prose.yaml").sha256 == DECLARED.sha256
-    assert comparisons.load(tmp_path / "content.yaml").sha256 != DECLARED.sha256
+    assert comparisons.load(tmp_path / "prose.yaml").sha256 == SHIPPED.sha256
+    assert comparisons.load(tmp_path / "content.yaml").sha256 != SHIPPED.sha256
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -255,7 +271,7 @@ def test_the_declarations_hash_is_of_their_content_not_their_comments_or_layout(
     ({"width": 32}, "keys ['added', 'comparator', 'id', 'length_ratio', 'margin', 'metric', 'presets', "
                     "'reference_spread', 'task', 'width']; required exactly: id, task, metric, length_ratio, added, "
                     "comparator, margin, reference_spread, presets; optional: train_length, added_d_model, "
-                    "comparator_d_model, withdrawn"),
+                    "comparator_d_model, steps, withdrawn"),
     ({"withdrawn": True}, "withdrawn = True has the wrong type; expected str"),
     ({"withdrawn": " "}, "withdrawn must say why (e.g. 'axis-blind: …'), got ' '"),
 ])
@@ -265,7 +281,7 @@ def test_a_bad_declaration_is_one_line_naming_the_key(tmp_path, change, message)
     path = tmp_path / "comparisons.yaml"
     import yaml
 
-    path.write_text(yaml.safe_dump({"rows": {"standard_nlp": [entry]}}))
+    path.write_text(yaml.safe_dump({**RULES, "rows": {"standard_nlp": [entry]}}))
     with pytest.raises(ValueError, match="row 'standard_nlp', comparison 'x': ") as error:
         comparisons.load(path)
     assert message in str(error.value) and "\n" not in str(error.value)
@@ -278,7 +294,7 @@ def test_a_declared_length_and_widths_name_each_arm(tmp_path):
     path = tmp_path / "comparisons.yaml"
     import yaml
 
-    path.write_text(yaml.safe_dump({"rows": {"parameter_budget": [entry]}}))
+    path.write_text(yaml.safe_dump({**RULES, "rows": {"parameter_budget": [entry]}}))
     (comparison,) = comparisons.load(path).comparisons
     assert comparison.arms == (ArmSpec("lm_prose", "sinusoidal", 128, 64), ArmSpec("lm_prose", "sinusoidal", 128, 32))
     assert comparison.describe() == ("lm_prose bits_per_char, trained at 128: sinusoidal (d = 64) (added) vs "
@@ -288,7 +304,7 @@ def test_a_declared_length_and_widths_name_each_arm(tmp_path):
 
 def test_an_unknown_row_or_a_missing_file_is_named(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("rows: {long_context: []}\n")
+    path.write_text(yaml.safe_dump({**RULES, "rows": {"long_context": []}}))
     with pytest.raises(ValueError, match="unknown row 'long_context'; allowed: standard_nlp, fixed_length"):
         comparisons.load(path)
     with pytest.raises(ValueError, match="does not exist"):
@@ -355,8 +371,8 @@ def test_a_group_without_a_decided_comparison_is_inconclusive():
 def test_seeds_needed_at_and_one_away_from_the_margin():
     low, high = np.array([0.25, 0.25, 0.5, 0.5]), np.array([1.25, 1.25, 1.5, 1.5])
     assert evidence.seeds_needed(high, low, effect=0.25, margin=0.25) == evidence.MAX_NEEDED  # on δ: never
-    # one unit from δ at spread 0.144: 2·(2.8·0.144/1)² < 1 -> the floor of MIN_SEEDS
-    assert evidence.seeds_needed(high, low, effect=1.25, margin=0.25) == evidence.MIN_SEEDS
+    # one unit from δ at spread 0.144: 2·(2.8·0.144/1)² < 1 -> the floor (the comparison's declared n)
+    assert evidence.seeds_needed(high, low, effect=1.25, margin=0.25, floor=7) == 7
     assert evidence.seeds_needed(np.array([1.0]), np.array([0.5]), effect=0.5, margin=0.1) == evidence.MAX_NEEDED
 
 
@@ -397,15 +413,13 @@ def test_every_gate_and_note_in_words():
     assert evidence.gates(reverse, empty, diverged) == (
         ["sinusoidal: no results", "rope did not learn: 3 seed(s) diverged"], [])
     added = evidence.Arm("sinusoidal", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), np.nan, undertrained=2,
-                         untrained_positions=True, lr_note="lr 0.001 chosen on validation loss among [0.001, 0.003]",
-                         budget=(300, 32))
+                         untrained_positions=True, budget=(300, 32))
     comparator = evidence.Arm("rope", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), 0.125, budget=(600, 32))
     assert evidence.gates(reverse, added, comparator) == (
         ["sinusoidal: positions at this length were never trained",
          "unequal budgets (steps, batch): (300, 32) vs (600, 32)"],
         ["sinusoidal: no chance level in the tables, not gated",
-         "sinusoidal undertrained in 2 of 4 seeds (still falling)",
-         "sinusoidal: lr 0.001 chosen on validation loss among [0.001, 0.003]"])
+         "sinusoidal undertrained in 2 of 4 seeds (still falling)"])
     same = replace(comparator, budget=(300, 32))
     assert evidence.gates(reverse, replace(added, untrained_positions=False), same)[0] == []
     assert evidence.gates(reverse, same, same) == ([], ["reverse: every arm trained 300 steps × batch 32"])
@@ -434,14 +448,14 @@ def test_the_learning_rate_with_the_lowest_mean_validation_loss_is_the_arms():
 def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
     table = results({"sinusoidal": ten(0.5), "rope": ten(0.9)}, metric="accuracy", task="long_range", ratio=2.0)
     table = table.drop(columns="chance").assign(  # undertrained as a CSV reads it: missing is NaN
-        steps=300, batch_size=32, lr=1e-3, undertrained=[True, np.nan, False] * 6 + [True, True],
+        steps=600, batch_size=32, lr=1e-3, undertrained=[True, np.nan, False] * 6 + [True, True],
         positions_trained=True)
-    table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 9), "steps"] = 299
-    comparison = DECLARED.by_id["long-range-2x-rope"]
+    other_budget = table[table["seed"] == 9].assign(steps=300, value=0.0)  # another budget's run: not this arm's
+    comparison = DECLARED.by_id["long-range-2x-rope"]  # declares no steps: long_range's 600
     sinusoidal = ArmSpec(comparison.task, "sinusoidal")
-    added = evidence.arm(table, comparison, sinusoidal, "tiny")
-    assert (added.n, added.budget, added.undertrained, added.untrained_positions, added.lr, added.lr_note,
-            added.eval_len) == (10, (300, 32), 4, False, 1e-3, "", 16)
+    added = evidence.arm(pd.concat([table, other_budget]), comparison, sinusoidal, "tiny", tuple(range(10)), 600)
+    assert (added.n, added.budget, added.undertrained, added.untrained_positions, added.lr,
+            added.eval_len) == (10, (600, 32), 4, False, 1e-3, 16)
     assert added.values.tolist() == ten(0.5) and added.seeds.tolist() == list(range(10))
     assert np.isnan(added.chance)  # no chance column at all: not gated (a note says so)
     assert added.gate_values.tolist() == ten(0.5)
@@ -450,12 +464,15 @@ def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
                             "sinusoidal undertrained in 4 of 10 seeds (still falling)",
                             "rope: no chance level in the tables, not gated",
                             "rope undertrained in 4 of 10 seeds (still falling)",
-                            "long_range: every arm trained 300 steps × batch 32")
+                            "long_range: every arm trained 600 steps × batch 32")
     assert evidence.arm(table.drop(columns=["steps", "batch_size"]), comparison, sinusoidal, "tiny").budget is None
     rates = table.assign(lr=np.where(table["seed"] < 5, 1e-3, 3e-3), validation_loss=np.where(table["seed"] < 5, 2, 1))
-    chosen = evidence.arm(rates, comparison, sinusoidal, "tiny")
+    chosen = evidence.arm(rates, comparison, sinusoidal, "tiny")  # advise's use: the rate chosen on validation
     assert (chosen.n, chosen.lr) == (5, 3e-3)
-    assert chosen.lr_note == "lr 0.003 chosen on validation loss among [np.float64(0.001), np.float64(0.003)]"
+    declared = tuple(range(10))  # judging a comparison: no rate is chosen, two rates are a gate
+    mixed = evidence.arm(rates, comparison, sinusoidal, "tiny", declared, comparison.budget)
+    assert (mixed.n, mixed.lr, mixed.mixed) == (10, None, ("lr (0.001, 0.003)",))
+    assert evidence.arm(table, comparison, sinusoidal, "tiny", seeds=(3, 4, 99)).seeds.tolist() == [3, 4]
     table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 4), "positions_trained"] = False
     assert evidence.arm(table, comparison, sinusoidal, "tiny").untrained_positions is True
     alone = table[(table["seed"] == 0) | (table["encoding"] == "rope")]
@@ -474,10 +491,11 @@ def test_one_seed_is_not_compared_two_seeds_are_descriptive():
     two = row(evidence.judge(DECLARED, results({"sinusoidal": [0.25, 0.75], "rope": [0.5, 1.0]},
                                                token={"sinusoidal": 0.8, "rope": 0.9})), "precise_position")
     (pair,) = two.judged
-    # sd 0.354 in each arm, 0.15 from δ: 2·(2.80·0.354/0.15)² = 87.2; Welch df 2: 0.25 ± 4.30·0.354
+    # sd 0.354 in each arm, 0.15 from δ: 2·(2.80·0.354/0.15)² = 87.2; Welch df 2 at the first look's Pocock
+    # level (one-sided 1.47 %, so a 97.1 % interval): 0.25 ± 5.71·0.354
     assert pair.numbers.effect == 0.25 and pair.outcome == evidence.FEW_SEEDS and pair.needs_n == 88
     assert pair.line() == ("reverse exact_match at 1× (tiny): rope vs sinusoidal: "
-                           "effect +0.25 [-1.27, +1.77] vs δ 0.1, descriptive only, n = 2/2 seeds → too few seeds "
+                           "effect +0.25 [-1.77, +2.27] vs δ 0.1, descriptive only, n = 2/2 seeds → too few seeds "
                            "(needs n ≈ 88 seeds per arm)")
     assert replace(pair, needs_n=999).line().endswith(" (needs n ≈ 999 seeds per arm)")
     assert replace(pair, needs_n=1000).line().endswith(" (needs n ≈ 1000+ seeds per arm)")
@@ -507,7 +525,9 @@ def test_a_supported_adding_row_with_its_numbers_in_line_and_table():
         "comparator_arm", "train_len", "d_model_added", "d_model_comparator", "n_added", "n_comparator",
         "mean_added", "mean_comparator", "lr_added", "lr_comparator",
         "effect", "ci_low", "ci_high", "p_better", "p_not_better", "eval_se", "p_holm", "margin", "detectable",
-        "outcome", "task_verdict", "stability", "needs_n", "gate_notes"]
+        "outcome", "task_verdict", "stability", "needs_n", "steps", "look", "alpha_look", "seeds_added",
+        "seeds_comparator", "second_look_wanted", "trend_since", "trend_until", "trend_change", "trend_ci_low",
+        "trend_ci_high", "trend", "gate_notes"]
     found = frame.iloc[0].to_dict()
     assert {k: found[k] for k in ("row", "row_verdict", "row_stability", "comparison", "task", "metric",
                                   "length_ratio", "size", "outcome", "task_verdict", "stability")} == {
@@ -526,13 +546,13 @@ def test_gated_and_compared_comparisons_share_a_row():
     """parameter_budget: the learned arm diverged (gated, no stability of its own); the other is compared."""
     table = results({"sinusoidal": ten(2.30), "sinusoidal_concat_fixed": ten(2.35), "learned": ten(2.31)},
                     task="lm_prose", metric="bits_per_char", chance=4.1, status={("learned", 2): "diverged"})
-    table = table.assign(steps=300, batch_size=32)
+    table = table.assign(steps=500, batch_size=32)
     judged = row(evidence.judge(DECLARED, table), "parameter_budget")
     gated, compared = sorted(judged.judged, key=lambda j: j.comparison.id != "prose-learned-concat-fixed")
     assert gated.outcome == evidence.GATED and math.isnan(gated.stability) and compared.stability == 1.0
     frame = evidence.table([judged]).set_index("comparison")
     assert frame.loc["prose-learned-concat-fixed", "gate_notes"] == (
-        "learned did not learn: 1 seed(s) diverged; lm_prose: every arm trained 300 steps × batch 32")
+        "learned did not learn: 1 seed(s) diverged; lm_prose: every arm trained 500 steps × batch 32")
     assert gated.line() == ("lm_prose bits_per_char at 1× (tiny): sinusoidal_concat_fixed vs learned: not compared — "
                             "learned did not learn: 1 seed(s) diverged")
     two_gates = replace(gated, gates=("a", "b"))
@@ -610,7 +630,7 @@ def test_a_family_of_entries_holm_across_those_with_ten_seeds():
                evidence.Entry("a", "close", 0.52 + spread, 0.5 + spread, True, 0.1),
                evidence.Entry("b", "few", np.array([0.9, 0.7]), np.array([0.1, 0.3]), True, 0.1),
                evidence.Entry("b", "one", np.array([0.9]), np.array([0.1]), True, 0.1)]
-    verdict, found = evidence.judge_family(entries, OTHER_SCHEME_WINS)
+    verdict, found = evidence.judge_family(entries, OTHER_SCHEME_WINS, 10)
     assert verdict == evidence.INCONCLUSIVE  # group a supports the claim, b decides nothing
     assert [(entry.label, result) for entry, _, result in found] == [
         ("clear", evidence.BETTER), ("close", evidence.NOT_BETTER), ("few", evidence.FEW_SEEDS),
@@ -618,8 +638,8 @@ def test_a_family_of_entries_holm_across_those_with_ten_seeds():
     (_, clear, _), (_, close, _), (_, few, _), (_, one, _) = found
     assert clear == evidence.contrast(0.9 + spread, 0.5 + spread, True, 0.1) and one is None
     assert few.effect == pytest.approx(0.6) and close.effect == pytest.approx(0.02)
-    assert evidence.judge_family(entries[:2], OTHER_SCHEME_WINS)[0] == evidence.SUPPORTED
-    assert evidence.judge_family(entries[1:2], ADDING_SUFFICES)[0] == evidence.SUPPORTED
+    assert evidence.judge_family(entries[:2], OTHER_SCHEME_WINS, 10)[0] == evidence.SUPPORTED
+    assert evidence.judge_family(entries[1:2], ADDING_SUFFICES, 10)[0] == evidence.SUPPORTED
 
 
 # ----- arms at a training length or width of their own (rows 2 and 3) --------------------------------
@@ -682,7 +702,7 @@ def test_holm_decides_a_row_of_several_comparisons_not_the_raw_p_values():
     unclear = [(evidence.UNCLEAR, pytest.approx(0.04)), (evidence.UNCLEAR, pytest.approx(0.04))]
     assert evidence.holm_outcomes([0.02, 0.024], [0.9, 0.9]) == unclear
     assert evidence.holm_outcomes([0.9, 0.9], [0.02, 0.024]) == unclear
-    compared = SimpleNamespace(gates=(), compared=True)
+    compared = SimpleNamespace(gates=(), compared=True, alpha=evidence.ALPHA)
     assert evidence.outcomes([compared, compared], [0.02, 0.024], [0.9, 0.9]) == unclear
     assert evidence.outcomes([compared], [0.02], [0.9]) == [(evidence.BETTER, 0.02)]  # a row of one: no correction
 
@@ -700,13 +720,14 @@ def test_seeds_run_on_other_devices_dtypes_or_budgets_are_not_pooled():
     """An arm whose seeds come from two devices (a CPU and a CUDA run under one machine label) or two
     budgets is not compared: its seeds are not replicates of one another."""
     table = results({"sinusoidal": ten(0.1), "rope": ten(0.9)}, token={"sinusoidal": 0.8, "rope": 0.99})
-    table = table.assign(device="cpu", dtype="float32", steps=300, batch_size=32)
+    table = table.assign(device="cpu", dtype="float32", steps=2000, batch_size=32)
     assert row(evidence.judge(DECLARED, table), "precise_position").verdict == evidence.SUPPORTED
     rope = table["encoding"] == "rope"
     table.loc[rope & (table["seed"] >= 5), "device"] = "cuda"
-    table.loc[~rope & (table["seed"] == 0), "steps"] = 600
+    table.loc[~rope & (table["seed"] == 0), "batch_size"] = 64
     judged = row(evidence.judge(DECLARED, table), "precise_position")
     (comparison,) = judged.judged
     assert judged.verdict == evidence.INCONCLUSIVE and comparison.outcome == evidence.GATED
-    assert comparison.gates == ("sinusoidal: its seeds mix steps (300, 600)", "rope: its seeds mix device (cpu, cuda)",
-                                "unequal budgets (steps, batch): (600, 32) vs (300, 32)")
+    assert comparison.gates == ("sinusoidal: its seeds mix batch_size (32, 64)",
+                                "rope: its seeds mix device (cpu, cuda)",
+                                "unequal budgets (steps, batch): (2000, 64) vs (2000, 32)")

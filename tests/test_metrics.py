@@ -13,13 +13,13 @@ from posbench import metrics, records, tasks
 from posbench.report.data import metric_label
 from posbench.tasks.base import IGNORE, Task
 
-SUMS = {"loss_sum": 6 * math.log(2), "scored": 3, "correct": 2, "exact": 1, "sequences": 4}
+SUMS = {"loss_sum": 6 * math.log(2), "scored": 3, "correct": 2, "exact": 1, "greedy_exact": 0, "sequences": 4}
 
 
 def test_values_on_known_sums():
     values = {name: metric.value(SUMS) for name, metric in metrics.METRICS.items()}
     assert values == pytest.approx({"loss": 2 * math.log(2), "bits_per_char": 2.0, "token_accuracy": 2 / 3,
-                                    "exact_match": 0.25, "accuracy": 0.25})
+                                    "exact_match": 0.25, "greedy_exact_match": 0.0, "accuracy": 0.25})
 
 
 def test_sums_of_items_count_the_sequences():
@@ -51,7 +51,7 @@ def test_chance_levels_on_known_counts():
     assert metrics.unigram_bits(counts, prior) == (6 * 2 + 2 * 3) / 8  # -log2 of 1/4 and of 1/8
     chances = {name: metric.chance for name, metric in metrics.METRICS.items()}
     assert chances == {"loss": None, "bits_per_char": metrics.unigram_bits, "token_accuracy": metrics.majority_rate,
-                       "exact_match": None, "accuracy": metrics.majority_rate}
+                       "exact_match": None, "greedy_exact_match": None, "accuracy": metrics.majority_rate}
 
 
 @pytest.mark.parametrize("name", tasks.names())

@@ -33,6 +33,7 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "mrope": (D, D, 0),
     "mrope_qwen2vl": (D, D, 0),
     "mrope_qwen3vl": (D, D, 0),
+    "mrope_mosaic": (D, D, 0),
     "p_rope": (D, D, 0),
     "p_rope_25": (D, D, 0),
     "sinusoidal_randomized": (D, D, 0),

@@ -51,7 +51,7 @@ def test_the_measuring_sources_are_the_packages_py_and_json_less_what_reads_reco
     assert {"records.py", "batch.py", "train.py", "cli/train.py", "schemas/common.schema.json",
             "schemas/train.schema.json", "encodings/rope.py"} <= set(sources)
     assert not [name for name in sources if name.startswith(("report/", "bench")) or name in (
-        "cli/report.py", "verdicts.py", "advise.py", "aggregate.py", "evidence.py", "measuring_code.py")]
+        "cli/report.py", "verdicts.py", "advise.py", "aggregate.py", "evidence.py", "measuring_code.py", "shapes.py")]
     assert not [name for name in sources if "__pycache__" in name or not name.endswith((".py", ".json"))]
     assert "report/figures.py" in {p.relative_to(measuring_code.PACKAGE_DIR).as_posix()
                                    for p in measuring_code.PACKAGE_DIR.rglob("*.py")}

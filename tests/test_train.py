@@ -463,7 +463,7 @@ def fit_watching(config, monkeypatch):
     with deterministic(config.threads, config.device):
         fitted = fit(model, job, io.StringIO(), "watched")
         evaluation = posbench.train.evaluate(model, job.task, job.task.train_length, config.dtype)
-    return fitted, evaluation, model, optimizers[0][0], logits
+    return fitted, evaluation, model, optimizers[0], logits
 
 
 def test_bfloat16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_state(monkeypatch):

@@ -17,7 +17,9 @@ from posbench import verdicts as judge
 from posbench.report import verdicts as report
 from posbench.tables import Tables
 
-SPREAD = 0.01 * np.linspace(-1.5, 1.5, 10)  # ten seeds around each mean
+SEEDS = comparisons.load().seed_rule.first_seed + np.arange(20)  # the deciding seeds of any first look
+SPREAD = 0.01 * np.linspace(-1.5, 1.5, len(SEEDS))  # around each mean
+STEPS = {"lm_prose": 500, "scan": 3200, "reverse": 2000}  # each task's declared budget (comparisons.yaml)
 ARMS = {  # task -> metric, {encoding: mean}: every comparator within δ of the added arm, or clearly better
     "lm_prose": ("bits_per_char", {"sinusoidal": 2.30, "rope": 2.29, "alibi": 2.31}),
     "scan": ("exact_match", {"sinusoidal": 0.60, "rope": 0.61}),
@@ -27,11 +29,11 @@ ARMS = {  # task -> metric, {encoding: mean}: every comparator within δ of the 
 
 def extrapolation(sizes=("tiny",)) -> pd.DataFrame:
     rows = [{"task": task, "encoding": encoding, "size": size, "seed": seed, "status": "ok", "metric": metric,
-             "length_ratio": 1.0, "eval_len": 16, "value": mean + SPREAD[seed], "token_accuracy": 0.95,
-             "chance": 4.2 if metric == "bits_per_char" else np.nan, "token_chance": 0.1, "steps": 300,
+             "length_ratio": 1.0, "eval_len": 16, "value": mean + spread, "token_accuracy": 0.95,
+             "chance": 4.2 if metric == "bits_per_char" else np.nan, "token_chance": 0.1, "steps": STEPS[task],
              "batch_size": 32}
             for task, (metric, means) in ARMS.items() for encoding, mean in means.items()
-            for size in sizes for seed in range(10)]
+            for size in sizes for seed, spread in zip(SEEDS, SPREAD)]
     return pd.DataFrame(rows)
 
 
@@ -42,7 +44,7 @@ def tables(frame: pd.DataFrame, items: pd.DataFrame | None = None) -> Tables:
 def judged(found: Tables, preset: str | None = None) -> pd.DataFrame:
     """What the judge step writes to verdicts.csv, read back as the report reads it."""
     buffer = io.StringIO()
-    judge.verdict_table(found, preset).to_csv(buffer, index=False)
+    judge.verdict_tables(found, preset)[0].to_csv(buffer, index=False)
     return pd.read_csv(io.StringIO(buffer.getvalue()))
 
 
@@ -63,21 +65,21 @@ def test_each_rule_in_words():
     adding, other = guidance.ROWS[0], guidance.ROWS[3]
     assert (adding.key, adding.claim, other.key, other.claim) == (
         "standard_nlp", guidance.ADDING_SUFFICES, "long_sequences", guidance.OTHER_SCHEME_WINS)
+    how = ("Welch interval at the look's level, Holm across the row, every declared seed of the look: n per arm "
+           "from the power rule, a second look with n more where the first is unclear or unstable")
     assert judge.rule(adding) == (
         "Supported when every declared comparator is shown not better than the added encoding by its margin δ "
-        "(95 % Welch interval below δ, Holm across the row, >= 10 seeds per arm); not supported when one is shown "
-        "better by more than δ; otherwise inconclusive.")
+        f"(interval below δ; {how}); not supported when one is shown better by more than δ; otherwise inconclusive.")
     assert judge.rule(other) == (
         "Supported when a declared comparator is shown better than the added encoding by more than its margin δ "
-        "(95 % Welch interval above δ, Holm across the row, >= 10 seeds per arm); not supported when every one is "
-        "shown not better by δ; otherwise inconclusive.")
+        f"(interval above δ; {how}); not supported when every one is shown not better by δ; otherwise inconclusive.")
 
 
 def test_results_without_a_needed_column_are_no_results():
     found = tables(extrapolation().drop(columns="status"))
     frame = judge.results_frame(found)
     assert frame.empty and list(frame.columns) == list(judge.RESULT_COLUMNS)
-    table = judge.verdict_table(found, None)
+    table = judge.verdict_tables(found, None)[0]
     assert table.empty and list(table.columns) == ["declaration_sha256", "decides"]
     assert report.row_verdict(report.of_row(table, guidance.ROWS[0])) == (
         "inconclusive: no deciding comparison has results in these tables")
@@ -97,15 +99,15 @@ def test_a_row_over_two_tasks_and_two_sizes():
         assert [j.comparison.id for j in judgement.judged] == ["prose-rope", "prose-alibi", "scan-rope"]
         expected += [j.line() for j in judgement.judged]
     expected += [f"by task ({size}): lm_prose supported, scan supported" for size in ("small", "tiny")]
-    expected += ["note: lm_prose: every arm trained 300 steps × batch 32",  # once, though four comparisons say it
-                 "note: scan: every arm trained 300 steps × batch 32"]
+    expected += ["note: lm_prose: every arm trained 500 steps × batch 32",  # once, though four comparisons say it
+                 "note: scan: every arm trained 3200 steps × batch 32"]
     assert report.evidence_lines(lines, lines.iloc[0:0]) == expected
     # one task: no by-task line
     reverse = row_lines(found, "precise_position")
     reverse = reverse[reverse["size"] == "tiny"]
     (tiny,) = judgements(found, "precise_position")[1].judged
     assert report.evidence_lines(reverse, reverse.iloc[0:0]) == [
-        tiny.line(), "note: reverse: every arm trained 300 steps × batch 32"]
+        tiny.line(), "note: reverse: every arm trained 2000 steps × batch 32"]
 
 
 def test_the_preset_decides_and_the_rest_is_descriptive():
@@ -117,9 +119,9 @@ def test_the_preset_decides_and_the_rest_is_descriptive():
     (scan,) = judgements(found, "standard_nlp", "default")[0].judged
     rope, alibi = judgements(found, "standard_nlp", "default", descriptive=True)[0].judged
     assert report.evidence_lines(deciding, descriptive) == [
-        scan.line(), "note: scan: every arm trained 300 steps × batch 32",
+        scan.line(), "note: scan: every arm trained 3200 steps × batch 32",
         f"not in this preset, descriptive: {rope.line()}", f"not in this preset, descriptive: {alibi.line()}"]
-    table = judge.verdict_table(found, "default")
+    table = judge.verdict_tables(found, "default")[0]
     assert list(table.columns[:2]) == ["declaration_sha256", "row"] and list(table.columns[-1:]) == ["decides"]
     assert table.index.tolist() == list(range(len(table)))
     decides = table.set_index("comparison")["decides"]
@@ -133,8 +135,8 @@ def test_the_summary_names_the_deciding_comparison_its_interval_seeds_and_scope(
     (scan,) = report.summary(row_lines(found, "standard_nlp", "default"))
     x = judgements(found, "standard_nlp", "default")[0].judged[0].numbers
     assert scan == ("scan-rope: sinusoidal → rope, exact_match",
-                    f"{x.effect:+.3f} [{x.ci_low:+.3f}, {x.ci_high:+.3f}] vs δ 0.1", "10/10",
-                    "scan, tiny, trained at 48")  # SCAN's own training length
+                    f"{x.effect:+.3f} [{x.ci_low:+.3f}, {x.ci_high:+.3f}] vs δ 0.1", "14/14, look 1",
+                    "3200 steps", "scan, tiny, trained at 48")  # SCAN's declared budget, its own training length
     assert 0.009 < x.effect < 0.011  # rope 0.61 against sinusoidal 0.60
 
 
@@ -142,13 +144,13 @@ def test_the_items_give_each_comparison_its_evaluation_error():
     n_items = 40
     items = pd.DataFrame([{"task": "reverse", "encoding": encoding, "size": "tiny", "seed": seed, "eval_len": 16,
                            "item": i, "loss_sum": 1.0, "scored": 8, "correct": 8 if right else 4, "exact": int(right)}
-                          for encoding, share in (("sinusoidal", 3), ("rope", 1)) for seed in range(10)
+                          for encoding, share in (("sinusoidal", 3), ("rope", 1)) for seed in SEEDS
                           for i in range(n_items) for right in [i % share == 0]])
     found = tables(extrapolation(), items=items)
     (judgement,) = judgements(found, "precise_position")
     (reverse,) = judgement.judged
     expected = evidence.item_error(items, reverse.comparison, "tiny", reverse.added, reverse.comparator)
     assert reverse.eval_se == expected and 0.06 < expected < 0.09  # binomial: sqrt(0.35 · 0.65 / 40) = 0.075
-    table = judge.verdict_table(found, None).set_index("comparison")
+    table = judge.verdict_tables(found, None)[0].set_index("comparison")
     assert table.loc["reverse-rope", "eval_se"] == pytest.approx(expected)
     assert math.isnan(table.loc["prose-rope", "eval_se"])  # no lm_prose items

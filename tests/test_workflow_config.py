@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from helpers import probe_records, profile_records, train_records
@@ -17,13 +18,16 @@ from posbench.workflow import (
     TRAIN_RECORD,
     ConfigError,
     batch_manifests,
+    budget_arguments,
     dtype_dir,
     dtype_of,
     encodings_key,
+    joined,
     profile_job_encodings,
     profile_jobs,
     record_template,
     resolve_devices,
+    second_look_ids,
     shape_arguments,
     shape_dir,
     train_cells,
@@ -66,7 +70,7 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
     "empty sweep": (config(profile={"encodings": []}, train={"tasks": {}}), "empty sweep"),
     "unknown task": (config(train={"tasks": {"translate": ["rope"]}}),
                      "'train.tasks.translate': unknown 'translate'; allowed:"),
-    "negative seed": (config(train={"seeds": [0, -1]}), "'train.seeds[1]': -1 is negative"),
+    "negative seed": (config(train={"seeds": [0, -1]}), "'train.seeds[1]': -1 is not a pilot seed; allowed: 0 to 99"),
     "seed of the wrong type": (config(train={"seeds": ["one"]}), "'train.seeds[0]': expected integer"),
     "misspelled top-level key": ({**config(), "profle": {}}, "unknown config key 'profle'; allowed: preset, machine"),
     "misspelled nested key": (config(profile={"seq_len": [64]}),
@@ -115,12 +119,18 @@ BAD = {  # what is wrong -> (config, the words the one-line error must contain)
                                   "'train.lr_factors[0]': expected a number > 0, got 0"),
     "learning-rate factors without comparisons": (
         config(train={"lr_factors": [1, 3]}), "'train.lr_factors': [1, 3] multiplies the rates of the comparisons'"),
+    "an unknown shapes part": (config(train={"shapes": ["lm", "vision"]}),
+                               "'train.shapes[1]': unknown 'vision'; allowed: algorithmic, chomsky-a, chomsky-b, lm"),
+    "shapes as a word": (config(train={"shapes": "some"}), "'train.shapes'"),
     "size and sizes": (config(train={"size": "tiny", "sizes": ["small"]}),
                        "'train.size': replaced by train.sizes; give train.sizes only"),
     "unknown training size": (config(train={"sizes": ["tiny", "huge"]}),
                               "'train.sizes[1]': unknown 'huge'; allowed: base"),
-    "negative comparison seed": (config(train={"comparisons": "default", "comparison_seeds": [0, -2]}),
-                                 "'train.comparison_seeds[1]': -2 is negative"),
+    "pilot seed among the deciding ones": (config(train={"seeds": [0, 100]}),
+                                           "'train.seeds[1]': 100 is not a pilot seed; allowed: 0 to 99 (from 100 "
+                                           "on the comparisons' deciding seeds"),
+    "the comparisons' seeds are declared": (config(train={"comparisons": "default", "comparison_seeds": [0]}),
+                                            "unknown config key 'comparison_seeds' in 'train'; allowed: sizes"),
     "sweep of an unknown task": (config(train={"sweeps": [{"task": "lm_pros", "encodings": ["rope"]}]}),
                                  "'train.sweeps[0].task': unknown 'lm_pros'; allowed: babi"),
     "sweep of an unknown encoding": (config(train={"sweeps": [{"task": "lm_prose", "encodings": ["rope", "rop"]}]}),
@@ -215,7 +225,7 @@ def test_a_sweep_trains_every_length_and_width_in_folders_and_the_defaults_in_th
 
 
 def test_a_comparison_at_a_width_or_length_trains_its_arms_there():
-    cfg = validate_config(config(machine="m", train={"tasks": {}, "comparisons": "all", "comparison_seeds": [0]}))
+    cfg = validate_config(config(machine="m", train={"tasks": {}, "comparisons": "all"}))
     folders = {(j["task"], j["encoding"], j["shape_dir"]) for j in train_jobs(cfg)}
     for c in comparisons.load().comparisons:
         for arm in c.arms:
@@ -263,15 +273,17 @@ def test_training_steps_are_always_a_folder_of_the_record_path():
     """The task's own steps (reverse: 2,000; copy: 600) or train.steps for every task: two budgets of one
     arm are two records, and a changed task default never reuses an old budget's path."""
     own = validate_config(config(train={"tasks": {"reverse": ["rope"], "copy": ["rope"]}}))
-    assert [(job["task"], job["steps"]) for job in train_jobs(own)] == [("reverse", 2000), ("copy", 600)]
+    assert [(job["task"], job["steps"]) for job in train_jobs(own)] == [("reverse", "2000"), ("copy", "600")]
     set_steps = validate_config(config(train={"tasks": {"reverse": ["rope"], "copy": ["rope"]}, "steps": 300}))
-    assert [job["steps"] for job in train_jobs(set_steps)] == [300, 300]
+    assert [job["steps"] for job in train_jobs(set_steps)] == ["300", "300"]
     assert [path.split("/rope/")[1] for path in train_records(own) + train_records(set_steps)] == [
         "steps2000/seed0.json", "steps600/seed0.json", "steps300/seed0.json", "steps300/seed0.json"]
 
 
 PRESETS = {"config.yaml": "default", "workflow/full.yaml": "full", "workflow/cluster.yaml": "cluster",
-           "workflow/smoke.yaml": "smoke"}
+           "workflow/smoke.yaml": "smoke", "workflow/shapes.yaml": "shapes", "workflow/shapes-lm.yaml": "shapes",
+           "workflow/shapes-algorithmic.yaml": "shapes", "workflow/shapes-chomsky-a.yaml": "shapes",
+           "workflow/shapes-chomsky-b.yaml": "shapes"}
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -288,8 +300,10 @@ GRIDS = yaml.safe_load((ROOT / "workflow" / "grids.yaml").read_text())
 
 def test_the_full_and_cluster_presets_share_the_grids_file_and_cluster_adds_one_length_sweep():
     full, cluster = shipped("workflow/full.yaml"), shipped("workflow/cluster.yaml")
-    for cfg in (full, cluster):
-        assert "include" not in cfg and cfg["train"]["tasks"] == GRIDS["train"]["tasks"]
+    own = {"mosaic_resolution": ["none", "sinusoidal", "rope", "sinusoidal_per_modality", "rope_per_modality",
+                                 "mrope_mosaic"]}  # full's alone: resolution extrapolation (issue 30)
+    for cfg, added in ((full, own), (cluster, {})):
+        assert "include" not in cfg and cfg["train"]["tasks"] == {**GRIDS["train"]["tasks"], **added}
         assert cfg["profile"]["encodings"] == GRIDS["profile"]["encodings"] and len(GRIDS["train"]["tasks"]) == 14
         assert {k: cfg["probe"][k] for k in GRIDS["probe"]} == GRIDS["probe"]
     assert full["train"]["sweeps"] == GRIDS["train"]["sweeps"] and len(GRIDS["train"]["sweeps"]) == 5
@@ -327,54 +341,80 @@ def test_a_bad_include_is_one_line_naming_the_key(tmp_path):
         validate_config({"include": str(nested)})
 
 
-def test_the_default_sweep_trains_the_comparisons_at_10_seeds_and_the_rest_of_the_grid_at_3():
+def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_the_rest_of_the_grid_at_3():
     cfg = shipped("config.yaml")
-    arms = {(a.task, a.encoding, shape_dir(a.train_length, a.d_model)) for a in comparisons.load().arms("default")}
+    declared = comparisons.load()
+    chosen = declared.in_preset("default")
+    arms = {(a.task, a.encoding, shape_dir(a.train_length, a.d_model)): c for c in chosen for a in c.arms}
     grid = {(task, e, "") for task, names in cfg["train"]["tasks"].items() for e in names}
-    assert len(arms) == 12 and arms & grid == {("lm_prose", "sinusoidal", "")} and len(grid) == 7
-    assert arms - grid == {("scan", "sinusoidal", ""), ("scan", "rope", ""), ("lm_prose", "sinusoidal", "L128/"),
-                           ("lm_prose", "rope", "L128/"), ("lm_prose", "sinusoidal_concat", "d32/"),
-                           ("passkey", "sinusoidal", ""), ("passkey", "alibi", ""), ("code_brackets", "sinusoidal", ""),
-                           ("code_brackets", "rope", ""), ("mosaic_qa", "sinusoidal", ""), ("mosaic_qa", "mrope", "")}
+    assert len(arms) == 13 and arms.keys() & grid == {("lm_prose", "sinusoidal", "")} and len(grid) == 10
+    assert set(arms) - grid == {("scan", "sinusoidal", ""), ("scan", "rope", ""), ("lm_prose", "sinusoidal", "L128/"),
+                                ("lm_prose", "rope", "L128/"), ("lm_prose", "sinusoidal_concat", "d32/"),
+                                ("passkey", "sinusoidal", ""), ("passkey", "alibi", ""),
+                                ("code_brackets", "sinusoidal", ""), ("code_brackets", "rope", ""),
+                                ("mosaic_qa", "sinusoidal", ""), ("mosaic_qa", "mrope", ""),
+                                ("mosaic_qa", "mrope_mosaic", "")}
     jobs = train_jobs(cfg)
-    assert len(jobs) == 18 and {(j["task"], j["encoding"], j["shape_dir"]) for j in jobs} == grid | arms
+    compared = {(j["task"], j["encoding"], j["shape_dir"], j["steps"]): j["seeds"] for j in jobs}
+    for (task, encoding, folder), c in arms.items():
+        budgets = joined(declared.budget_rule.budgets(c.budget))
+        assert compared[task, encoding, folder, budgets] == list(c.seeds()), (task, encoding)  # from 100, n by power
+    assert compared["scan", "rope", "", "800-1600-3200"] == list(range(100, 114))  # SCAN: 14 seeds, 3,200 steps
+    assert compared["lm_prose", "sinusoidal", "", "500"] == [0, 1, 2]  # the descriptive arm: its own budget
+    assert compared["lm_prose", "sinusoidal", "", "500-1000-2000"] == list(range(100, 107))  # row 3's added arm
     for job in jobs:
-        assert job["seeds"] == (list(range(10)) if (job["task"], job["encoding"], job["shape_dir"]) in arms
-                                else [0, 1, 2])
         default = tasks.get(job["task"]).lr
         lr = cfg["train"]["lr"].get(job["task"], {}).get(job["encoding"], default)  # compared arms: checked rates
         assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")
-    cells = [(c["task"], c["encoding"], c["size"], c["shape_dir"], c["lr"], c["seed"]) for c in train_cells(cfg)]
-    assert len(cells) == len(set(cells)) == 12 * 10 + 6 * 3 == 138
-    assert len(set(train_records(cfg))) == 138
+    cells = [(c["task"], c["encoding"], c["size"], c["shape_dir"], c["lr"], c["steps"], c["seed"])
+             for c in train_cells(cfg)]
+    assert len(cells) == len(set(cells)) == len(set(train_records(cfg))) == sum(len(j["seeds"]) for j in jobs)
+    assert len(jobs) == 23 and sum(len(j["seeds"]) for j in jobs if j["seeds"][0] < 100) == 10 * 3
 
 
 def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
-    cfg = validate_config(config(train={"comparisons": "default", "comparison_seeds": [0, 5], "seeds": [0, 1],
+    cfg = validate_config(config(train={"comparisons": "default", "seeds": [0, 1],
                                         "tasks": {"code_brackets": ["rope", "alibi"]}}))
-    by_arm = {(j["task"], j["encoding"]): j["seeds"] for j in train_jobs(cfg)}
-    assert by_arm[("code_brackets", "rope")] == [0, 1, 5] and by_arm[("code_brackets", "alibi")] == [0, 1]
-    assert by_arm[("lm_prose", "sinusoidal")] == [0, 5] and len(by_arm) == 12  # 11 (task, encoding) + alibi
+    by_arm = {(j["task"], j["encoding"], j["steps"]): j["seeds"] for j in train_jobs(cfg)}
+    declared = comparisons.load().by_id["code-brackets-rope"]
+    assert by_arm[("code_brackets", "rope", "600")] == [0, 1]  # the descriptive arm: a plain run
+    assert by_arm[("code_brackets", "rope", "150-300-600")] == list(declared.seeds())  # the compared: checkpoints
+    assert by_arm[("code_brackets", "alibi", "600")] == [0, 1]
 
 
-def test_learning_rate_factors_multiply_the_comparisons_rates_and_name_a_folder():
-    cfg = validate_config({**config(train={"comparisons": "default", "comparison_seeds": [0], "tasks": {},
+def test_a_second_look_adds_the_next_seeds_of_the_comparisons_it_names(tmp_path):
+    cfg = validate_config(config(train={"comparisons": "default", "tasks": {}}))
+    first = {(j["task"], j["encoding"], j["shape_dir"]): j["seeds"] for j in train_jobs(cfg)}
+    second = {(j["task"], j["encoding"], j["shape_dir"]): j["seeds"] for j in train_jobs(cfg, ("scan-rope",))}
+    assert first["scan", "rope", ""] == list(range(100, 114)) and second["scan", "rope", ""] == list(range(100, 128))
+    assert {k: v for k, v in second.items() if k[0] != "scan"} == {k: v for k, v in first.items() if k[0] != "scan"}
+    verdicts = tmp_path / "verdicts.csv"
+    pd.DataFrame({"comparison": ["scan-rope", "prose-rope", "code-brackets-rope"], "decides": [True, False, True],
+                  "second_look_wanted": [True, True, False]}).to_csv(verdicts, index=False)
+    assert second_look_ids(verdicts) == ("scan-rope",)  # a descriptive comparison gets no second look
+    assert [budget_arguments(steps) for steps in ("500", "125-250-500")] == [
+        "--steps 500", "--checkpoints 125 250 500 --decay-fraction 0.2"]
+
+
+def test_learning_rate_factors_multiply_the_comparisons_rates_at_the_pilot_seeds():
+    cfg = validate_config({**config(train={"comparisons": "default", "tasks": {}, "seeds": [0],
                                            "lr_factors": [0.333, 1, 3], "lr": {"lm_prose": {"rope": 0.001}}}),
                            "machine": "m"})
     jobs = train_jobs(cfg)
-    assert len(jobs) == 12 * 3 and len(train_cells(cfg)) == 36
-    rates = {(j["task"], j["encoding"], j["shape_dir"]): [] for j in jobs}
+    rates = {}
     for job in jobs:
-        rates[job["task"], job["encoding"], job["shape_dir"]].append((job["lr"], job["lr_dir"]))
-    assert rates["lm_prose", "sinusoidal", ""] == [(0.000999, "lr0.000999/"), (0.003, ""), (0.009, "lr0.009/")]
+        rates.setdefault((job["task"], job["encoding"], job["shape_dir"]), []).append(
+            (job["lr"], job["lr_dir"], job["seeds"][:2]))
+    assert rates["lm_prose", "sinusoidal", ""] == [(0.000999, "lr0.000999/", [0]), (0.003, "", [100, 101]),
+                                                   (0.009, "lr0.009/", [0])]  # a check never decides
     # a rate of its own for rope: ×3 lands on the task's default, whose records have no folder
-    assert rates["lm_prose", "rope", "L128/"] == [(0.000333, "lr0.000333/"), (0.001, "lr0.001/"), (0.003, "")]
+    assert [r[:2] for r in rates["lm_prose", "rope", "L128/"]] == [(0.000333, "lr0.000333/"), (0.001, "lr0.001/"),
+                                                                   (0.003, "")]
     records = train_records(cfg)
-    assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500/lr0.000999/seed0.json" in records
-    assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500/seed0.json" in records
-    assert len(set(records)) == 36
-    assert ("results/batches/m/train/cpu/lm_prose/tiny/rope/L128/steps500/lr0.001/seeds0.json"
-            in batch_manifests(cfg, ["cpu"]))
+    assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500-1000-2000/lr0.000999/seed0.json" in records
+    assert "results/records/m/train/cpu/lm_prose/tiny/sinusoidal/steps500-1000-2000/seed100.json" in records
+    assert ("results/batches/m/train/cpu/lm_prose/tiny/rope/L128/steps500-1000-2000/lr0.001/seeds100-101-102-103-"
+            "104-105-106.json" in batch_manifests(cfg, ["cpu"]))
 
 
 def test_a_learning_rate_per_task_or_per_encoding_and_sizes():
@@ -538,6 +578,22 @@ print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("e
 """
 
 
+def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_at_every_rate():
+    whole = shipped("workflow/shapes.yaml")
+    parts = [shipped(f"workflow/shapes-{part}.yaml") for part in ("lm", "algorithmic", "chomsky-a", "chomsky-b")]
+
+    def cells(cfg):
+        return {(job["task"], job["encoding"], job["lr"]) for job in train_jobs(cfg)}
+
+    assert set().union(*map(cells, parts)) == cells(whole) and sum(len(train_jobs(p)) for p in parts) == 30
+    assert {t for t, _, _ in cells(parts[2])} == {"duplicate_string", "missing_duplicate_string"}
+    assert {t for t, _, _ in cells(parts[3])} == {"odds_first", "bucket_sort"}
+    tuned = {(e, lr) for t, e, lr in cells(parts[0]) if t == "lm_prose" and lr != 0.003}
+    assert tuned == {(e, lr) for e in ("learned", "sinusoidal") for lr in (0.000999, 0.009)}  # Vaswani's (E) only
+    assert not {t for t, _, _ in cells(whole)} & {"scan", "counting"}  # the pending shapes train nothing
+    assert all(job["seeds"] == [0, 1, 2, 3, 4] for job in train_jobs(whole))
+
+
 def dry_run(tmp_path: Path, preset: dict | Path) -> list[dict]:
     """Every job Snakemake would run for ``preset`` (a config, or a preset's file)."""
     configfile = preset if isinstance(preset, Path) else tmp_path / "config.yaml"
@@ -557,9 +613,9 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
-    "config.yaml": dict(train=18, probe=6, profile=3),
-    "workflow/full.yaml": dict(train=341, probe=36, profile=14),
-    "workflow/cluster.yaml": dict(train=471, probe=36, profile=48),
+    "config.yaml": dict(train=23, probe=6, profile=3),
+    "workflow/full.yaml": dict(train=399, probe=36, profile=14),
+    "workflow/cluster.yaml": dict(train=571, probe=36, profile=48),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
 
@@ -574,25 +630,29 @@ def test_dry_run_job_counts_of_every_preset(tmp_path, preset):
     assert counts == {**expected, "profile": expected["profile"] * len(devices)}
     assert counts["train"] == len(train_jobs(cfg))
     assert counts["profile"] == len(profile_jobs(cfg, devices))  # one per (device, mode, size, length)
-    assert len(jobs) == sum(counts.values()) + len(devices) + 4  # a preflight per device, aggregate, judge, report, all
+    looks = cfg["train"]["comparisons"] != "none"  # the first look's checkpoint, where comparisons are declared
+    assert len(jobs) == sum(counts.values()) + len(devices) + 4 + looks  # a preflight per device, aggregate, judge,
+    # report, all
 
 
-def test_comparison_arms_train_their_ten_seeds_and_each_rate_in_its_folder(tmp_path):
+def test_comparison_arms_train_their_declared_seeds_budgets_and_each_rate_in_its_folder(tmp_path):
     preset = {"machine": "m", "profile": {"encodings": []},
               "train": {"comparisons": "default", "lr_factors": [0.333, 1, 3], "tasks": {"reverse": ["alibi"]}}}
     jobs = [job for job in dry_run(tmp_path, preset) if job["rule"] == "train"]
-    assert len(jobs) == 12 * 3 + 1
+    assert len(jobs) == 13 * 3 + 1
     shells = {job["shell"].split(" --out ")[1].split()[0].strip("'"): job["shell"] for job in jobs}
     arm = "results/records/m/train/cpu/{}/seed{{seed}}.json".format
-    at_128 = shells[arm("lm_prose/tiny/rope/L128/steps500")]
-    assert " --train-length 128 " in at_128 and " --d-model " not in at_128 and " --steps 500 " in at_128
-    narrow = shells[arm("lm_prose/tiny/sinusoidal_concat/d32/steps500/lr0.000999")]
+    at_128 = shells[arm("lm_prose/tiny/rope/L128/steps500-1000-2000")]
+    assert " --train-length 128 " in at_128 and " --d-model " not in at_128
+    assert " --checkpoints 500 1000 2000 --decay-fraction 0.2 " in at_128
+    narrow = shells[arm("lm_prose/tiny/sinusoidal_concat/d32/steps500-1000-2000/lr0.000999")]
     assert " --lr 0.000999 " in narrow and " --d-model 32 " in narrow and " --train-length " not in narrow
-    at_default = shells[arm("lm_prose/tiny/sinusoidal/steps500")]
-    lower = shells[arm("lm_prose/tiny/sinusoidal/steps500/lr0.000999")]
-    assert " --seed 0 1 2 3 4 5 6 7 8 9 " in at_default and " --lr " not in at_default
-    assert " --seed 0 1 2 3 4 5 6 7 8 9 " in lower and " --lr 0.000999 " in lower
+    at_default = shells[arm("lm_prose/tiny/sinusoidal/steps500-1000-2000")]
+    lower = shells[arm("lm_prose/tiny/sinusoidal/steps500-1000-2000/lr0.000999")]
+    assert " --seed 100 101 102 103 104 105 106 " in at_default and " --lr " not in at_default
+    assert " --seed 0 1 2 " in lower and " --lr 0.000999 " in lower
     assert " --seed 0 1 2 --device " in shells[arm("reverse/tiny/alibi/steps2000")]
+    assert " --steps 2000 " in shells[arm("reverse/tiny/alibi/steps2000")]
 
 
 @pytest.mark.parametrize("device, dtype, folder, gpu", [

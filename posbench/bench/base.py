@@ -32,7 +32,7 @@ class BenchOptions:
     flex: bool = False
     decode_contexts: tuple[int, ...] = (1024, 4096)  # P7: tokens in the KV cache
     decode_new_tokens: int = 32  # P7 peer: tokens each generate call produces after the prompt
-    train_tasks: tuple[str, ...] = ("lm_prose", "passkey")  # config.yaml train.tasks
+    train_tasks: tuple[str, ...] = ("lm_prose", "passkey", "mosaic_qa")  # config.yaml train.tasks
     train_encodings: tuple[str, ...] = ("sinusoidal",)
     train_steps: int = 30  # P8 timed rounds: one training step of each task and one matmul each
     train_warmup: int = 3

@@ -44,7 +44,7 @@ DECLARED: dict[str, Targets | str] = {
     "rope_theta500k": "rope with Llama 3's base: the same operations as rope",
     "p_rope_25": "p_rope's operations on a third as many pairs (a quarter of each head, not three quarters)",
     **{f"mrope_{model}": "mrope's operations with another base and section split (on a sequence's (L,) ids every "
-       "axis turns alike)" for model in ("qwen2vl", "qwen3vl")},
+       "axis turns alike)" for model in ("qwen2vl", "qwen3vl", "mosaic")},
     **{f"{text}_per_modality": f"on a sequence's (L,) ids it runs its text part, {text}, alone"
        for text in ("sinusoidal", "rope")},
     **{f"{family}_2d": "reads (row, column) ids of a grid: the bench's causal decoder reads a sequence"

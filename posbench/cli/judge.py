@@ -1,11 +1,13 @@
-"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, claims, advice, axes) beside them."""
+"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, trajectory, claims, advice, axes,
+shapes) beside them."""
 
 from __future__ import annotations
 
 from posbench.cli import arguments
 
 HELP = ("judge the declared comparisons and the article's claims on the tables under --tables; writes "
-        "verdicts.csv, claims.csv, advice.csv and axes.csv there (what the report and advise read)")
+        "verdicts.csv, trajectory.csv, claims.csv, advice.csv, axes.csv and shapes.csv (the published shapes, "
+        "posbench/shapes.yaml) there (what the report and advise read)")
 
 
 def add_arguments(parser) -> None:
@@ -17,10 +19,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from posbench import verdicts
+    from posbench import shapes, verdicts
+    from posbench.workflow import second_look_ids
 
     if arguments.without_rows(args.tables, "judge"):
         return 1
-    written = verdicts.write(args.tables, args.preset)
+    written = [*verdicts.write(args.tables, args.preset), shapes.write(args.tables)]
     print("wrote " + ", ".join(str(path) for path in written))
+    print(f"second looks asked for: {', '.join(second_look_ids(written[0])) or 'none'}")
     return 0

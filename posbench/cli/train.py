@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=arguments.non_negative_int, nargs="+", default=[0],
                         help="seed(s) for initialisation and training data, run one after another (default: 0)")
     parser.add_argument("--steps", type=arguments.positive_int, help="optimizer steps (default: the task's)")
+    parser.add_argument("--checkpoints", type=arguments.positive_int, nargs="+", default=[], metavar="STEPS",
+                        help="warmup–stable–decay with an annealed checkpoint at each of these budgets (increasing; "
+                             "the last is the run's steps), each evaluated; default: one cosine run")
+    parser.add_argument("--decay-fraction", type=arguments.positive_number, default=TrainConfig.decay_fraction,
+                        help="with --checkpoints: each decay branch as a share of its budget (default %(default)s)")
     parser.add_argument("--batch-size", type=arguments.positive_int, help="training batch size (default: the task's)")
     parser.add_argument("--lr", type=arguments.positive_number, help="peak learning rate (default: the task's)")
     parser.add_argument("--train-length", type=arguments.positive_int,
@@ -71,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         configs = [TrainConfig(task=args.task, encoding=encoding, encoding_options=encoding_options, size=args.size,
                                d_model=args.d_model, seed=seed, steps=args.steps, batch_size=args.batch_size,
                                lr=args.lr, task_options=task_options, threads=args.threads, log_every=args.log_every,
-                               device=args.device, dtype=args.dtype, eval_scaling=eval_scaling)
+                               device=args.device, dtype=args.dtype, eval_scaling=eval_scaling,
+                               checkpoints=tuple(args.checkpoints), decay_fraction=args.decay_fraction)
                    for seed in dict.fromkeys(args.seed)]
         jobs = [resolve(config) for config in configs]
         paths = batch.record_paths(args.out, [{"seed": config.seed} for config in configs])

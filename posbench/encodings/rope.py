@@ -433,4 +433,8 @@ register("mrope")(MRope)
 register("mrope_qwen2vl", base=1e6, mrope_section=QWEN2VL_SECTION, section_pairs=HF_SECTION_PAIRS)(MRope)
 register("mrope_qwen3vl", base=5e6, mrope_section=QWEN3VL_SECTION, section_pairs=HF_SECTION_PAIRS,
          mrope_interleaved=True)(MRope)
+# The mosaic's M-RoPE-style arm, chosen before its run by posbench.arm_rule (Qwen3-VL's interleaved split, the
+# smallest base of the declared ladder at which every axis of mosaic_qa clears the axis check; tested there)
+register("mrope_mosaic", base=100.0, mrope_section=QWEN3VL_SECTION, section_pairs=HF_SECTION_PAIRS,
+         mrope_interleaved=True)(MRope)
 register("rope_randomized", randomized=True)(Rope)

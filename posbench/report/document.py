@@ -1,6 +1,6 @@
 """The PDF, section by section: the verdicts (page 1: the summary table, the forest plot, each row's
-details), the claims check, the advice page (:mod:`.advice`), the figures (:mod:`.figures`), the
-appendix (method, environment, config, cells that did not finish)."""
+details), the claims check, the advice page (:mod:`.advice`), the published shapes (:mod:`.shapes`), the
+figures (:mod:`.figures`), the appendix (method, environment, config, cells that did not finish)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance
-from posbench.report import advice, figures, verdicts
+from posbench.report import advice, figures, shapes, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
 from posbench.tables import Tables
 
@@ -57,26 +57,34 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
     doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged by the comparisons declared "
                   f"in posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}); the "
                   "judge step wrote verdicts.csv. Effect: the comparator minus the added encoding, positive when the "
-                  "comparator is better; [low, high] is the 95 % Welch interval over seeds; seeds: added/comparator.",
+                  "comparator is better; [low, high] is the Welch interval over seeds at the look's level (each "
+                  "comparison's own seeds, a second look only where the first was unclear; comparisons.yaml splits "
+                  "α between looks); seeds: added/comparator and the look; budget: the steps of the annealed model "
+                  "judged, and the trend of the effect over the last two checkpoints.",
                   BODY)
     if "verdicts" not in tables.frames:
         doc.paragraph(f"verdicts.csv is not in {tables.folder}: run `python -m posbench judge --tables "
                       f"{tables.folder}` (the workflow's judge rule) first.", BODY)
-    header = ["Guidance row", "Verdict", "Decided by", "Effect [95 % CI] vs δ", "Seeds", "Scope"]
+    header = ["Guidance row", "Verdict", "Decided by", "Effect [CI] vs δ", "Seeds", "Budget, trend", "Scope"]
     summary = []
     for row in guidance.ROWS:  # a line per deciding comparison; the row and its verdict on the first
         lines = verdicts.of_row(verdicts_table, row)
         label = ([(row.quote, Style(size=8))] if chinese else []) + [(row.english, Style(size=7.5, weight="bold"))]
         heads = [label, verdict_cell(verdicts.row_verdict(lines), "", size=7.5)]
         shown = lines if not lines.empty else verdicts.withdrawn(verdicts.of_row(verdicts_table, row, decides=False))
-        for decided in verdicts.summary(shown) or [("—", "—", "—", "—")]:
+        for decided in verdicts.summary(shown) or [("—",) * 5]:
             summary.append([*heads, *[[(part, SMALL)] for part in decided]])
             heads = [[], []]
-    doc.table(summary, [0.19, 0.19, 0.23, 0.19, 0.06, 0.14], header=header)
-    spec = figures.FOREST
-    if spec.missing(tables) is None:
-        doc.heading(spec.title, H2, keep=spec.height + 0.4)
-        doc.figure_block(lambda fig, rect: spec.draw(fig, rect, tables), spec.height, spec.caption)
+    doc.table(summary, [0.16, 0.15, 0.2, 0.16, 0.07, 0.13, 0.13], header=header)
+    scopes = verdicts_table["scope"].dropna().unique() if "scope" in verdicts_table else []
+    if len(scopes):
+        doc.paragraph("Not covered: " + "; ".join(dict.fromkeys(str(s).split(" on this task;")[0] for s in scopes))
+                      + ". Larger models and longer training are not covered (workflow/cluster.yaml runs them).",
+                      SMALL)
+    for spec in (figures.FOREST, figures.TRAJECTORY):
+        if spec.missing(tables) is None:
+            doc.heading(spec.title, H2, keep=spec.height + 0.4)
+            doc.figure_block(lambda fig, rect, spec=spec: spec.draw(fig, rect, tables), spec.height, spec.caption)
     for side, english in guidance.SIDES.items():
         doc.heading(f"{side}  {english}" if chinese else english, H2)
         rows = []
@@ -113,7 +121,8 @@ def claims_page(doc: Document, tables: Tables) -> None:
     doc.heading("Claims check", H2, page_break=True)
     doc.paragraph("Each claim of the article that posbench tests. 'computed': from posbench's own code; "
                   "'measured': from this run's tables; 'cited': checked against the paper the claim is about "
-                  "(the judge step's claims.csv).", SMALL)
+                  "(the judge step's claims.csv). Vaswani et al.'s Table 3 (E) with both arms tuned is judged as a "
+                  "published shape: see 'What this benchmark reproduces' (vaswani2017-e).", SMALL)
     found = tables.get("claims")
     if found.empty:
         doc.paragraph(f"claims.csv is not in {tables.folder}: run `python -m posbench judge` first.", BODY)
@@ -206,6 +215,7 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
         verdict_page(doc, tables, config, chinese)
         claims_page(doc, tables)
         advice.page(doc, tables)
+        shapes.page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()

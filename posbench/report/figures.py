@@ -545,6 +545,44 @@ FOREST = FigureSpec("verdicts_forest", "Declared comparisons",
                     "margin δ (the grey band is ±δ); colour = the outcome after Holm within the guidance row.",
                     "Verdicts", 2.8, forest_missing, draw_forest)
 
+def trajectory_rows(tables: Tables) -> pd.DataFrame:
+    """trajectory.csv's rows of the deciding comparisons (one per comparison, size and checkpoint budget)."""
+    found = tables.ok("trajectory", "comparison", "budget", "effect", "ci_low", "ci_high", "margin", swept=True)
+    return found[found["decides_row"].astype(bool)] if "decides_row" in found.columns else found
+
+
+def trajectory_missing(tables: Tables) -> str | None:
+    return None if not trajectory_rows(tables).empty else "no deciding comparison has annealed checkpoints"
+
+
+def draw_trajectory(figure: Figure, rect: Rect, tables: Tables) -> None:
+    """Per deciding comparison, its effect and interval at each annealed checkpoint against the budget."""
+    data = trajectory_rows(tables)
+    cells = list(data.groupby(["comparison", "size"], sort=False))
+    axes = panels(figure, rect, len(cells), min(3, len(cells)), left=0.55, bottom=0.45, top=0.3, hspace=0.8)
+    for ax, ((comparison, size), cell) in zip(axes, cells):
+        margin = cell["margin"].iloc[0]
+        ax.axhspan(-margin, margin, color="#eeeeee", zorder=0)
+        ax.axhline(0, color="#999999", lw=0.8, ls=":")
+        ax.errorbar(cell["budget"], cell["effect"], yerr=[cell["effect"] - cell["ci_low"],
+                                                          cell["ci_high"] - cell["effect"]],
+                    fmt="o-", ms=3.5, capsize=2, lw=1.1, color="#1f4e79")
+        ax.set_xscale("log")
+        ax.set_xticks(cell["budget"], [f"{b:g}" for b in cell["budget"]], fontsize=6)
+        ax.minorticks_off()
+        ax.tick_params(labelsize=6)
+        sizes = "" if data["size"].nunique() == 1 else f" ({size})"
+        ax.set_title(f"{comparison}{sizes}: {cell['metric'].iloc[0]}", fontsize=7)
+        ax.set_xlabel("training steps (annealed checkpoint)", fontsize=6)
+
+
+TRAJECTORY = FigureSpec("verdicts_trajectory", "Each deciding effect against the training budget",
+                        "From trajectory.csv: a deciding comparison's effect (comparator minus added, positive: the "
+                        "comparator is better) and its 95 % Welch interval over the verdict's seeds at each annealed "
+                        "checkpoint (warmup-stable-decay, a decay branch per budget), log axis; the grey band is "
+                        "±δ. The verdict is made at the last budget; the trend (verdicts.csv) compares the last "
+                        "two.", "Verdicts", 2.6, trajectory_missing, draw_trajectory)
+
 FIGURES = (
     FigureSpec("params_flops", "Parameters and FLOPs: add vs naive concat vs fixed-width concat",
                "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops "
@@ -615,7 +653,8 @@ FIGURES = (
                "encoding's per-token cost grows with the context it attends to.",
                "Cost", 3.2, decode_missing, draw_decode),
 )
-REPORT_FIGURES = (FOREST, *FIGURES)  # what `snakemake --report` lists, each from report.smk with its caption
+# What `snakemake --report` lists, each from report.smk with its caption.
+REPORT_FIGURES = (FOREST, TRAJECTORY, *FIGURES)
 
 
 def save_standalone(spec: FigureSpec, tables: Tables, folder: Path) -> None:

@@ -49,18 +49,31 @@ def withdrawn(lines: pd.DataFrame) -> pd.DataFrame:
     return lines[reasons(lines) != ""]
 
 
-def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """Per comparison: (comparison in a few words, effect [interval] vs δ, seeds, scope); a withdrawn one
-    says so and why."""
+def summary(lines: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
+    """Per comparison: (comparison in a few words, effect [interval] vs δ, seeds and look, budget and trend,
+    scope); a withdrawn one says so and why."""
     found = []
     for line, reason in zip(lines.itertuples(index=False), reasons(lines)):
         at = "" if line.length_ratio == 1 else f" at {line.length_ratio:g}×"
         gone = f" — withdrawn, decides nothing ({reason})" if reason else ""
         what = f"{line.comparison}: {line.add_arm} → {line.comparator_arm}, {line.metric}{at}{gone}"
         trained = "" if pd.isna(line.train_len) else f", trained at {int(line.train_len)}"
-        seeds, scope = f"{line.n_added}/{line.n_comparator}", f"{line.task}, {line.size}{trained}"
-        found.append((what, interval(line), seeds, scope))
+        look = getattr(line, "look", None)
+        seeds = f"{line.n_added}/{line.n_comparator}" + ("" if pd.isna(look) or look is None else f", look {look:g}")
+        found.append((what, interval(line), seeds, budget(line), f"{line.task}, {line.size}{trained}"))
     return found
+
+
+def budget(line) -> str:
+    """``2000 steps; closing −0.031 [−0.05, −0.01] from 1000``: the judged budget and the effect's trend."""
+    steps = getattr(line, "steps", None)
+    if steps is None or pd.isna(steps):
+        return "—"
+    trend = getattr(line, "trend", "")
+    if not isinstance(trend, str) or not trend:
+        return f"{steps:g} steps"
+    return (f"{steps:g} steps; {trend} {line.trend_change:+.3f} [{line.trend_ci_low:+.3f}, {line.trend_ci_high:+.3f}] "
+            f"from {line.trend_since:g}")
 
 
 def evidence_lines(lines: pd.DataFrame, descriptive: pd.DataFrame) -> list[str]:

@@ -29,6 +29,7 @@ from posbench.tasks import (  # noqa: F401
     missing_duplicate_string,
     mlm_prose,
     mosaic_qa,
+    mosaic_resolution,
     multikey_niah,
     odds_first,
     passkey,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from posbench.tasks.registry import register
-from posbench.tasks.sequence import SequenceTask, prompt_then_answer
+from posbench.tasks.sequence import FREE_RUNNING_METRICS, SequenceTask, prompt_then_answer
 
 
 @register
@@ -17,6 +18,7 @@ class Copy(SequenceTask):
 
     name = "copy"
     kind = "structured"
+    metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
     @property
     def vocab_size(self) -> int:

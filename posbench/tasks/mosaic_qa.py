@@ -21,14 +21,15 @@ patch ``(r, c)`` sits at ``(0, r, c)``, text token ``j`` at ``(4 + j, 4 + j, 4 +
 encoding (``mrope``, ``*_per_modality``) reads them; a 1-D encoding reads the flat sequence
 ``0 … 21`` (one added encoding over the whole sequence); a 2-D encoding alone is refused (text has
 no grid). The images of each split are ``digits_2d``'s (test, validation, train: disjoint), so no
-digit image is both trained on and tested. One length, no extrapolation.
+digit image is both trained on and tested. One length, no extrapolation (``mosaic_resolution`` varies the
+image's resolution).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache
 from typing import ClassVar
 
 import numpy as np
@@ -74,22 +75,22 @@ class MosaicQA(Task):
     def model_options(self) -> dict:
         return {"patch_dim": PIXELS + len(WORDS), "n_classes": 12, "causal": False}
 
-    @cached_property
+    @property
     def layout(self) -> Positions:
         """``(22, 3)`` ids (text, row, column) and a modality per token, the same for every example."""
-        cells = torch.arange(GRID * GRID)
-        patches = torch.stack([torch.zeros_like(cells), cells // GRID, cells % GRID], dim=1)  # (16, 3)
-        text = (GRID + torch.arange(QUESTION_LENGTH))[:, None].expand(-1, 3)  # (6, 3)
-        modality = torch.tensor([IMAGE] * (GRID * GRID) + [TEXT] * QUESTION_LENGTH)
-        return Positions.from_ids(torch.cat([patches, text]), modality)
+        return layout(GRID)
 
-    def example(self, rng: np.random.Generator, split: str) -> tuple[np.ndarray, int, np.ndarray]:
-        """``(tokens (22, 16 + len(WORDS)), answer, tile_labels (4,))`` drawn from ``split``'s images."""
+    def grid(self, length: int) -> int:
+        """Patches along a side of the mosaic at evaluation ``length``: always :data:`GRID` (one length)."""
+        return GRID
+
+    def example(self, rng: np.random.Generator, split: str, grid: int = GRID) -> tuple[np.ndarray, int, np.ndarray]:
+        """``(tokens (grid² + 6, 16 + len(WORDS)), answer, tile_labels (4,))`` drawn from ``split``'s images."""
         images, labels = split_images(split)
         tile_labels = rng.choice(10, size=4, replace=False)
         picks = [rng.choice(np.flatnonzero(labels == label)) for label in tile_labels]
         question, answer = self.question(rng, tile_labels)
-        return self.tokens(images[picks], question), answer, tile_labels
+        return self.tokens(images[picks], question, grid), answer, tile_labels
 
     @staticmethod
     def question(rng: np.random.Generator, tile_labels: np.ndarray) -> tuple[list[int], int]:
@@ -103,20 +104,21 @@ class MosaicQA(Task):
         return word_ids(f"is {a} left of {b} ?"), YES if column_a == 0 else NO
 
     @staticmethod
-    def tokens(tiles: np.ndarray, question: list[int]) -> np.ndarray:
-        """Four ``(8, 8)`` tiles (row by row) and a question -> ``(22, 16 + len(WORDS))`` token vectors."""
-        mosaic = np.block([[tiles[0], tiles[1]], [tiles[2], tiles[3]]])  # (16, 16)
-        patches = to_patches(mosaic[None], PATCH)[0]  # (16, 16)
+    def tokens(tiles: np.ndarray, question: list[int], grid: int = GRID) -> np.ndarray:
+        """Four ``(8, 8)`` tiles (row by row) and a question -> ``(grid² + 6, 16 + len(WORDS))`` token vectors:
+        the 16 × 16 mosaic upsampled to ``grid`` patches a side (nearest neighbour; unchanged at :data:`GRID`)."""
+        mosaic = upsampled(np.block([[tiles[0], tiles[1]], [tiles[2], tiles[3]]]), grid * PATCH)  # (4·grid, 4·grid)
+        patches = to_patches(mosaic[None], PATCH)[0]  # (grid², 16)
         tokens = np.zeros((len(patches) + len(question), PIXELS + len(WORDS)), dtype=np.float32)
         tokens[: len(patches), :PIXELS] = patches
         tokens[np.arange(len(patches), len(tokens)), PIXELS + np.array(question)] = 1.0
         return tokens
 
-    def batch(self, rng: np.random.Generator, split: str, size: int) -> Batch:
-        drawn = [self.example(rng, split) for _ in range(size)]
-        inputs = torch.from_numpy(np.stack([tokens for tokens, _, _ in drawn]))  # (B, 22, 16 + len(WORDS))
+    def batch(self, rng: np.random.Generator, split: str, size: int, grid: int = GRID) -> Batch:
+        drawn = [self.example(rng, split, grid) for _ in range(size)]
+        inputs = torch.from_numpy(np.stack([tokens for tokens, _, _ in drawn]))  # (B, grid² + 6, 16 + len(WORDS))
         targets = torch.tensor([[answer] for _, answer, _ in drawn])  # (B, 1)
-        return Batch(inputs, targets, self.layout)
+        return Batch(inputs, targets, layout(grid))
 
     def train_batch(self, rng: np.random.Generator, batch_size: int) -> Batch:
         return self.batch(rng, "train", batch_size)
@@ -124,7 +126,25 @@ class MosaicQA(Task):
     def eval_batches(self, length: int, split: str = "test") -> Iterator[Batch]:
         rng = eval_rng(length, split)
         for start in range(0, self.eval_examples, self.eval_batch_size):
-            yield self.batch(rng, split, min(self.eval_batch_size, self.eval_examples - start))
+            yield self.batch(rng, split, min(self.eval_batch_size, self.eval_examples - start), self.grid(length))
+
+
+@cache
+def layout(grid: int) -> Positions:
+    """``(grid² + 6, 3)`` ids (text, row, column) and a modality per token of a ``grid × grid`` mosaic and its
+    question: patch ``(r, c)`` at ``(0, r, c)``, word ``j`` at ``(grid + j, grid + j, grid + j)``."""
+    cells = torch.arange(grid * grid)
+    patches = torch.stack([torch.zeros_like(cells), cells // grid, cells % grid], dim=1)  # (grid², 3)
+    text = (grid + torch.arange(QUESTION_LENGTH))[:, None].expand(-1, 3)  # (6, 3)
+    modality = torch.tensor([IMAGE] * (grid * grid) + [TEXT] * QUESTION_LENGTH)
+    return Positions.from_ids(torch.cat([patches, text]), modality)
+
+
+def upsampled(image: np.ndarray, side: int) -> np.ndarray:
+    """A square ``(n, n)`` image at ``(side, side)``, nearest neighbour: output pixel ``i`` of a row or column
+    reads input pixel ``⌊i · n / side⌋`` (the identity at ``side = n``)."""
+    source = np.arange(side) * len(image) // side  # (side,)
+    return image[source[:, None], source[None, :]]
 
 
 @cache

@@ -26,12 +26,13 @@ in distribution; at 600 and 2,000 it was still near chance or learning (results/
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from posbench.tasks.passkey import DIGITS, Passkey
 from posbench.tasks.registry import register
-from posbench.tasks.sequence import SequenceTask, prompt_then_answer
+from posbench.tasks.sequence import FREE_RUNNING_METRICS, SequenceTask, prompt_then_answer
 
 MARKS = (":", ";", "?")  # token ids after the digits and the key symbols
 
@@ -43,6 +44,7 @@ class MultikeyNiah(SequenceTask):
 
     name = "multikey_niah"
     kind = "long"
+    metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
     train_length: int = 63  # 9 needles: evaluation lengths are whole multiples of it
     min_length: int = 14

@@ -6,8 +6,9 @@ downloaded: every one of its 20,910 commands (:func:`commands`), at most 9 words
 
 Decoder-only, as the length-generalisation literature runs SCAN on a language model: the command's
 words, ``SEP``, then the actions and ``EOS``; next-token loss and exact match on the output only
-(actions and ``EOS``; the command is IGNORE). Exact match is teacher-forced, like every sequence task
-here: a command is right when every action and the end are predicted right given the true prefix.
+(actions and ``EOS``; the command is IGNORE). ``exact_match`` is teacher-forced: a command is right when
+every action and the end are predicted right given the true prefix; ``greedy_exact_match`` is the
+papers' free-running score, the model writing the actions itself after ``SEP`` (:mod:`posbench.free_running`).
 Token ids, word-level: the 13 command words, the 6 actions, ``SEP``, ``EOS``, padding (22).
 
 Splits (option ``split``), from one fixed permutation of all commands (seed :data:`SPLIT_SEED`):
@@ -41,7 +42,7 @@ import numpy as np
 
 from posbench.tasks.base import Batch, Task, check_split
 from posbench.tasks.registry import register
-from posbench.tasks.sequence import pad_right, prompt_then_answer
+from posbench.tasks.sequence import FREE_RUNNING_METRICS, pad_right, prompt_then_answer
 
 PRIMITIVES = {"jump": "I_JUMP", "walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK"}  # U
 TURNS = {"left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
@@ -131,7 +132,7 @@ class Scan(Task):
 
     name = "scan"
     kind = "nlp"
-    metrics: ClassVar[tuple[str, ...]] = ("exact_match", "token_accuracy")
+    metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
     split: str = "simple"
     train_length: int = MAX_ACTIONS

@@ -20,11 +20,12 @@ to 8× it. 600 steps, the sequence tasks' default budget, untuned.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from posbench.tasks.registry import register
-from posbench.tasks.sequence import SequenceTask, prompt_then_answer
+from posbench.tasks.sequence import FREE_RUNNING_METRICS, SequenceTask, prompt_then_answer
 
 
 @register
@@ -34,6 +35,7 @@ class SelectiveCopy(SequenceTask):
 
     name = "selective_copy"
     kind = "structured"
+    metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
     train_length: int = 32
     min_length: int = 2

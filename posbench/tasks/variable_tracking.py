@@ -30,12 +30,13 @@ near chance), so a comparison's pilot should check it in distribution first (res
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from posbench.tasks.passkey import DIGITS
 from posbench.tasks.registry import register
-from posbench.tasks.sequence import VaryingSequenceTask, prompt_then_answer
+from posbench.tasks.sequence import FREE_RUNNING_METRICS, VaryingSequenceTask, prompt_then_answer
 
 MARKS = ("=", ";", "?", ":")  # token ids after the digits, the variable names and the filler words
 
@@ -47,6 +48,7 @@ class VariableTracking(VaryingSequenceTask):
 
     name = "variable_tracking"
     kind = "long"
+    metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
     train_length: int = 64
     min_length: int = 48

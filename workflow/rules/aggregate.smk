@@ -2,11 +2,45 @@ from pathlib import Path
 
 # Every record under results/records/ (all machines) -> tables; failed cells stay as rows. The
 # inputs are the batch manifests of this config: each is written after all of its records.
+#
+# A comparison gets a second look where its first decided nothing clear (comparisons.yaml, seeds.looks):
+# the checkpoint `first_look` aggregates and judges the first look's records into looks/first/, and the
+# tables wait for the jobs of the second looks it asks for (posbench.workflow.second_look_ids); the DAG
+# grows only where a first look was unclear or unstable. Without declared comparisons there is no look.
+FIRST_LOOK = f"{RESULTS}/looks/first"
+
+
+checkpoint first_look:
+    input:
+        BATCHES,
+    output:
+        f"{FIRST_LOOK}/verdicts.csv",
+    log:
+        f"{RESULTS}/logs/first_look.log",
+    conda:
+        "../../envs/posbench.yaml"
+    params:
+        py=PY,
+        records=f"{RESULTS}/records",
+        preset=config["preset"],
+    message:
+        "the first look: judge the comparisons' first seeds -> {output}"
+    shell:
+        "({params.py} -m posbench aggregate --records {params.records} --out {FIRST_LOOK}"
+        " && {params.py} -m posbench judge --tables {FIRST_LOOK} --preset {params.preset:q}) > {log} 2>&1"
+
+
+def every_batch(wildcards):
+    """The first look's manifests and, once it has been judged, those of the second looks it asks for."""
+    if config["train"]["comparisons"] == "none":
+        return BATCHES
+    wanted = pw.second_look_ids(checkpoints.first_look.get().output[0])
+    return pw.batch_manifests(config, DEVICES, wanted)
 
 
 rule aggregate:
     input:
-        BATCHES,
+        every_batch,
     output:
         TABLES,
         expand(

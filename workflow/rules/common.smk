@@ -21,7 +21,7 @@ if DROPPED:
         f"posbench: devices kept {', '.join(DEVICES)}; dropped {'; '.join(DROPPED)}",
         file=sys.stderr,
     )
-BATCHES = pw.batch_manifests(config, DEVICES)
+BATCHES = pw.batch_manifests(config, DEVICES)  # the first look's (see aggregate.smk for the second)
 # the GPU model a CUDA profile or train job asks SLURM for (`constraint`, sbatch -C); None: any
 GPU_MODEL = config["gpu_model"]
 TABLES = expand(
@@ -49,7 +49,7 @@ wildcard_constraints:
     machine=r"[A-Za-z0-9_.-]+",
     device=ANY_DEVICE.regex,
     dtype_dir=pw.DTYPE_DIR,
-    steps=r"[0-9]+",
+    steps=pw.NUMBER_LIST,
     mode=r"infer|train|decode",
     size=r"[a-z]+",
     encoding=r"[a-z0-9_]+",

@@ -1,7 +1,8 @@
 # One job per (task, encoding, size, learning rate), training every seed in turn (6–20 s each on one
 # core), so Python's and torch's start-up is paid once per job; jobs may run side by side. The path
 # names the device and a dtype other than float32 (cpu/, cuda/bfloat16/), passed as --device and
-# --dtype, and the steps (steps800/), passed as --steps. A rate other than the task's default names a
+# --dtype, and the steps (steps800/, passed as --steps; steps200-400-800/ for annealed checkpoints at those
+# budgets, passed as --checkpoints with the declared --decay-fraction). A rate other than the task's default names a
 # folder (lr_dir, e.g. lr0.001/) and is passed as --lr; a training length or width other than the
 # task's and size's (a sweep's) names folders too (shape_dir, L256/d48/). On `train.device` cuda a
 # job claims one `gpu` (a cluster's --gpus=1); a job that lands where no GPU is visible writes
@@ -27,6 +28,7 @@ rule train:
         dtype=lambda wc: pw.dtype_of(wc.dtype_dir),
         seeds=lambda wc: pw.split(wc.seeds),
         lr=lambda wc: pw.lr_argument(wc.lr_dir),
+        budget=lambda wc: pw.budget_arguments(wc.steps),
         shape=lambda wc: pw.shape_arguments(wc.shape_dir),
         data=lambda wc: (
             f"--data {config['train']['data'][wc.task]}"
@@ -41,7 +43,7 @@ rule train:
     shell:
         "POSBENCH_MACHINE={wildcards.machine} {params.py} -m posbench train --task {wildcards.task}"
         " --encoding {wildcards.encoding} --size {wildcards.size} --seed {params.seeds}"
-        " --device {wildcards.device} --dtype {params.dtype} --threads {threads} --steps {wildcards.steps}"
+        " --device {wildcards.device} --dtype {params.dtype} --threads {threads} {params.budget}"
         " {params.lr}"
         " {params.shape}"
         " {params.data} {params.eval_scaling}"
