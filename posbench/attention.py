@@ -264,8 +264,13 @@ class FlexMask(Mask):
             table = encoding.relative_bias(offsets, k_len - 1).to(dtype)  # (h, 2k − 1)
             self.score_mod = lambda score, b, h, q, kv: score + table[h, kv - q - first + k_len - 1]
         else:
-            bias = encoding.attention_bias(query, key).to(dtype)  # (h, q, k)
-            self.score_mod = lambda score, b, h, q, kv: score + bias[h, q, kv]
+            bias = encoding.attention_bias(query, key)  # (h, q, k)
+            if bias.stride(0) == 0:  # a bias every head shares (a chunk mask): held once, not once per head
+                shared = bias[0].to(dtype)  # (q, k)
+                self.score_mod = lambda score, b, h, q, kv: score + shared[q, kv]
+            else:
+                bias = bias.to(dtype)
+                self.score_mod = lambda score, b, h, q, kv: score + bias[h, q, kv]
         self.block_mask = None
         if causal:
             self.block_mask = create_block_mask(lambda b, h, q, kv: q + first >= kv, None, None, self.q_len, k_len,

@@ -8,7 +8,7 @@ import torch
 
 import posbench
 from posbench import KVCache, encodings, tasks, train
-from posbench.attention import attend, build_mask, choose_path
+from posbench.attention import attend, build_mask, choose_path, configured
 from posbench.encodings.layer_pattern import ChunkedRope, QueryTemperature, SlidingWindowRope
 from posbench.positions import Positions
 
@@ -83,6 +83,10 @@ def test_a_chunk_sees_only_its_own_chunk(causal, float64):
     mask = build_mask(local, P(12), P(12), causal, torch.float64)
     assert mask.full.shape == (1, 2, 12, 12) and mask.full.stride(1) == 0  # one (L, L) mask every head reads
     torch.testing.assert_close(attend(q, k, v, mask, causal), reference_attention(q, k, v, sees), atol=1e-12, rtol=0)
+    with configured(force_path="flex"):  # FlexAttention (uncompiled here) reads the one mask in its score_mod
+        flex = build_mask(local, P(12), P(12), causal, torch.float64)
+        torch.testing.assert_close(attend(q, k, v, flex, causal), reference_attention(q, k, v, sees), atol=1e-12,
+                                   rtol=0)
 
 
 def test_the_temperature_is_llama_4s_at_its_own_numbers():
