@@ -20,6 +20,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/probe.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/judge.smk"
+include: "workflow/rules/tune.smk"
 include: "workflow/rules/report.smk"
 
 

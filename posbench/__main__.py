@@ -17,6 +17,7 @@ COMMANDS = {  # name -> module under posbench.cli
     "bench": "posbench.cli.bench",
     "probe": "posbench.cli.probe",
     "aggregate": "posbench.cli.aggregate",
+    "tune": "posbench.cli.tune",
     "judge": "posbench.cli.judge",
     "report": "posbench.cli.report",
     "advise": "posbench.cli.advise",

@@ -14,7 +14,9 @@ Tables (CSV and Parquet) under the output folder:
   that evaluation set (``chance``, NaN for exact_match, which has none; ``token_chance``), the
   headline metric on a character LM's sliding windows (``value_sliding``, at stride
   ``sliding_stride``; NaN where the evaluation has none, see :mod:`posbench.tasks.corpus`), whether
-  the validation loss was still falling at the end (``undertrained``), the final validation loss
+  the validation loss was still falling at the end (``undertrained``; with annealed checkpoints: still
+  falling over the last doubling of the budget), whether it rose again by the last checkpoint
+  (``overfit``; empty without checkpoints), the final validation loss
   (``validation_loss``), the training time (``train_seconds``) and whether every position evaluated
   has a trained row in a bounded table (``positions_trained``: false for a learned table read past
   the rows training reached). A cell without a measurement (diverged, failed) keeps its status and
@@ -127,6 +129,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
     curve = record.get("loss_curve") or []
     wall_time = record.get("wall_time_s") or {}
     run = {"lr": cfg.get("lr"), "undertrained": (record.get("undertrained") or {}).get("flag"),
+           "overfit": (record.get("undertrained") or {}).get("overfit"),
            "validation_loss": (record.get("validation") or {}).get("loss", math.nan),
            "train_seconds": wall_time.get("train")}
     accuracy = {**cell, **_measured(record, metric, at_train),

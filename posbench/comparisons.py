@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+import subprocess
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -298,6 +300,43 @@ def parse(row: str, entry, path: Path, seed_rule: SeedRule | None = None) -> Com
     return Comparison(entry["id"], row, entry["task"], entry["metric"], float(entry["length_ratio"]), entry["added"],
                       entry["comparator"], float(entry["margin"]), float(entry["reference_spread"]),
                       tuple(entry["presets"]), *(entry.get(key) for key in OPTIONAL), **seeds)
+
+
+ENTRY_START = re.compile(r"^\s*- \{id: ([A-Za-z0-9_.-]+),")
+UNCOMMITTED = "0" * 40  # git blame's name for lines not yet committed
+
+
+def declaring_commits(path: Path = PATH) -> dict[str, str]:
+    """Comparison id -> the commit of the newest change to its entry in ``path`` (``git blame``, newest by
+    the file's history, ``git log``): when its declaration took its present form. :data:`UNCOMMITTED` for
+    an entry with uncommitted changes; ``{}`` outside a git checkout (a tarball), where pre-registration
+    cannot be checked."""
+    try:
+        blame, history = (subprocess.run(["git", *command, path.name], cwd=path.parent, capture_output=True,
+                                         text=True, check=True).stdout
+                          for command in (("blame", "--porcelain"), ("log", "--format=%H", "--")))
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    age = {commit: rank for rank, commit in enumerate(history.split())}  # 0: the newest
+    age[UNCOMMITTED] = -1
+    line_commit, commit = [], None
+    for line in blame.splitlines():
+        head = line.split(" ")
+        if line.startswith("\t"):
+            line_commit.append(commit)
+        elif len(head[0]) == 40 and len(head) >= 3:
+            commit = head[0]
+    found, current = {}, None
+    for number, text in enumerate(path.read_text().splitlines()):
+        start = ENTRY_START.match(text)
+        current = start.group(1) if start else current
+        if current is not None and number < len(line_commit):
+            candidate, newest = line_commit[number], found.get(current)
+            if newest is None or age.get(candidate, len(age)) < age.get(newest, len(age)):
+                found[current] = candidate
+        if text.rstrip().endswith("}"):
+            current = None
+    return found
 
 
 def _kind_name(kind) -> str:

@@ -64,6 +64,7 @@ class Arm:
     chance: float  # training length, where the arm learned or not, and its chance level there (NaN: unknown)
     diverged: int = 0
     undertrained: int = 0
+    overfit: int = 0  # seeds whose annealed validation loss at the last budget is above an earlier checkpoint's
     untrained_positions: bool = False
     lr: float | None = None  # the rate its seeds trained at (None: several, a gate, or no column)
     budget: tuple | None = None  # (steps, batch size) when the tables have them
@@ -336,6 +337,9 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
                          "at the training length")
         if arm.undertrained:
             notes.append(f"{arm.encoding} undertrained in {arm.undertrained} of {arm.n} seeds (still falling)")
+        if arm.overfit:
+            notes.append(f"{arm.encoding} overfits by its last budget in {arm.overfit} of {arm.n} seeds (annealed "
+                         "validation loss above an earlier checkpoint's: the task needs more text for this budget)")
     if added.untrained_positions:
         blocked.append(f"{added.encoding}: positions at this length were never trained")
     blocked += [f"{arm.encoding}: its seeds mix {what}" for arm in (added, comparator) for what in arm.mixed]
@@ -468,7 +472,7 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str,
     return Arm(spec.encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(),
                learned[gate_column].to_numpy(float), mean_chance(learned, chance_column),
                diverged=int((rows["status"] == "diverged").sum()),
-               undertrained=int(ok["undertrained"].fillna(False).astype(bool).sum()) if "undertrained" in ok else 0,
+               undertrained=flagged(ok, "undertrained"), overfit=flagged(ok, "overfit"),
                untrained_positions=untrained, lr=lr, budget=budget,
                eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
                params=params, gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
@@ -480,6 +484,11 @@ def declared_rows(rows: pd.DataFrame, seeds: tuple[int, ...] | None, steps: int 
     if seeds is not None:
         rows = rows[rows["seed"].isin(seeds)]
     return rows[rows["steps"] == steps] if steps is not None and "steps" in rows.columns else rows
+
+
+def flagged(rows: pd.DataFrame, column: str) -> int:
+    """How many of ``rows`` have the flag ``column`` set (a missing column or value: not set)."""
+    return int(rows[column].fillna(False).astype(bool).sum()) if column in rows.columns else 0
 
 
 def mixed_runs(rows: pd.DataFrame) -> tuple[str, ...]:

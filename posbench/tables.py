@@ -15,7 +15,7 @@ import pandas as pd
 from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
 
 # The tables the judge step writes (posbench.verdicts, posbench.shapes).
-JUDGED_NAMES = ("verdicts", "trajectory", "claims", "advice", "axes", "shapes")
+JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "advice", "axes", "shapes")
 
 
 @dataclass

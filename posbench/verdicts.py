@@ -13,11 +13,12 @@ needs nothing else to word page 1.
 from __future__ import annotations
 
 import functools
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-from posbench import advise, axis_check, claims, comparisons, evidence, guidance
+from posbench import advise, axis_check, claims, comparisons, evidence, guidance, ledger
 from posbench.records import write_atomically
 from posbench.tables import Tables, load
 
@@ -71,7 +72,60 @@ def verdict_tables(tables: Tables, preset: str | None) -> tuple[pd.DataFrame, pd
     found = [f for f in frames if not f.empty]
     frame = pd.concat(found, ignore_index=True) if found else frames[0]
     frame.insert(0, "declaration_sha256", declared.sha256)
-    return frame, pd.concat(trajectories, ignore_index=True)
+    return with_registration(frame, results, declared), pd.concat(trajectories, ignore_index=True)
+
+
+def with_registration(frame: pd.DataFrame, results: pd.DataFrame, declared: comparisons.Declaration) -> pd.DataFrame:
+    """``frame`` with each comparison's declaring commit (:func:`posbench.comparisons.declaring_commits`)
+    and the commits of its records that are older than that (``measured_before_declaration``): a record
+    measured before its comparison took its present form is one the declaration could have been fitted to."""
+    if frame.empty or "comparison" not in frame.columns:
+        return frame
+    commits = comparisons.declaring_commits(declared.path)
+    older = [measured_before(commits.get(row.comparison), records_of(results, declared.by_id[row.comparison],
+                                                                      row.size, row.look))
+             for row in frame.itertuples()]
+    before = [", ".join(c[:10] for c in found) for found in older]
+    warned = [f"records measured before this declaration took its form (commit {commits[c][:10]}): {b}" if b else ""
+              for c, b in zip(frame["comparison"], before)]
+    notes = ["\n".join(n for n in (str(note) if isinstance(note, str) else "", warning) if n)
+             for note, warning in zip(frame.get("notes", [""] * len(frame)), warned)]
+    return frame.assign(declared_commit=[commits.get(c, "") for c in frame["comparison"]],
+                        measured_before_declaration=before, notes=notes)
+
+
+def registration_warnings(verdicts_csv: Path) -> list[str]:
+    """One line per deciding comparison with records older than its declaration (verdicts.csv as written)."""
+    frame = pd.read_csv(verdicts_csv)
+    if frame.empty or "measured_before_declaration" not in frame.columns:
+        return []
+    late = frame[frame["decides"].astype(bool) & frame["measured_before_declaration"].notna()]
+    return [f"{row.comparison} ({row.size}): records measured before its declaration ({row.declared_commit[:10]}): "
+            f"{row.measured_before_declaration}" for row in late.itertuples()]
+
+
+def records_of(results: pd.DataFrame, comparison: comparisons.Comparison, size: str, look: float) -> set[str]:
+    """The git commits of the records a comparison's look read (its arms' declared seeds at its budget)."""
+    if "git_commit" not in results.columns:
+        return set()
+    seeds = comparison.seeds(int(look) if look == look else 1)
+    rows = [evidence.declared_rows(results[evidence.cell_rows(results, spec, size)], seeds, comparison.budget)
+            for spec in comparison.arms]
+    return set(pd.concat(rows)["git_commit"].dropna().astype(str))
+
+
+def measured_before(declaration: str | None, records: set[str]) -> list[str]:
+    """The commits of ``records`` that are strict ancestors of ``declaration`` (``git merge-base
+    --is-ancestor``); none where the declaration is unknown or not committed, or git cannot tell."""
+    if not declaration or declaration == comparisons.UNCOMMITTED:
+        return []
+    older = []
+    for commit in sorted(records - {declaration}):
+        check = subprocess.run(["git", "merge-base", "--is-ancestor", commit, declaration], cwd=comparisons.PATH.parent,
+                               capture_output=True)
+        if check.returncode == 0:
+            older.append(commit)
+    return older
 
 
 def sizes_with_results(tables: Tables) -> dict[str, list[str]]:
@@ -106,20 +160,29 @@ def scope(judged: evidence.Judged) -> str:
             "(workflow/cluster.yaml runs them)")
 
 
-def write(tables_dir: str | Path, preset: str | None = None) -> list[Path]:
+def write(tables_dir: str | Path, preset: str | None = None, previous: str | Path | None = None) -> list[Path]:
     """Judge the tables in ``tables_dir`` with the comparisons of ``preset`` deciding (every declared one
     for ``None`` or a preset the declarations do not name) and write ``verdicts.csv``, then ``claims.csv``
     and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does) and ``axes.csv``
     (the axis check of every multi-axis arm) beside them."""
     tables = load(tables_dir)
     verdicts, trajectory = verdict_tables(tables, preset)
-    written = [_write(tables_dir, "verdicts", verdicts), _write(tables_dir, "trajectory", trajectory)]
+    written = [_write(tables_dir, "verdicts", verdicts), _write(tables_dir, "trajectory", trajectory),
+               _write(tables_dir, "ledger", ledger_table(verdicts, tables.meta, previous))]
     tables.frames["verdicts"] = pd.read_csv(written[0])  # as advise reads it, without loading every table again
     inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
                            extrapolation=tables.get("extrapolation"))
     return written + [_write(tables_dir, "claims", claims.table(tables)),
                       _write(tables_dir, "advice", advise.situations_table(inputs)),
                       _write(tables_dir, "axes", axes_table(tables))]
+
+
+def ledger_table(verdicts: pd.DataFrame, meta: dict, previous: str | Path | None) -> pd.DataFrame:
+    """``ledger.csv`` against the run in ``previous`` (a tables folder); no rows without one."""
+    if previous is None:
+        return pd.DataFrame(columns=list(ledger.COLUMNS))
+    before = load(previous)
+    return ledger.table(before.get("verdicts"), verdicts, before.meta, meta)
 
 
 def _write(tables_dir: str | Path, name: str, frame: pd.DataFrame) -> Path:

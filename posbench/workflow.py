@@ -24,6 +24,7 @@ budgets), and its learning rate where not the task's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import socket
@@ -209,6 +210,15 @@ def _check_names(config: dict) -> None:
     from posbench import SIZES, comparisons, encodings, tasks
 
     profile, train = config["profile"], config["train"]
+    if train["lr_table"] is not None:
+        tuned_rates(train["lr_table"])  # a missing or malformed table stops here, before any job
+    previous = config["previous_reference"]
+    if previous is not None:
+        folder = Path(previous) if Path(previous).is_absolute() else ROOT / previous  # a committed reference
+        if not folder.is_dir():
+            raise ConfigError(f"config key 'previous_reference': {previous} is not a folder of the checkout; allowed: "
+                              "a previous run's tables folder (verdicts.csv, meta.json), or null")
+        config["previous_reference"] = str(folder)
     _check_members("profile.encodings", profile["encodings"], encodings.names())
     _check_members("profile.sizes", profile["sizes"], SIZES)
     _check_members("train.sizes", train["sizes"], SIZES)
@@ -401,9 +411,10 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
               for f in (t["lr_factors"] if tuned else [1])]
     jobs: dict[tuple, set] = {}
     for (spec, factor, seeds, steps), size in product(plain + comparison_runs(config, second_looks), t["sizes"]):
-        base = learning_rate(config, spec.task, spec.encoding)
-        lr = base if factor == 1 else float(f"{base * factor:.4g}")
         steps = steps or str(t["steps"] or tasks.get(spec.task).steps)
+        arm = (spec.task, spec.encoding, *spec.resolved(size), int(steps.split(LIST_SEPARATOR)[-1]))
+        base = learning_rate(config, spec.task, spec.encoding, arm)
+        lr = base if factor == 1 else float(f"{base * factor:.4g}")
         jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size), steps), set()).update(seeds)
     run = dict(device=t["device"], dtype_dir=dtype_dir(t["dtype"]))
     return [dict(**run, task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), train_length=length,
@@ -413,9 +424,9 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
 
 def comparison_runs(config: dict, second_looks: tuple[str, ...] = ()) -> list[tuple[ArmSpec, float, list, str]]:
     """(arm, rate factor, seeds, steps as a path names it) for each arm of the comparisons ``train.comparisons``
-    names: at factor 1 its comparison's first look's seeds (and the second look's for a comparison in
-    ``second_looks``), at each other of ``train.lr_factors`` the pilot seeds ``train.seeds``; always at the
-    comparison's budget with its declared annealed checkpoints."""
+    names, withdrawn ones aside: at factor 1 its comparison's first look's seeds (and the second look's for a
+    comparison in ``second_looks``), at each other of ``train.lr_factors`` the pilot seeds ``train.seeds``;
+    always at the comparison's budget with its declared annealed checkpoints."""
     from posbench import comparisons
 
     chosen = config["train"]["comparisons"]
@@ -424,11 +435,21 @@ def comparison_runs(config: dict, second_looks: tuple[str, ...] = ()) -> list[tu
     declared = comparisons.load()
     runs = []
     for c in declared.in_preset(chosen):
+        if c.withdrawn:  # it decides nothing: its arms train only where another comparison needs them
+            continue
         steps = joined(declared.budget_rule.budgets(c.budget))
         seeds = list(c.seeds(2 if c.id in second_looks else 1))
         runs += [(spec, factor, seeds if factor == 1 else config["train"]["seeds"], steps)
                  for spec in c.arms for factor in config["train"]["lr_factors"]]
     return runs
+
+
+def tuned_comparisons(config: dict) -> list[str]:
+    """The comparisons ``rule lr_table`` tunes: those that decide in ``train.comparisons`` (none: none)."""
+    from posbench import comparisons
+
+    chosen = config["train"]["comparisons"]
+    return [] if chosen == "none" else [c.id for c in comparisons.load().in_preset(chosen) if not c.withdrawn]
 
 
 def second_look_ids(verdicts: str | Path) -> tuple[str, ...]:
@@ -498,14 +519,30 @@ def shape_arms(config: dict) -> list[tuple[ArmSpec, bool]]:
     return [] if chosen == "none" else shapes.load().arms(chosen)
 
 
-def learning_rate(config: dict, task: str, encoding: str) -> float:
-    """``train.lr``'s rate for ``task`` (or for ``encoding`` on it), else the task's default."""
+def learning_rate(config: dict, task: str, encoding: str, arm: tuple | None = None) -> float:
+    """The rate ``train.lr_table`` chose for ``arm`` (task, encoding, training length, width, steps: an
+    ``lr.csv`` of :mod:`posbench.tune`) where it has one; else ``train.lr``'s rate for ``task`` (or for
+    ``encoding`` on it); else the task's default."""
     from posbench import tasks
 
+    tuned = tuned_rates(config["train"]["lr_table"]).get(arm) if arm and config["train"]["lr_table"] else None
+    if tuned is not None:
+        return tuned
     rate = config["train"]["lr"].get(task)
     if isinstance(rate, dict):
         rate = rate.get(encoding)
     return float(rate) if rate is not None else tasks.get(task).lr
+
+
+@functools.cache
+def tuned_rates(path: str) -> dict[tuple, float]:
+    """:func:`posbench.tune.chosen_rates` of ``path``, read once; a missing or malformed table is a ConfigError."""
+    from posbench import tune
+
+    try:
+        return tune.chosen_rates(path)
+    except ValueError as error:
+        raise ConfigError(f"config key 'train.lr_table': {error}") from None
 
 
 def lr_dir(task: str, lr: float) -> str:

@@ -413,13 +413,15 @@ def test_every_gate_and_note_in_words():
     assert evidence.gates(reverse, empty, diverged) == (
         ["sinusoidal: no results", "rope did not learn: 3 seed(s) diverged"], [])
     added = evidence.Arm("sinusoidal", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), np.nan, undertrained=2,
-                         untrained_positions=True, budget=(300, 32))
+                         overfit=1, untrained_positions=True, budget=(300, 32))
     comparator = evidence.Arm("rope", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), 0.125, budget=(600, 32))
     assert evidence.gates(reverse, added, comparator) == (
         ["sinusoidal: positions at this length were never trained",
          "unequal budgets (steps, batch): (300, 32) vs (600, 32)"],
         ["sinusoidal: no chance level in the tables, not gated",
-         "sinusoidal undertrained in 2 of 4 seeds (still falling)"])
+         "sinusoidal undertrained in 2 of 4 seeds (still falling)",
+         "sinusoidal overfits by its last budget in 1 of 4 seeds (annealed validation loss above an earlier "
+         "checkpoint's: the task needs more text for this budget)"])
     same = replace(comparator, budget=(300, 32))
     assert evidence.gates(reverse, replace(added, untrained_positions=False), same)[0] == []
     assert evidence.gates(reverse, same, same) == ([], ["reverse: every arm trained 300 steps × batch 32"])

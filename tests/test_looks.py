@@ -42,12 +42,12 @@ def judged(table: pd.DataFrame, checkpoints: pd.DataFrame | None = None) -> evid
 def test_the_seed_rule_is_the_power_calculation_within_its_bounds():
     rule = SHIPPED.seed_rule
     assert (rule.alpha, rule.power, rule.min, rule.max, rule.first_seed, rule.looks) == (
-        0.025, 0.8, 7, 20, 100, "pocock")
+        0.025, 0.8, 7, 10, 100, "pocock")
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
-    assert rule.n(0.094, 0.10) == math.ceil(2 * (z * 0.094 / 0.10) ** 2) == 14  # SCAN's 10-seed spread
-    assert rule.n(0.021, 0.10) == 7 and rule.n(0.161, 0.10) == 20  # the floor, the cap
+    assert math.ceil(2 * (z * 0.094 / 0.10) ** 2) == 14 and rule.n(0.094, 0.10) == 10  # SCAN's spread: the cap
+    assert rule.n(0.060, 0.10) == 7 and rule.n(0.070, 0.10) == 8  # ceil(5.65) = 6: the floor 7; ceil(7.69) = 8
     scan = SHIPPED.by_id["scan-rope"]
-    assert (scan.n_seeds, scan.seeds(), scan.seeds(2)[-1], scan.budget) == (14, tuple(range(100, 114)), 127, 3200)
+    assert (scan.n_seeds, scan.seeds(), scan.seeds(2)[-1], scan.budget) == (10, tuple(range(100, 110)), 119, 3200)
     assert SHIPPED.budget_rule.budgets(scan.budget) == (800, 1600, 3200)
 
 

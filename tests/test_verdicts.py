@@ -135,7 +135,7 @@ def test_the_summary_names_the_deciding_comparison_its_interval_seeds_and_scope(
     (scan,) = report.summary(row_lines(found, "standard_nlp", "default"))
     x = judgements(found, "standard_nlp", "default")[0].judged[0].numbers
     assert scan == ("scan-rope: sinusoidal → rope, exact_match",
-                    f"{x.effect:+.3f} [{x.ci_low:+.3f}, {x.ci_high:+.3f}] vs δ 0.1", "14/14, look 1",
+                    f"{x.effect:+.3f} [{x.ci_low:+.3f}, {x.ci_high:+.3f}] vs δ 0.1", "10/10, look 1",
                     "3200 steps", "scan, tiny, trained at 48")  # SCAN's declared budget, its own training length
     assert 0.009 < x.effect < 0.011  # rope 0.61 against sinusoidal 0.60
 

@@ -16,6 +16,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--preset", help="the preset whose declared comparisons decide the rows, e.g. default "
                         "(the others are shown as descriptive); absent or a preset comparisons.yaml does not name: "
                         "every declared comparison decides")
+    parser.add_argument("--previous", type=arguments.existing_folder,
+                        help="a previous run's tables folder (e.g. the committed reference): ledger.csv then has each "
+                             "row's verdict there beside this run's and what changed; absent: no ledger rows")
 
 
 def run(args) -> int:
@@ -24,7 +27,9 @@ def run(args) -> int:
 
     if arguments.without_rows(args.tables, "judge"):
         return 1
-    written = [*verdicts.write(args.tables, args.preset), shapes.write(args.tables)]
+    written = [*verdicts.write(args.tables, args.preset, args.previous), shapes.write(args.tables)]
     print("wrote " + ", ".join(str(path) for path in written))
     print(f"second looks asked for: {', '.join(second_look_ids(written[0])) or 'none'}")
+    for warning in verdicts.registration_warnings(written[0]):
+        print(f"WARNING: {warning}")
     return 0

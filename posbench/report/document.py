@@ -96,6 +96,22 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
             rows.append([claim + [(line, SMALL) for line in details], verdict_cell(verdicts.row_verdict(lines), rule)])
         doc.table(rows, [0.67, 0.33])
     axis_section(doc, tables)
+    ledger_section(doc, tables)
+
+
+def ledger_section(doc: Document, tables: Tables) -> None:
+    """Each row's verdict in the previous run the config names beside this run's, and what changed (``ledger.csv``)."""
+    found = tables.get("ledger")
+    if found.empty:
+        return
+    doc.heading("Ledger: each verdict then and now", H2, keep=1.0)
+    doc.paragraph("ledger.csv: the previous run's (config key previous_reference) deciding comparisons and verdict "
+                  "per guidance row beside this run's, and what changed between them.", SMALL)
+    rows = [[[(str(r.row), SMALL)],
+             [(f"{r.previous_verdict}", SMALL), (f"{r.previous_decided_by}: {r.previous_effect}", SMALL)],
+             [(f"{r.verdict}", SMALL), (f"{r.decided_by}: {r.effect}", SMALL)], [(str(r.changed), SMALL)]]
+            for r in found.fillna("").itertuples(index=False)]
+    doc.table(rows, [0.14, 0.3, 0.3, 0.26], header=["Row", "Then", "Now", "What changed"])
 
 
 def axis_section(doc: Document, tables: Tables) -> None:

@@ -1,5 +1,6 @@
-# The tables -> verdicts.csv, claims.csv, advice.csv and axes.csv beside them (nothing re-measured): what the report and
-# `posbench advise` read. `snakemake results/tables/verdicts.csv` runs it without the PDF.
+# The tables -> the judge step's CSVs beside them (verdicts, trajectory, ledger against previous_reference, claims,
+# advice, axes, shapes; nothing re-measured): what the report and `posbench advise` read.
+# `snakemake results/tables/verdicts.csv` runs it without the PDF.
 from pathlib import Path
 
 from posbench.tables import JUDGED_NAMES
@@ -20,7 +21,13 @@ rule judge:
         py=PY,
         tables=lambda wildcards, output: Path(output[0]).parent,
         preset=config["preset"],
+        previous=(
+            f"--previous {config['previous_reference']}"
+            if config["previous_reference"]
+            else ""
+        ),
     message:
-        "judge {RESULTS}/tables -> verdicts.csv, claims.csv, advice.csv, axes.csv"
+        "judge {RESULTS}/tables -> " + ", ".join(f"{name}.csv" for name in JUDGED_NAMES)
     shell:
-        "{params.py} -m posbench judge --tables {params.tables} --preset {params.preset:q} > {log} 2>&1"
+        "{params.py} -m posbench judge --tables {params.tables} --preset {params.preset:q} {params.previous}"
+        " > {log} 2>&1"

@@ -1,0 +1,69 @@
+"""``python -m posbench tune``: one declared comparison's arms on one learning-rate grid -> its rows of lr.csv."""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from posbench.cli import arguments
+
+HELP = ("tune both arms of declared comparisons on one log-spaced learning-rate grid each (3 pilot seeds, the "
+        "comparison's budget and checkpoints, chosen on validation loss); writes OUT/<comparison>.csv and the records")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--comparison", nargs="+", required=True,
+                        help="declared comparisons' ids (posbench/comparisons.yaml)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the records and each comparison's rows")
+    parser.add_argument("--lr-table", type=Path, metavar="PATH.csv",
+                        help="also write every given comparison's rows here (lr.csv, what train.lr_table reads)")
+    parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
+
+
+def run(args) -> int:
+    from posbench import comparisons, records, tune
+
+    try:
+        chosen_comparisons = [tune.declared(name) for name in dict.fromkeys(args.comparison)]
+    except ValueError as error:
+        print(f"posbench tune: error: {error}", file=sys.stderr)
+        return 2
+    budgets = comparisons.load().budget_rule
+    tables = []
+    for comparison in chosen_comparisons:
+        tables.append(tune_one(comparison, args, budgets))
+    if args.lr_table:
+        path = records.write_atomically(args.lr_table, functools.partial(pd.concat(tables).to_csv, index=False))
+        print(f"wrote {path}: {len(tables)} comparison(s)")
+    return 0
+
+
+def tune_one(comparison, args, budgets) -> pd.DataFrame:
+    """Tune one comparison (its records kept where a rerun finds them) and write its rows; returns them."""
+    from posbench import batch, records, tune
+    from posbench.train import TrainConfig, resolve, train
+
+    def validation_loss(arm, rate: float, seed: int) -> float:
+        """Train (or keep) one cell and return its validation loss at the last checkpoint (inf: diverged)."""
+        config = TrainConfig(task=arm.task, encoding=arm.encoding, d_model=arm.d_model, seed=seed, lr=rate,
+                             task_options={"train_length": arm.train_length} if arm.train_length else {},
+                             threads=args.threads, checkpoints=budgets.budgets(comparison.budget),
+                             decay_fraction=budgets.decay_fraction)
+        folder = "/".join(str(part) for part in (arm.task, arm.encoding, arm.train_length, arm.d_model) if part)
+        out = args.out / "records" / comparison.id / folder / f"lr{rate!r}" / f"seed{seed}.json"
+        cell = batch.Cell(out, resolve(config).record_config(), lambda: train(config))
+        if batch.run_cells("tune", [cell]):
+            raise RuntimeError(f"{out}: the cell was skipped or failed")
+        record = records.read_record(out)
+        return record["validation"]["loss"] if record["status"] == "ok" else math.inf
+
+    table = tune.table(comparison, validation_loss)
+    path = records.write_atomically(args.out / f"{comparison.id}.csv", functools.partial(table.to_csv, index=False))
+    chosen = table[table["chosen"]]
+    print(f"wrote {path}: " + "; ".join(f"{r.encoding} lr {r.lr:g} (grid {r.grid}{', at an edge' if r.at_edge else ''})"
+                                        for r in chosen.itertuples()))
+    return table

@@ -1,0 +1,105 @@
+"""Tuning as a step of its own: both arms of a declared comparison on one learning-rate grid, chosen on
+validation loss only, written to ``lr.csv``.
+
+A verdict compares encodings, so the arms must not also differ in how well their rate was chosen.
+Both arms of a comparison train on one log-spaced grid (each rate :data:`FACTOR` times the one
+before, centred on the task's default), :data:`SEEDS` pilot seeds each (below the comparisons' first
+deciding seed, so no tuning run ever decides), at the comparison's declared budget and schedule (its
+annealed checkpoints). Each arm's rate is the one with the lowest mean validation loss at the last
+checkpoint; while it lies at an edge of the grid, the grid grows by one rate past that edge, at most
+:data:`MAX_EXTENSIONS` times. A choice still at an edge after that is marked (``at_edge``) rather
+than hidden. The test split is never read.
+
+:func:`tune` runs one comparison (its records under ``out/records/``, kept by :mod:`posbench.batch`
+when a rerun finds them); :func:`table` is its rows of ``lr.csv``: one row per arm and rate, with the
+grid, the mean validation loss and its seeds, and which rate was chosen. :func:`chosen_rates` reads a
+whole ``lr.csv`` back for the workflow (``train.lr_table``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from posbench import comparisons, tasks
+from posbench.comparisons import ArmSpec, Comparison
+
+FACTOR = 3  # between neighbouring rates of the grid
+SEEDS = (0, 1, 2)  # pilot seeds: below every comparison's first deciding seed
+MAX_EXTENSIONS = 2  # times the grid may grow past an edge where the best rate lies
+COLUMNS = ("comparison", "task", "encoding", "train_len", "d_model", "steps", "grid", "lr", "validation_loss", "seeds",
+           "chosen", "at_edge")
+
+Trainer = Callable[[ArmSpec, float, int], float]  # (arm, rate, seed) -> validation loss at the last checkpoint
+
+
+def initial_grid(task: str) -> list[float]:
+    """The task's default rate and one :data:`FACTOR` below and above it."""
+    default = tasks.get(task).lr
+    return [rounded(default / FACTOR), default, rounded(default * FACTOR)]
+
+
+def rounded(rate: float) -> float:
+    """A rate to 4 significant digits, as record folders name it (``lr0.000333/``)."""
+    return float(f"{rate:.4g}")
+
+
+def tune_arm(arm: ArmSpec, run: Trainer) -> tuple[list[float], dict[float, list[float]], float]:
+    """(grid, validation losses per rate, chosen rate) of one arm: the initial grid, grown past an edge
+    where the best rate lies, at most :data:`MAX_EXTENSIONS` times."""
+    grid, losses = initial_grid(arm.task), {}
+    for extension in range(MAX_EXTENSIONS + 1):
+        for rate in grid:
+            if rate not in losses:
+                losses[rate] = [run(arm, rate, seed) for seed in SEEDS]
+        best = min(grid, key=lambda rate: mean(losses[rate]))
+        if best not in (grid[0], grid[-1]) or extension == MAX_EXTENSIONS:
+            return grid, losses, best
+        grid = [rounded(grid[0] / FACTOR), *grid] if best == grid[0] else [*grid, rounded(grid[-1] * FACTOR)]
+    raise AssertionError("unreachable")
+
+
+def mean(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.inf  # a diverged seed cannot make a rate best
+
+
+def table(comparison: Comparison, run: Trainer) -> pd.DataFrame:
+    """``lr.csv``'s rows of one comparison: each arm at each rate it was tuned at."""
+    rows = []
+    for arm in comparison.arms:
+        grid, losses, chosen = tune_arm(arm, run)
+        length, width = arm.resolved("tiny")
+        for rate in grid:
+            rows.append({"comparison": comparison.id, "task": arm.task, "encoding": arm.encoding,
+                         "train_len": arm.train_length or length, "d_model": arm.d_model or width,
+                         "steps": comparison.budget, "grid": " ".join(f"{r:g}" for r in grid), "lr": rate,
+                         "validation_loss": mean(losses[rate]), "seeds": len(losses[rate]), "chosen": rate == chosen,
+                         "at_edge": rate == chosen and rate in (grid[0], grid[-1])})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def chosen_rates(path: str | Path) -> dict[tuple[str, str, int, int, int], float]:
+    """(task, encoding, train_len, d_model, steps) -> the chosen rate, from an ``lr.csv``; a one-line
+    ``ValueError`` naming the file when it is missing or lacks a column."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"lr table {path} does not exist; run `python -m posbench tune` (rule tune) to make one")
+    frame = pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"lr table {path}: no column {', '.join(missing)}; expected: {', '.join(COLUMNS)}")
+    chosen = frame[frame["chosen"].astype(bool)]
+    return {(r.task, r.encoding, int(r.train_len), int(r.d_model), int(r.steps)): float(r.lr)
+            for r in chosen.itertuples()}
+
+
+def declared(comparison_id: str) -> Comparison:
+    """The declared comparison ``comparison_id``; a one-line ``ValueError`` naming the allowed ids."""
+    found = comparisons.load().by_id.get(comparison_id)
+    if found is None:
+        raise ValueError(f"unknown comparison {comparison_id!r}; allowed: {', '.join(comparisons.load().by_id)}")
+    return found

@@ -1,0 +1,82 @@
+"""Tuning as a step: both arms on one grid, grown past an edge at most twice, chosen on validation loss,
+and read back by the workflow."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from posbench import comparisons, tune
+from posbench import workflow as pw
+from posbench.__main__ import main
+from posbench.comparisons import ArmSpec
+
+SCAN = comparisons.load().by_id["scan-rope"]  # SCAN's default rate 0.003
+
+
+def valley(best: float, diverge_above: float = math.inf):
+    """A planted trainer: validation loss |log3(rate / best)| + seed/100, infinite (diverged) above a rate."""
+    calls = []
+
+    def run(arm: ArmSpec, rate: float, seed: int) -> float:
+        calls.append((arm.encoding, rate, seed))
+        return math.inf if rate > diverge_above else abs(math.log(rate / best, 3)) + seed / 100
+    return run, calls
+
+
+def test_the_grid_is_the_default_and_a_factor_three_either_side():
+    assert tune.initial_grid("scan") == [0.001, 0.003, 0.009]
+    assert tune.SEEDS == (0, 1, 2) and max(tune.SEEDS) < comparisons.load().seed_rule.first_seed
+
+
+def test_an_inner_best_is_chosen_at_once_on_three_seeds_per_rate():
+    run, calls = valley(0.003)
+    grid, losses, chosen = tune.tune_arm(ArmSpec("scan", "rope"), run)
+    assert (grid, chosen) == ([0.001, 0.003, 0.009], 0.003) and len(calls) == 9
+    assert losses[0.003] == pytest.approx([0.0, 0.01, 0.02])
+
+
+def test_a_best_at_an_edge_grows_the_grid_at_most_twice():
+    run, _ = valley(0.0003)  # two steps below the grid: found after two extensions
+    grid, _, chosen = tune.tune_arm(ArmSpec("scan", "rope"), run)
+    assert grid == [0.0001111, 0.0003333, 0.001, 0.003, 0.009] and chosen == 0.0003333
+    run, _ = valley(1e-6)  # far below: still at the edge after two extensions, and marked so
+    table = tune.table(SCAN, run)
+    rope = table[table["encoding"] == "rope"]
+    assert len(rope) == 5 and rope["chosen"].sum() == 1
+    assert rope.loc[rope["chosen"], ["lr", "at_edge"]].values.tolist() == [[0.0001111, True]]
+    assert set(table["grid"]) == {"0.0001111 0.0003333 0.001 0.003 0.009"}  # one grid for both arms
+    assert (table["steps"] == 3200).all() and set(table["encoding"]) == {"sinusoidal", "rope"}
+
+
+def test_a_diverged_rate_is_never_chosen():
+    run, _ = valley(0.02, diverge_above=0.005)  # the best would be above the grid, where the runs diverge
+    grid, losses, chosen = tune.tune_arm(ArmSpec("scan", "rope"), run)
+    assert chosen == 0.003 and math.isinf(tune.mean(losses[0.009])) and grid == [0.001, 0.003, 0.009]
+
+
+def test_the_workflow_trains_each_tuned_arm_at_its_chosen_rate(tmp_path):
+    run, _ = valley(0.009)
+    path = tmp_path / "lr.csv"
+    tune.table(SCAN, run).to_csv(path, index=False)
+    assert tune.chosen_rates(path) == {("scan", "sinusoidal", 48, 64, 3200): 0.009,
+                                       ("scan", "rope", 48, 64, 3200): 0.009}
+    config = pw.validate_config({"train": {"comparisons": "default", "tasks": {"scan": ["rope"]},
+                                           "lr_table": str(path)}})
+    rates = {(j["task"], j["encoding"], j["steps"]): j["lr"] for j in pw.train_jobs(config)}
+    assert rates["scan", "rope", "800-1600-3200"] == 0.009  # tuned at the comparison's budget
+    assert rates["scan", "rope", "800"] == 0.003  # the descriptive arm at SCAN's own 800 steps: not tuned there
+    with pytest.raises(pw.ConfigError, match=r"^config key 'train.lr_table': lr table .* does not exist"):
+        pw.validate_config({"train": {"comparisons": "default", "lr_table": str(tmp_path / "none.csv")}})
+    pd.DataFrame({"lr": [0.1]}).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match="no column comparison, task"):
+        tune.chosen_rates(tmp_path / "bad.csv")
+
+
+def test_an_unknown_comparison_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["tune", "--comparison", "scan-rop", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("posbench tune: error: unknown comparison 'scan-rop'; allowed: prose-rope")
+    assert error.count("\n") == 1 and not any(tmp_path.iterdir())
