@@ -24,7 +24,8 @@ PACKAGE_DIR = Path(__file__).parent
 NOT_MEASURING = ("report/", "cli/report.py", "aggregate.py", "cli/aggregate.py", "evidence.py", "comparisons.py",
                  "verdicts.py", "claims.py", "cli/judge.py", "tables.py", "guidance.py", "workflow.py", "advise.py",
                  "cli/advise.py", "schemas/advice.schema.json", "bench/", "cli/bench.py", "measuring_code.py",
-                 "axis_check.py", "encodings/hf_config.py")
+                 "axis_check.py", "encodings/hf_config.py", "projection.py", "projection_check.py",
+                 "cli/project.py")
 # Tokens that carry no behaviour: layout and prose.
 LAYOUT = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
 # Tokens whose text is layout (their kind is kept: an INDENT's depth, not its spaces).
