@@ -42,17 +42,22 @@ what the CPU check (:mod:`posbench.projection_check`) measures for this machine.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
+import pandas as pd
 import torch
 
 from posbench import attention, encodings
 from posbench.devices import BFLOAT16, FLOAT32, TORCH_DTYPES
 from posbench.model import SIZES, ModelConfig
+from posbench.records import write_atomically
 
 HF = "https://huggingface.co/{}/blob/main/config.json"
 PROJECTED = "projected"
 CONTEXTS = (1024, 4096, 16384, 32768, 131072)  # the contexts the tables project (up to 128k)
+TABLE = "projection.csv"  # beside the judge step's tables
 
 
 # ----- shapes ------------------------------------------------------------------------------------
@@ -203,8 +208,10 @@ def projected_encodings() -> list[str]:
             if encodings.traits(name).axes == "1d" and not encodings.traits(name).randomized]
 
 
+@functools.lru_cache(maxsize=1024)
 def position_work(name: str, shape: Shape, context: int) -> PositionWork:
-    """``name`` built on the meta device at ``shape``'s width and heads for ``context`` positions."""
+    """``name`` built on the meta device at ``shape``'s width and heads for ``context`` positions (once per
+    process: a table projects it on every device)."""
     with torch.device("meta"):
         encoding = encodings.build(name, d_model=shape.hidden_size, n_heads=shape.num_attention_heads,
                                    max_len=context, causal=True)
@@ -460,5 +467,8 @@ def grid(shapes: list[Shape] | None = None, devices: list[Device] | None = None,
     return rows
 
 
-def frame_rows(rows: list[Projection]) -> list[dict]:
-    return [{column: getattr(row, column) for column in Projection.columns()} for row in rows]
+def write_table(folder: str | Path) -> Path:
+    """``projection.csv`` under ``folder`` (atomically): :func:`grid`, one row per shape, device, context and
+    encoding, every row labelled projected — what the report's page reads."""
+    frame = pd.DataFrame([{column: getattr(row, column) for column in Projection.columns()} for row in grid()])
+    return write_atomically(Path(folder) / TABLE, functools.partial(frame.to_csv, index=False))

@@ -139,3 +139,19 @@ def test_cpu_check_fits_the_overhead_at_the_shortest_length_and_judges_the_rest(
     assert set(cells.loc[cells["judged"], "seq_len"]) == {1024, 4096}
     assert projection_check.passes(cells) == bool(cells.loc[cells["judged"], "ratio"].between(0.5, 2).all())
     assert not projection_check.passes(pd.DataFrame({"judged": [True, False], "within": [False, True]}))
+
+
+def test_the_table_the_report_reads_holds_every_shape_device_context_and_encoding(tmp_path):
+    from posbench.report import projection as page
+
+    frame = pd.read_csv(projection.write_table(tmp_path))
+    assert len(frame) == (len(projection.SHAPES) * len(projection.DEVICES) * len(projection.CONTEXTS)
+                          * len(projection.projected_encodings()))
+    assert frame["label"].eq(projection.PROJECTED).all() and list(frame.columns) == projection.Projection.columns()
+    focus = frame[(frame["shape"] == "llama-3-8b") & (frame["device"] == "h100")]
+    rope = focus[(focus["encoding"] == "rope") & (focus["context"] == 131072)].iloc[0]
+    assert rope["kv_cache_bytes"] == 16 * 2**30 and rope["fits"]
+    cells = {row[0][0][0]: [cell[0][0] for cell in row] for row in page.focus_rows(focus)}
+    assert set(cells) == set(projection.projected_encodings())
+    assert cells["rope"][3] == f"{rope['decode_ms_per_token']:.3g}"  # decode at 128k
+    assert cells["t5"][-1].endswith("(does not fit)") and not cells["rope"][-1].endswith("(does not fit)")

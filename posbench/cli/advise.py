@@ -15,6 +15,8 @@ CORE_FILES = "verdicts.csv, accuracy.csv and cost.csv"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from posbench import advise, projection
+
     parser.add_argument("--tables", type=arguments.existing_folder, required=True,
                         help=f"folder with {CORE_FILES} (verdicts.csv: `python -m posbench report --verdicts`)")
     parser.add_argument("--task", type=arguments.choice(KINDS), help="the kind of task (each task's `kind` trait)")
@@ -27,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=arguments.choice(ANY_DEVICE.kinds), default=CPU,
                         help="device of the latency budget")
     parser.add_argument("--decode", action="store_true", help="served token by token: decode rows of cost.csv")
+    parser.add_argument("--gpu", type=arguments.choice(tuple(projection.DEVICES)),
+                        help="a datasheet GPU posbench has not measured: the latency is projected there "
+                             "(posbench.projection), labelled projected")
+    parser.add_argument("--shape", type=arguments.choice(tuple(projection.SHAPES)),
+                        help=f"with --gpu: a deployed model's shape, projected (default: posbench's "
+                             f"{advise.PROJECTED_SIZE})")
     parser.add_argument("--format", type=arguments.choice(("text", "json")), default="text")
 
 
@@ -39,8 +47,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"posbench advise: error: argument --tables: {args.tables} has no {missing}.csv; allowed: a folder "
               f"with {CORE_FILES}", file=sys.stderr)
         return 2
-    situation = advise.Situation(args.task, args.train_len, args.deploy_len, args.param_budget,
-                                 args.latency_budget_ms, args.device, args.decode)
+    try:
+        situation = advise.Situation(args.task, args.train_len, args.deploy_len, args.param_budget,
+                                     args.latency_budget_ms, args.device, args.decode, args.shape, args.gpu)
+    except ValueError as error:
+        print(f"posbench advise: error: argument --shape: {error}", file=sys.stderr)
+        return 2
     advice = advise.advise(situation, inputs)
     print(json.dumps(advice.as_dict(), indent=1, ensure_ascii=False) if args.format == "json" else advice.text())
     return 0

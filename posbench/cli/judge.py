@@ -1,11 +1,13 @@
-"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, claims, advice, axes) beside them."""
+"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, claims, advice, axes) beside them,
+and the projected cost at deployed shapes (``projection.csv``: :mod:`posbench.projection`, measured nothing)."""
 
 from __future__ import annotations
 
 from posbench.cli import arguments
 
 HELP = ("judge the declared comparisons and the article's claims on the tables under --tables; writes "
-        "verdicts.csv, claims.csv, advice.csv and axes.csv there (what the report and advise read)")
+        "verdicts.csv, claims.csv, advice.csv and axes.csv there (what the report and advise read), and projection.csv "
+        "(projected cost at deployed shapes on datasheet GPUs)")
 
 
 def add_arguments(parser) -> None:
@@ -17,10 +19,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from posbench import verdicts
+    from posbench import projection, verdicts
 
     if arguments.without_rows(args.tables, "judge"):
         return 1
-    written = verdicts.write(args.tables, args.preset)
+    written = [*verdicts.write(args.tables, args.preset), projection.write_table(args.tables)]
     print("wrote " + ", ".join(str(path) for path in written))
     return 0

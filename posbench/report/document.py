@@ -1,6 +1,6 @@
 """The PDF, section by section: the verdicts (page 1: the summary table, the forest plot, each row's
-details), the claims check, the advice page (:mod:`.advice`), the figures (:mod:`.figures`), the
-appendix (method, environment, config, cells that did not finish)."""
+details), the claims check, the advice page (:mod:`.advice`), the projected cost (:mod:`.projection`), the
+figures (:mod:`.figures`), the appendix (method, environment, config, cells that did not finish)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance
-from posbench.report import advice, figures, verdicts
+from posbench.report import advice, figures, projection, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
 from posbench.tables import Tables
 
@@ -206,6 +206,7 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
         verdict_page(doc, tables, config, chinese)
         claims_page(doc, tables)
         advice.page(doc, tables)
+        projection.page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()
