@@ -126,19 +126,23 @@ def shape_from_hf_config(config: dict, name: str = "hf-config") -> Shape:
     if missing:
         raise ValueError(f"config has no {missing[0]!r}; needs: {', '.join(REQUIRED_KEYS)} "
                          "(and optionally num_key_value_heads, head_dim, tie_word_embeddings)")
-    heads = config["num_attention_heads"]
     values = {key: config[key] for key in REQUIRED_KEYS}
-    values["num_key_value_heads"] = config.get("num_key_value_heads") or heads
-    values["head_dim"] = config.get("head_dim") or (config["hidden_size"] // heads if isinstance(heads, int)
-                                                     and heads > 0 else heads)
-    for key, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"config key {key!r} is {value!r}; allowed: a positive integer")
+    values["num_key_value_heads"] = config.get("num_key_value_heads") or values["num_attention_heads"]
+    _require_positive_integers(values)
+    heads = values["num_attention_heads"]
+    values["head_dim"] = config.get("head_dim") or values["hidden_size"] // heads
+    _require_positive_integers(values)
     if heads % values["num_key_value_heads"]:
         raise ValueError(f"config key 'num_key_value_heads' is {values['num_key_value_heads']}; allowed: a divisor "
                          f"of num_attention_heads ({heads})")
     return Shape(name=name, tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
                  attention_bias=bool(config.get("attention_bias", False)), source="--hf-config", **values)
+
+
+def _require_positive_integers(values: dict) -> None:
+    for key, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"config key {key!r} is {value!r}; allowed: a positive integer")
 
 
 # ----- devices -----------------------------------------------------------------------------------
@@ -153,7 +157,6 @@ class Device:
     bandwidth: float  # bytes/s
     memory: float  # bytes
     source: str
-    op_overhead_s: float = 0.0  # per operation; 0: not measured for this device
 
 
 DEVICES: dict[str, Device] = {device.name: device for device in (
@@ -252,8 +255,7 @@ def operations(shape: Shape, work: PositionWork, new_tokens: int, keys: int, pai
     step against a cache of C (1 token, keys and pairs C + 1)."""
     s = TORCH_DTYPES[dtype].itemsize
     shape = widened(shape, work.width)
-    d, n, h, ff, vocab = shape.hidden_size, shape.num_hidden_layers, shape.num_attention_heads, \
-        shape.intermediate_size, shape.vocab_size
+    d, n, h, ff = shape.hidden_size, shape.num_hidden_layers, shape.num_attention_heads, shape.intermediate_size
     q_dim, kv_dim = h * shape.head_dim, shape.num_key_value_heads * shape.head_dim
     T = new_tokens
     ffn_matrices = 3 if shape.gated_ffn else 2
@@ -274,7 +276,8 @@ def operations(shape: Shape, work: PositionWork, new_tokens: int, keys: int, pai
         Op("ffn", 2 * T * d * ff * ffn_matrices + (T * ff if shape.gated_ffn else 0),
            s * (ffn_matrices * d * ff + T * (2 * d + (ffn_matrices + 1) * ff)), n, ffn_matrices + 1 + shape.gated_ffn),
         Op("residual", 2 * T * d, s * 6 * T * d, n, 2),
-        Op("head", 2 * T * d * vocab, s * (vocab * d + T * (vocab + 2 * d)), launches=2),
+        Op("head", 2 * T * d * shape.vocab_size, s * (shape.vocab_size * d + T * (shape.vocab_size + 2 * d)),
+           launches=2),
     ]
     return [op for op in ops if op.flops or op.bytes]
 
@@ -301,8 +304,8 @@ class Rates:
 
     @classmethod
     def of(cls, device: Device, dtype: str, op_overhead_s: float | None = None) -> Rates:
-        overhead = device.op_overhead_s if op_overhead_s is None else op_overhead_s
-        return cls(device.peak_flops[dtype], device.bandwidth, overhead)
+        """A datasheet device's peaks; no overhead unless one is given (none has been measured on these)."""
+        return cls(device.peak_flops[dtype], device.bandwidth, op_overhead_s or 0.0)
 
 
 def roofline_seconds(ops: list[Op], rates: Rates) -> dict[str, float]:
