@@ -351,6 +351,9 @@ class ContextualLogitsMask(ContextualMask):
         return torch.softmax(logits, dim=-1) @ values
 
 
+NEGLIGIBLE_LOG_WEIGHT = -87.0  # e^−87 ≈ 1.6e−38: float32's smallest normal number is 1.2e−38
+
+
 def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
     """Stick-breaking attention (Tan et al. 2024): ``logits (B, h, q, k)`` (``-inf``: hidden) -> ``(B, h, q, d)``.
 
@@ -358,9 +361,12 @@ def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor
     ``A_ij = β_ij ∏_{j<t} (1 − β_it)``, in log space ``z_ij + Σ_{t≥j} log σ(−z_it)`` (as
     ``log σ(z) = z + log σ(−z)``: one add per logit). What no key takes, ``1 − Σ_j A_ij``, goes to the
     query's own value ``own (B, h, q, d)``, as the reference's tests do (``sb_ref.py`` with
-    ``attend_current=False``). A hidden key has ``z = -inf``: weight 0, and ``log σ(+inf) = 0`` in the sums."""
+    ``attend_current=False``). A hidden key has ``z = -inf``: weight 0, and ``log σ(+inf) = 0`` in the sums.
+    Weights below ``e^−87`` (:data:`NEGLIGIBLE_LOG_WEIGHT`, under float32's smallest normal number) are set
+    to 0 before ``exp``: far keys reach them after a few hundred broken sticks, and ``exp`` into subnormals
+    runs an order of magnitude slower on CPU (P1: 226 -> 185 ms on the bench model)."""
     log_weights = logits + F.logsigmoid(-logits).flip(-1).cumsum(-1).flip(-1)  # (B, h, q, k)
-    weights = log_weights.exp()
+    weights = F.threshold(log_weights, NEGLIGIBLE_LOG_WEIGHT, float("-inf")).exp()
     remainder = 1 - weights.sum(-1, keepdim=True)  # (B, h, q, 1)
     return weights @ values + remainder * own
 

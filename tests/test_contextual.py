@@ -57,9 +57,10 @@ def cope_reference(q, k, v, embedding, causal):
     return out
 
 
+@pytest.mark.parametrize("npos", [7, None])  # counts above 6 clamp, as in the reference; None: max_len + 1
 @pytest.mark.parametrize("causal", [True, False])
-def test_cope_is_the_reference(causal, float64):
-    enc = build("cope", causal, npos=7)  # counts above 6 clamp, as in the reference
+def test_cope_is_the_reference(causal, npos, float64):
+    enc = build("cope", causal, npos=npos)
     torch.nn.init.normal_(enc.embeddings[0])
     q, k, v, x = inputs()
     k = k + 2  # large gates: counts up to L, past the clamp

@@ -22,8 +22,9 @@ from torch import nn
 from posbench.encodings.contextual import ContextualEncoding
 from posbench.encodings.registry import register
 
-# Elementwise FLOPs per logit: p − ⌊p⌋, z⌈p⌉ − z⌊p⌋, their product, the add of z⌊p⌋, the bias add
-FORWARD_PER_LOGIT = 5
+# Elementwise FLOPs per logit: z⌈p⌉ − z⌊p⌋, its product with p − ⌊p⌋ (``frac``, one unary op: free like
+# floor), the add of z⌊p⌋, the bias add
+FORWARD_PER_LOGIT = 4
 
 
 class Cope(ContextualEncoding):
@@ -52,18 +53,22 @@ class Cope(ContextualEncoding):
         The block's logits of the integer positions ``q·e`` are made here, of the positions it can read
         only: never a ``(B, h, L, npos)`` tensor (npos = L + 1 by default)."""
         q, table = content
-        at = q[..., start:stop, :] @ table[:, :self.positions_read(keys)]  # (B, h, rows, positions)
+        positions = self.positions_read(keys)
+        at = q[..., start:stop, :] @ table[:, :positions]  # (B, h, rows, positions)
         gates = torch.sigmoid(logits)  # (B, h, rows, keys), 0 on hidden keys
-        counts = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos - 1)  # p_ij = Σ_{t≥j} g_it
-        floor = counts.detach().floor()  # no gradient through the indices, as in the reference
-        low, high = at.gather(-1, floor.long()), at.gather(-1, counts.detach().ceil().long())
-        return low + (counts - floor) * (high - low)  # (B, h, rows, keys)
+        counts = gates.flip(-1).cumsum(-1).flip(-1)  # p_ij = Σ_{t≥j} g_it
+        if positions == self.npos:  # a count may pass the table: clamp (else it cannot, and the pass is saved)
+            counts = counts.clamp(max=self.npos - 1)
+        below = counts.long()  # ⌊p⌋ (p >= 0); no gradient through the indices, as in the reference
+        above = (below + 1).clamp_(max=positions - 1)  # the ceiling where p is not whole (else its weight is 0)
+        low, high = at.gather(-1, below), at.gather(-1, above)
+        return low + counts.frac() * (high - low)  # (B, h, rows, keys): p − ⌊p⌋ of high, the rest of low
 
     def bias_build_elements(self, q_len, k_len, training=False):
-        """Per logit of a block: the gates, the counts (and their reversed cumulative sum), the floor, two
-        int64 index tensors (two elements each) and the two gathered position logits: 9; training keeps
-        the gates, counts, floor, the two gathered logits and the difference: 6. Per query, its position logits."""
-        per_logit = 6 if training else 9
+        """Per logit of a block: the gates, the counts (and their reversed cumulative sum), two int64 index
+        tensors (two elements each) and the two gathered position logits: 8; training keeps the gates, the
+        counts' fractions, the two gathered logits and the difference: 5. Per query, its position logits."""
+        per_logit = 5 if training else 8
         return self.n_heads * q_len * (k_len * per_logit + self.positions_read(k_len))
 
     def content_flops(self, batch_size, q_len, k_len, mode):
