@@ -227,14 +227,14 @@ def test_cli_train_options():
     assert quick.train_steps < base.BenchOptions.train_steps
 
 
-def permuted_forward(self, x, encoding, positions, mask, causal, cache=None):
+def permuted_forward(self, x, encoding, positions, mask, causal, layer, cache=None):
     """``SelfAttention.forward`` before P8: q, k, v split from a permuted view, whose backward copies."""
     B, L, width = x.shape
     qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
     q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
     q, k = encoding.rotate(q, k, positions)
     if cache is not None:
-        k, v = cache[0].extend(cache[1], k, v)
+        k, v = cache.extend(layer, k, v)
     y = model.attend(q, k, v, mask, causal)
     return self.out(y.transpose(1, 2).reshape(B, L, width))
 
