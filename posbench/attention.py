@@ -364,7 +364,7 @@ def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor
     ``attend_current=False``). A hidden key has ``z = -inf``: weight 0, and ``log σ(+inf) = 0`` in the sums.
     Weights below ``e^−87`` (:data:`NEGLIGIBLE_LOG_WEIGHT`, under float32's smallest normal number) are set
     to 0 before ``exp``: far keys reach them after a few hundred broken sticks, and ``exp`` into subnormals
-    runs an order of magnitude slower on CPU (P1: 226 -> 185 ms on the bench model)."""
+    runs an order of magnitude slower on CPU (P1 model: 226 -> 185 ms on this 2-core AMD EPYC)."""
     log_weights = logits + F.logsigmoid(-logits).flip(-1).cumsum(-1).flip(-1)  # (B, h, q, k)
     weights = F.threshold(log_weights, NEGLIGIBLE_LOG_WEIGHT, float("-inf")).exp()
     remainder = 1 - weights.sum(-1, keepdim=True)  # (B, h, q, 1)
