@@ -38,6 +38,12 @@ The design, which every such encoding follows:
 
 A bidirectional model runs each reference's computation without its causal mask (FoX: x-transformers'
 second set of gates for the keys after the query).
+
+Not yet here: PaTH attention (Yang et al. 2025), whose logit ``q_iᵀ H_i ⋯ H_{j+1} k_j`` replaces ``q·kᵀ``
+rather than adding to it. On this design it is a ``qk`` encoding whose ``content`` carries the keys
+transformed block by block and whose ``content_bias`` is the transformed logits minus the plain ones; its
+decoding state, keys transformed by every later token, cannot be cut back by ``KVCache.truncate`` (the
+decode bench's reset), which would first have to refuse or rebuild such a state.
 """
 
 from __future__ import annotations
