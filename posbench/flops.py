@@ -47,6 +47,9 @@ The convention
   shared by all layers (T5), ``n_layers − 1`` accumulation adds of its gradient, the size of the
   bias as attention holds it (the ``(h, 2L − 1)`` table of a relative bias, else the ``(h, L, L)``
   mask). The loss is not counted: backward is seeded with the gradient of a sum.
+* Position from content (the fourth hook, :mod:`posbench.encodings.contextual`): its paths run the
+  same two attention matmuls (materialised or inside SDPA); everything they add, in every layer and
+  with its backward, is the encoding's declared ``content_flops``, the ``position_content`` term.
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "attention_scores": n * 2 * B * logits * width,  # h heads × d_head = width
         "attention_bias": n * B * h * L * L + enc.bias_flops(L, L, "infer") if bias else 0,
         "attention_values": n * 2 * B * logits * width,
+        "position_content": enc.content_flops(B, L, L, "infer"),  # the fourth hook, all layers
         "ffn": n * 2 * 2 * tokens * width * model.d_ff,
         "residual": n * 2 * tokens * width,
         "head": 2 * (B if cfg.n_classes else tokens) * width * (cfg.n_classes or cfg.vocab_size),
@@ -200,6 +204,7 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "attention_bias": ((n - 1) * bias_held if bias_trainable else 0)  # one bias for all layers
         + enc.bias_flops(L, L, "train") - enc.bias_flops(L, L, "infer"),  # building it: the backward part
         "attention_values": 2 * forward["attention_values"],
+        "position_content": enc.content_flops(B, L, L, "train") - forward["position_content"],
         "ffn": 2 * forward["ffn"],
         "residual": forward["residual"],  # one gradient-accumulation add per branch point
         "head": 2 * forward["head"],
@@ -224,6 +229,7 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
         "attention_scores": n * 2 * B * keys * width,
         "attention_bias": n * B * h * keys + enc.bias_flops(1, keys, "infer") if bias else 0,
         "attention_values": n * 2 * B * keys * width,
+        "position_content": enc.content_flops(B, 1, keys, "infer"),
         "ffn": n * 2 * 2 * B * width * model.d_ff,
         "residual": n * 2 * B * width,
         "head": 2 * B * width * (cfg.n_classes or cfg.vocab_size),

@@ -41,7 +41,7 @@ def test_every_registered_encoding_is_declared_timed_or_not():
     reasons = {name: row for name, row in targets.DECLARED.items() if isinstance(row, str)}
     assert all(reason.strip() for reason in reasons.values())
     timed = targets.timed()
-    assert len(timed) == 14 and len(reasons) == 15 and set(timed) | set(reasons) == set(encodings.names())
+    assert len(timed) == 17 and len(reasons) == 15 and set(timed) | set(reasons) == set(encodings.names())
     assert next(iter(timed)) == "none" and timed["none"] == targets.REFERENCE
     assert (timed["rope"].overhead, timed["alibi"].overhead, timed["fire"].overhead) == (1.05, 1.25, 2.0)
     assert (timed["rope"].decode, timed["alibi"].decode, timed["fire"].decode) == (1.10, 1.10, 2.0)
@@ -229,14 +229,14 @@ def test_cli_train_options():
     assert quick.train_steps < base.BenchOptions.train_steps
 
 
-def permuted_forward(self, x, encoding, positions, mask, causal, cache=None):
+def permuted_forward(self, x, encoding, positions, mask, causal, layer, cache=None):
     """``SelfAttention.forward`` before P8: q, k, v split from a permuted view, whose backward copies."""
     B, L, width = x.shape
     qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
     q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
     q, k = encoding.rotate(q, k, positions)
     if cache is not None:
-        k, v = cache[0].extend(cache[1], k, v)
+        k, v = cache.extend(layer, k, v)
     y = model.attend(q, k, v, mask, causal)
     return self.out(y.transpose(1, 2).reshape(B, L, width))
 

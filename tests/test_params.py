@@ -44,6 +44,9 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "fire": (D, D, (1 * 32 + 32) + (32 * H + H) + 2),  # MLP 1 -> 32 -> H with biases; c and the threshold
     "sinusoidal_per_modality": (D, D, 0),  # sinusoidal on text, sinusoidal_2d on patches: nothing learned
     "rope_per_modality": (D, D, 0),  # rope on text, rope_2d on patches
+    "cope": (D, D, LAYERS * (D // H) * (MAX_LEN + 1)),  # per layer a (d_head, npos = max_len + 1) table
+    "fox": (D, D, LAYERS * (D * H + H)),  # per layer a linear map to one forget gate per head, with biases
+    "stick_breaking": (D, D, 0),
 }
 
 

@@ -11,7 +11,21 @@ torch.Size([8, 4, 4])
 """
 
 # Importing a family module registers its encodings.
-from posbench.encodings import absolute, alibi, fire, grid, kerple, none, p_rope, per_modality, rope, t5  # noqa: F401
+from posbench.encodings import (  # noqa: F401
+    absolute,
+    alibi,
+    cope,
+    fire,
+    fox,
+    grid,
+    kerple,
+    none,
+    p_rope,
+    per_modality,
+    rope,
+    stick_breaking,
+    t5,
+)
 from posbench.encodings.base import PositionalEncoding, Traits
 from posbench.encodings.hf_config import from_hf_config, hf_encoding_options
 from posbench.encodings.registry import build, names, register, traits
