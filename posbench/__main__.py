@@ -21,6 +21,7 @@ COMMANDS = {  # name -> module under posbench.cli
     "judge": "posbench.cli.judge",
     "report": "posbench.cli.report",
     "advise": "posbench.cli.advise",
+    "project": "posbench.cli.project",
     "preflight": "posbench.cli.preflight",
 }
 

@@ -24,6 +24,8 @@ The rule, in order:
    serving token by token, else ``infer``) on ``device`` at the measured ``seq_len`` nearest to the
    deployment length above ``latency_budget_ms``: left out. An encoding without a row for a constraint
    stays, marked "no evidence"; a constraint that no row measures says so, with the config keys to run.
+   For a model shape or a GPU posbench does not measure (``shape``, ``gpu``), the latency is
+   :mod:`posbench.projection`'s roofline at the deployment length, labelled "projected" wherever it shows.
 5. **Rank** per task, in tiers: the best mean leads tier 1, every encoding whose 95 % Welch interval of
    the difference to the leader (:func:`posbench.evidence.contrast`) holds 0 is tied with it; the best
    of the rest leads tier 2, and so on. Over the ranking tasks: by mean tier over the tasks an encoding
@@ -50,7 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from posbench import evidence, guidance, metrics, tasks
+from posbench import evidence, guidance, metrics, projection, tasks
 from posbench.aggregate import plain
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.devices import ANY_DEVICE, CPU
@@ -65,8 +67,9 @@ SURENESS = (MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE)  # best first
 FEW_SEEDS = 5  # an interval over fewer seeds is marked "few seeds"
 FEW, OTHER_LENGTHS, DISAGREE = "few seeds", "other lengths only", "tasks disagree"  # marks on a confidence
 LONG_CONTEXT = "long"  # the task kind asked, without a deployment length, at the longest measured ratio
-SHARE_OF = {"correct": "scored", "exact": "sequences"}  # a count of metrics.SUMS -> the count it is part of
+SHARE_OF = {"correct": "scored", "exact": "sequences", "greedy_exact": "sequences"}  # a count -> what it is part of
 BASELINE = "sinusoidal"  # the added encoding every overhead and extra parameter is counted against
+PROJECTED_SIZE = "base"  # the model projected on a gpu when no shape is given: the bench's and profile's
 RULE = ("Left out: encodings that do not beat chance or break a budget. Ranked by the task's metric at the asked "
         "length ratio (the nearest measured at or above it; a long-context question without a deployment length: "
         "the longest measured), over the kind's tasks measured there (mean over seeds, 95 % t interval kept inside "
@@ -90,12 +93,21 @@ class Situation:
     latency_budget_ms: float | None = None
     device: str = CPU
     decode: bool = False
+    shape: str | None = None  # a deployed model's shape (posbench.projection): latency projected, not measured
+    gpu: str | None = None  # a datasheet GPU (posbench.projection.DEVICES): latency projected there
 
     def __post_init__(self):
         if self.task is not None and self.task not in KINDS:
             raise ValueError(f"task {self.task!r} is not allowed; allowed: {', '.join(KINDS)}")
         if self.device not in DEVICES:
             raise ValueError(f"device {self.device!r} is not allowed; allowed: {', '.join(DEVICES)}")
+        if self.shape is not None:
+            projection.named_shape(self.shape)
+        if self.gpu is not None:
+            projection.named_device(self.gpu)
+        if self.shape is not None and self.gpu is None:
+            raise ValueError(f"shape {self.shape!r} needs a gpu to project on; allowed: "
+                             f"{', '.join(projection.DEVICES)}")
         for name in ("train_len", "deploy_len", "param_budget", "latency_budget_ms"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= (0 if name == "param_budget" else 1e-12)):
@@ -104,6 +116,10 @@ class Situation:
     @property
     def ratio(self) -> float:
         return self.deploy_len / self.train_len if self.train_len and self.deploy_len else 1.0
+
+    @property
+    def projected(self) -> bool:
+        return self.gpu is not None
 
     @property
     def mode(self) -> str:
@@ -117,11 +133,13 @@ class Situation:
             parts.append(f"length {self.deploy_len or self.train_len} (give both lengths for a length ratio)")
         if self.param_budget is not None:
             parts.append(f"at most {self.param_budget:,} extra parameters")
+        where = (f"{self.shape or projection.posbench_shape(PROJECTED_SIZE).name} on {self.gpu} "
+                 f"({projection.PROJECTED})" if self.projected else self.device)
         if self.latency_budget_ms is not None:
             parts.append(f"at most {self.latency_budget_ms:g} ms per {'token' if self.decode else 'forward'} "
-                         f"on {self.device}")
+                         f"on {where}")
         elif self.decode:
-            parts.append(f"served token by token on {self.device}")
+            parts.append(f"served token by token on {where}")
         return "; ".join(parts)
 
 
@@ -232,7 +250,8 @@ class Candidate:
             cost.append(f"latency ×{self.overhead_ratio:.3g} vs {BASELINE}")
         if self.latency_ms is not None:
             cost.append(f"{self.latency_ms:.3g} ms")
-        lines += [f"cost.csv: {', '.join(cost)} ({self.cost_where})"] if cost else []
+        source = projection.PROJECTED if self.cost_where.startswith(projection.PROJECTED) else "cost.csv"
+        lines += [f"{source}: {', '.join(cost)} ({self.cost_where})"] if cost else []
         if self.extra_params is not None:
             lines.append(f"accuracy.csv: {self.extra_params:+,.0f} parameters vs {BASELINE}")
         return lines + self.notes
@@ -495,6 +514,9 @@ def _parameters(situation, accuracy, candidates, excluded, no_evidence) -> None:
 
 def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
     """Latency and overhead vs sinusoidal on the device, in the mode, at the nearest measured length."""
+    if situation.projected:
+        _projected_latency(situation, candidates, excluded)
+        return
     keys = [f"devices: [{situation.device}]", f"profile.modes: [{situation.mode}]",
             f"profile.seq_lens: [{situation.deploy_len or situation.train_len or 1024}]",
             f"profile.encodings: [{', '.join(dict.fromkeys(c.encoding.split('+')[0] for c in candidates))}]"]
@@ -533,6 +555,34 @@ def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
             extra = "" if sureness == MEASURED else f" at the nearest measured length {seq_len} ({sureness})"
             excluded.append((c.encoding, f"{c.latency_ms:.3g} ms on {where} exceeds {situation.latency_budget_ms:g} ms"
                                          + extra))
+
+
+def _projected_latency(situation, candidates, excluded) -> None:
+    """Latency and overhead vs sinusoidal projected (:mod:`posbench.projection`) for the shape on the GPU at the
+    deployment length (else the training length, else the projection's longest context)."""
+    shape = projection.named_shape(situation.shape or f"posbench-{PROJECTED_SIZE}")
+    device = projection.DEVICES[situation.gpu]
+    context = situation.deploy_len or situation.train_len or projection.CONTEXTS[-1]
+    where = (f"{projection.PROJECTED}: {shape.name} on {device.label}, {situation.mode}, context {context}, "
+             f"batch 1, bf16 roofline from the datasheet")
+    latency = {}
+    for base in dict.fromkeys([BASELINE, *(c.encoding.split("+")[0] for c in candidates)]):
+        try:
+            row = projection.project(shape, base, context, device)
+        except ValueError as error:  # an encoding the registry lacks (a plugin's) or cannot build at the shape
+            latency[base] = f"latency: no projection ({error})"
+            continue
+        latency[base] = row.decode_ms_per_token if situation.decode else row.prefill_ms
+    for c in candidates:
+        found = latency[c.encoding.split("+")[0]]
+        if isinstance(found, str):
+            c.notes.append(found)
+            continue
+        c.latency_ms = found
+        c.overhead_ratio = found / latency[BASELINE]
+        c.cost_where = where
+        if situation.latency_budget_ms is not None and c.latency_ms > situation.latency_budget_ms:
+            excluded.append((c.encoding, f"{c.latency_ms:.3g} ms {where} exceeds {situation.latency_budget_ms:g} ms"))
 
 
 def _rank(candidates: list[Candidate]) -> list[str]:

@@ -17,6 +17,13 @@ encodings is only how their logit bias reaches it; :func:`choose_path` names the
                      mask is built once per forward pass and shared by the layers.
 ``general_blocked``  a general bias whose full mask would not fit: each block of queries gets only its
                      own slice, from the encoding's bias hook on that block's positions, per layer.
+``contextual_bias``  the fourth hook, a softmax encoding whose bias is computed from the layer's input (FoX):
+                     per layer and block of queries, the encoding's ``content_bias`` ``(B, h, q, k)``
+                     (per sequence of the batch, so per layer: no mask is shared) reaches SDPA as its mask.
+``contextual_logits`` the fourth hook otherwise: a bias that reads the layer's own logits (CoPE) or weights
+                     other than softmax (stick-breaking). Per layer and block of queries the logits
+                     ``q·kᵀ/√d`` are materialised (``-inf`` where hidden), the encoding's bias added, and
+                     softmax or stick-breaking (:func:`stick_breaking`) turns them into weights for ``v``.
 ``flex``             any bias on a CUDA device: FlexAttention (compiled) adds it inside the kernel
                      through a ``score_mod`` that reads the ``(h, 2L − 1)`` table (relative) or the
                      ``(h, L, L)`` bias (general), causality as a block mask, so no mask is copied per
@@ -25,7 +32,9 @@ encodings is only how their logit bias reaches it; :func:`choose_path` names the
                      uncompiled, which the tests use to check it against the reference softmax.
 
 The bias is built once per forward pass, as a model in use would: nothing is cached across calls,
-so a latency figure includes the encoding's own work.
+so a latency figure includes the encoding's own work. The two contextual paths are chosen by the
+encoding's traits (``hook``, ``reads``, ``attention``), never by its name; the three other hooks' paths
+do not change when it is absent (``choose_path`` asks for it first, in one comparison).
 
 Masked paths run queries in blocks of ``block_size`` when causal, and a block attends only to the
 keys up to its last query (later keys are all masked): like SDPA's ``is_causal`` kernel, they skip
@@ -50,12 +59,14 @@ import torch
 import torch.nn.functional as F
 
 from posbench.devices import CPU, on_cuda
-from posbench.encodings.base import PositionalEncoding
+from posbench.encodings.base import LayerInput, PositionalEncoding
 from posbench.positions import Positions
 
-PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked", "flex")
+PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked", "flex", "contextual_bias",
+         "contextual_logits")
 FORCEABLE_PATHS = ("relative", "general_dense", "general_blocked", "flex")
 MASK_PATHS = ("relative", "general_dense", "general_blocked")  # the SDPA paths with a float mask
+CONTEXTUAL_PATHS = ("contextual_bias", "contextual_logits")  # the fourth hook's, per layer
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,8 @@ def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dty
 
     This is the function the model itself uses, so profiling can record which path ran.
     """
+    if encoding.hook == "contextual":
+        return contextual_path(encoding)
     kind = bias_kind(encoding)
     if kind is None:
         return "is_causal" if causal else "unmasked"
@@ -132,6 +145,14 @@ def layer_paths(model, q_len: int, k_len: int, dtype: torch.dtype = torch.float3
     paths = (choose_path(encoding, q_len, k_len, model.cfg.causal, dtype, device=device)
              for encoding in model.layer_encodings)
     return ",".join(dict.fromkeys(paths))
+
+
+def contextual_path(encoding) -> str:
+    """A softmax over logits plus a bias from the layer's input goes through SDPA with the bias as its mask;
+    a bias that reads the logits themselves, or weights that are not a softmax, need the logits materialised."""
+    if encoding.reads == "input" and encoding.attention == "softmax":
+        return "contextual_bias"
+    return "contextual_logits"
 
 
 def mask_future(bias: torch.Tensor, q_start: int) -> torch.Tensor:
@@ -167,8 +188,9 @@ class Mask:
         """``(1, h, stop − start, key_stop)`` float mask of one block, causal ``-inf`` included."""
         raise NotImplementedError
 
-    def attend(self, q, k, v) -> torch.Tensor:
-        """``q (B, h, q_len, d)``, ``k, v (B, h, k_len, d)`` -> ``(B, h, q_len, d)``, block by block."""
+    def attend(self, q, k, v, layer: LayerInput | None = None) -> torch.Tensor:
+        """``q (B, h, q_len, d)``, ``k, v (B, h, k_len, d)`` -> ``(B, h, q_len, d)``, block by block; ``layer``:
+        what the fourth hook reads (the other paths ignore it)."""
         return torch.cat([masked_sdpa(q[..., start:stop, :], k, v, self.block_mask(start, stop, key_stop, q.dtype))
                           for start, stop, key_stop in self.blocks()], dim=-2)
 
@@ -237,7 +259,7 @@ class RelativeMask(Mask):
         offset = table.storage_offset() + self.k_len - (self.first_query + stop)
         return table.as_strided((1, table.shape[0], stop - start, key_stop), (0, table.stride(0), 1, 1), offset)
 
-    def attend(self, q, k, v):
+    def attend(self, q, k, v, layer=None):
         """Reverses the queries once (not per block: each op is a thread-pool round trip): rows
         ``q_len − stop … q_len − start`` of the reversed queries are one block, in the order its
         mask wants, and the reversed outputs, last block first, flip back in one go."""
@@ -276,7 +298,7 @@ class FlexMask(Mask):
             self.block_mask = create_block_mask(lambda b, h, q, kv: q + first >= kv, None, None, self.q_len, k_len,
                                                 device=str(key.ids.device))
 
-    def attend(self, q, k, v):
+    def attend(self, q, k, v, layer=None):
         run = compiled_flex() if q.is_cuda else eager_flex
         return run(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask)
 
@@ -298,7 +320,79 @@ def eager_flex(*args, **kwargs):
         return flex_attention(*args, **kwargs)
 
 
-MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask, FlexMask)}
+class ContextualMask(Mask):
+    """The fourth hook: built once per forward pass like the others, but the bias is the encoding's
+    :meth:`~posbench.encodings.base.PositionalEncoding.content_bias`, made in each layer from that layer's
+    content (:meth:`~posbench.encodings.base.PositionalEncoding.content`) block by block of queries."""
+
+    def attend(self, q, k, v, layer=None):
+        content = self.encoding.content(q, k, layer)
+        return torch.cat([self.attend_block(q, k, v, content, start, stop, key_stop)
+                          for start, stop, key_stop in self.blocks()], dim=-2)
+
+    def attend_block(self, q, k, v, content, start, stop, key_stop) -> torch.Tensor:
+        """``(B, h, stop − start, d)``: queries ``start … stop`` against the first ``key_stop`` keys."""
+        raise NotImplementedError
+
+
+class ContextualBiasMask(ContextualMask):
+    """A bias from the layer's input (FoX), per sequence: SDPA's fused kernel adds it as the block's mask."""
+
+    path = "contextual_bias"
+
+    def attend_block(self, q, k, v, content, start, stop, key_stop):
+        bias = self.encoding.content_bias(content, None, start, stop, key_stop)  # (B, h, rows, keys)
+        mask = mask_future(bias, self.first_query + start) if self.causal else bias
+        return masked_sdpa(q[..., start:stop, :], k, v, mask.to(q.dtype))
+
+
+class ContextualLogitsMask(ContextualMask):
+    """Logits materialised per block: the encoding's bias may read them (CoPE's gates), and the weights
+    are softmax or stick-breaking's (the encoding's ``attention`` trait). Stick-breaking hides a query's
+    own key too (it gets the stick's remainder, :func:`stick_breaking`)."""
+
+    path = "contextual_logits"
+
+    def attend(self, q, k, v, layer=None):
+        return super().attend(q * q.shape[-1] ** -0.5, k, v, layer)  # the 1/√d scale once, not per block
+
+    def attend_block(self, q, k, v, content, start, stop, key_stop):
+        keys, values = k[..., :key_stop, :], v[..., :key_stop, :]
+        logits = q[..., start:stop, :] @ keys.transpose(-1, -2)  # (B, h, rows, keys), q scaled by attend
+        breaking = self.encoding.attention == "stick_breaking"
+        if self.causal:  # -inf on future keys (stick-breaking: and on the query's own)
+            logits = mask_future(logits, self.first_query + start - breaking)
+        bias = self.encoding.content_bias(content, logits, start, stop, key_stop)
+        if bias is not None:
+            logits = logits + bias
+        if breaking:
+            own = v[..., self.first_query + start:self.first_query + stop, :]  # (B, h, rows, d) the queries' values
+            return stick_breaking(logits, values, own)
+        return torch.softmax(logits, dim=-1) @ values
+
+
+NEGLIGIBLE_LOG_WEIGHT = -87.0  # e^−87 ≈ 1.6e−38: float32's smallest normal number is 1.2e−38
+
+
+def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """Stick-breaking attention (Tan et al. 2024): ``logits (B, h, q, k)`` (``-inf``: hidden) -> ``(B, h, q, d)``.
+
+    Key ``j`` takes ``β_ij = σ(z_ij)`` of what the keys after it, up to the query, left:
+    ``A_ij = β_ij ∏_{j<t} (1 − β_it)``, in log space ``z_ij + Σ_{t≥j} log σ(−z_it)`` (as
+    ``log σ(z) = z + log σ(−z)``: one add per logit). What no key takes, ``1 − Σ_j A_ij``, goes to the
+    query's own value ``own (B, h, q, d)``, as the reference's tests do (``sb_ref.py`` with
+    ``attend_current=False``). A hidden key has ``z = -inf``: weight 0, and ``log σ(+inf) = 0`` in the sums.
+    Weights below ``e^−87`` (:data:`NEGLIGIBLE_LOG_WEIGHT`, under float32's smallest normal number) are set
+    to 0 before ``exp``: far keys reach them after a few hundred broken sticks, and ``exp`` into subnormals
+    runs an order of magnitude slower on CPU (P1 model: 226 -> 185 ms on this 2-core AMD EPYC)."""
+    log_weights = logits + F.logsigmoid(-logits).flip(-1).cumsum(-1).flip(-1)  # (B, h, q, k)
+    weights = F.threshold(log_weights, NEGLIGIBLE_LOG_WEIGHT, float("-inf")).exp()
+    remainder = 1 - weights.sum(-1, keepdim=True)  # (B, h, q, 1)
+    return weights @ values + remainder * own
+
+
+MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask, FlexMask,
+                                      ContextualBiasMask, ContextualLogitsMask)}
 
 
 def build_mask(encoding, query: Positions, key: Positions, causal: bool,
@@ -319,10 +413,12 @@ def attended_value_width(query_key_width: int, value_width: int, q_len: int) -> 
     return query_key_width if q_len > 1 else value_width
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None, causal: bool) -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None, causal: bool,
+           layer: LayerInput | None = None) -> torch.Tensor:
     """``q (B, h, q_len, d_head)``, ``k, v (B, h, k_len, d_head)`` and a :class:`Mask` (or ``None``
-    for no bias) -> ``(B, h, q_len, d_head)``. Queries and keys wider than the values (PoPE's) meet values
-    padded with zeros to their width where more than one query attends (:func:`attended_value_width`)."""
+    for no bias) -> ``(B, h, q_len, d_head)``; ``layer``: what the fourth hook reads of the layer. Queries and
+    keys wider than the values (PoPE's) meet values padded with zeros to their width where more than one query
+    attends (:func:`attended_value_width`)."""
     d_head = v.shape[-1]
     if q.shape[-1] != d_head and q.shape[-2] == 1 and mask is None:
         # One query against wider keys: SDPA's math path would scale every cached key (a pass over the cache);
@@ -330,11 +426,11 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
         return ((q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)).softmax(-1) @ v  # (B, h, 1, d_head)
     if attended_value_width(q.shape[-1], d_head, q.shape[-2]) != d_head:
         padded = torch.cat([v, v.new_zeros(*v.shape[:-1], q.shape[-1] - d_head)], dim=-1)  # (B, h, k_len, d_qk)
-        return attend(q, k, padded, mask, causal)[..., :d_head]
+        return attend(q, k, padded, mask, causal, layer)[..., :d_head]
     if mask is None:
         q_len, k_len = q.shape[-2], k.shape[-2]
         if causal and q_len != k_len:  # queries after a cache: SDPA's is_causal aligns top-left, they sit bottom-right
             sees = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=None if q_len == 1 else sees)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return mask.attend(q, k, v)
+    return mask.attend(q, k, v, layer)

@@ -92,12 +92,12 @@ def sensitivity(spec: ArmSpec, size: str, encoding_options: tuple[tuple[str, obj
 
 
 def measured(declared: list[Comparison], sizes: dict[str, list[str]]):
-    """``(comparison, size, arm, axis, ratio)`` for every arm with a position hook of every comparison, at
-    each size its task has results for (``sizes``: task -> sizes)."""
+    """``(comparison, size, arm, axis, ratio)`` for every arm that reads position ids (not none, not position
+    from content) of every comparison, at each size its task has results for (``sizes``: task -> sizes)."""
     for comparison in declared:
         for size in sizes.get(comparison.task, ()):
             for spec in comparison.arms:
-                if encodings.traits(spec.encoding).hook == "none":
+                if encodings.traits(spec.encoding).reads != "positions":
                     continue
                 for axis, ratio in sensitivity(spec, size).items():
                     yield comparison, size, spec, axis, ratio

@@ -54,6 +54,10 @@ The convention
   rotation leaves them (``query_key_width``: PoPE doubles it, and values are padded to it where more than
   one query attends, :func:`posbench.attention.attended_value_width`); a trained rotation that every layer
   runs (PoPE's ``δ``) accumulates its gradient ``n_layers − 1`` times.
+* Position from content (the fourth hook, :mod:`posbench.encodings.contextual`): its paths run the
+  same two attention matmuls (materialised or inside SDPA); everything they add, in every layer and
+  with its backward, is the encoding's declared ``content_flops``, the ``position_content`` term (the
+  model's encoding declares it for all its layers at once, so it is not summed over the layers).
 """
 
 from __future__ import annotations
@@ -192,6 +196,7 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
         "attention_bias": sum(m * B * h * L * L + e.bias_flops(L, L, "infer") for e, m in biases.items()),
         "attention_values": 2 * B * logits * sum(attention.attended_value_width(layer.query_key_width, width, L)
                                                  for layer in layers),  # PoPE's values padded to its keys' width
+        "position_content": enc.content_flops(B, L, L, "infer"),  # the fourth hook, all layers
         "ffn": n * 2 * 2 * tokens * width * model.d_ff,
         "residual": n * 2 * tokens * width,
         "head": 2 * (B if cfg.n_classes else tokens) * width * (cfg.n_classes or cfg.vocab_size),
@@ -209,6 +214,7 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
                               + e.bias_flops(L, L, "train") - e.bias_flops(L, L, "infer")  # building it: backward
                               for e, m in biases.items()),
         "attention_values": 2 * forward["attention_values"],
+        "position_content": enc.content_flops(B, L, L, "train") - forward["position_content"],
         "ffn": 2 * forward["ffn"],
         "residual": forward["residual"],  # one gradient-accumulation add per branch point
         "head": 2 * forward["head"],
@@ -233,6 +239,7 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
         "attention_scores": 2 * B * keys * sum(layer.query_key_width for layer in layers),
         "attention_bias": sum(m * B * h * keys + e.bias_flops(1, keys, "infer") for e, m in _biases(layers).items()),
         "attention_values": n * 2 * B * keys * width,  # one query: values at their own width
+        "position_content": enc.content_flops(B, 1, keys, "infer"),
         "ffn": n * 2 * 2 * B * width * model.d_ff,
         "residual": n * 2 * B * width,
         "head": 2 * B * width * (cfg.n_classes or cfg.vocab_size),

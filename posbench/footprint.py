@@ -29,6 +29,9 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   (:meth:`~posbench.encodings.base.PositionalEncoding.bias_build_elements`, FIRE's MLP). In training
   every mask a layer uses is kept for the backward (every layer's blocks, on the blocked path), and a
   trained bias gets a gradient of its size.
+* The fourth hook's paths (position from content) build their bias per layer, per sequence and per block of
+  queries: one block's bias and its causal copy, what making it holds, and on ``contextual_logits`` the
+  block's logits and weights (``attention_scores``); training keeps every block of every layer.
 * ``attention_scores``: logits, only where the kernel materialises them: FlexAttention run uncompiled (off
   CUDA), the ``(B, h, L, L)`` logits and their softmax; and SDPA's math kernel, which runs where a mask
   needs a gradient (a trained bias in training: the fused kernels give none) and keeps every block's
@@ -121,6 +124,8 @@ def _attention_elements(enc: PositionalEncoding, n_layers: int, batch_size: int,
         scores = n_layers * batch_size * h * _logits(L, rows, causal)  # keeps every block's softmax
     else:
         scores = 0
+    if path in attention.CONTEXTUAL_PATHS:
+        return _contextual_elements(enc, n_layers, batch_size, L, causal, path, rows, trained)
     if kind is None:
         return 0, scores
     if kind == "relative" and path in ("relative", "flex"):
@@ -132,6 +137,20 @@ def _attention_elements(enc: PositionalEncoding, n_layers: int, batch_size: int,
         return one, scores
     kept = n_layers * math.ceil(L / held) if path == "general_blocked" else 1  # blocks are built per layer
     return one * kept * (2 if trained else 1), scores
+
+
+def _contextual_elements(enc: PositionalEncoding, n_layers: int, batch_size: int, L: int, causal: bool, path: str,
+                         rows: int, trained: bool) -> tuple[int, int]:
+    """The fourth hook's paths, per sequence of the batch and per layer: one block's bias, its causal copy and
+    what making it holds (``bias_build_elements``); on ``contextual_logits`` the block's logits and weights
+    too. Training keeps them for every block of every layer."""
+    block = enc.n_heads * rows * L
+    bias = 2 * block + enc.bias_build_elements(rows, L, trained)
+    scores = 2 * block if path == "contextual_logits" else 0
+    if trained:
+        kept = n_layers * _logits(L, rows, causal) / (rows * L)  # every block of every layer, in blocks
+        return batch_size * math.ceil(bias * kept), batch_size * math.ceil(scores * kept)
+    return batch_size * bias, batch_size * scores
 
 
 def _logits(seq_len: int, rows: int, causal: bool) -> int:
@@ -146,15 +165,16 @@ def encoding_of(cfg: ModelConfig) -> PositionalEncoding:
     """``cfg``'s encoding on the meta device (its tensors' shapes, no memory), to read its widths, hooks and
     tensors: built for real on the CPU up to :data:`BUILT_UP_TO` positions and moved there (cheap), built
     there directly beyond (the first meta operation of a process costs seconds of imports)."""
-    return _built(cfg.encoding, cfg.d_model, cfg.n_heads, cfg.max_len, cfg.causal,
+    return _built(cfg.encoding, cfg.d_model, cfg.n_heads, cfg.max_len, cfg.causal, cfg.n_layers,
                   json.dumps(cfg.encoding_options, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=256)
-def _built(name: str, d_model: int, n_heads: int, max_len: int, causal: bool, options: str) -> PositionalEncoding:
+def _built(name: str, d_model: int, n_heads: int, max_len: int, causal: bool, n_layers: int,
+           options: str) -> PositionalEncoding:
     with torch.device(CPU if max_len <= BUILT_UP_TO else "meta"):
         encoding = encodings.build(name, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal,
-                                   **json.loads(options))
+                                   n_layers=n_layers, **json.loads(options))
     return encoding.to("meta")
 
 

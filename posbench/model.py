@@ -1,11 +1,13 @@
-"""A pre-LayerNorm Transformer whose position handling is entirely its encoding's three hooks.
+"""A pre-LayerNorm Transformer whose position handling is entirely its encoding's four hooks.
 
 The model never asks which encoding it has: it calls ``inject`` on the token embeddings,
 ``rotate`` on queries and keys, and turns ``attention_bias`` into a logit mask once per forward pass
 (:mod:`posbench.attention` picks how; the bias is shared by all layers, as in T5), each with the
 same :class:`~posbench.positions.Positions` value: the batch's own, or the encoding's plain ones. A layer
-runs the query/key and logit hooks of the encoding :meth:`~posbench.encodings.PositionalEncoding.layers`
-gives it (the same one in every layer, except for a layer pattern such as iRoPE's).
+runs the query/key, logit and content hooks of the encoding :meth:`~posbench.encodings.PositionalEncoding.layers`
+gives it (the same one in every layer, except for a layer pattern such as iRoPE's), and hands attention its own
+input, index and the cache (a :class:`~posbench.encodings.base.LayerInput`): the fourth hook, position from
+content, reads them there (:mod:`posbench.encodings.contextual`).
 Widths come from the encoding, so a naive concat really runs the whole network at width d + d_p.
 """
 
@@ -19,6 +21,7 @@ from torch import nn
 
 from posbench import encodings
 from posbench.attention import attend, build_mask
+from posbench.encodings.base import LayerInput
 from posbench.positions import Positions
 
 # Named sizes, defined here only. d_ff defaults to 4 × the model width.
@@ -67,15 +70,19 @@ class KVCache:
     NTK scaling and LongRoPE are the exceptions where cached and full forwards differ: their frequencies
     follow the sequence length, and a cached key keeps the ones of the step it entered at (as in
     Hugging Face).
+
+    A contextual encoding keeps what it derives from each token per layer in ``states`` (FoX: the
+    cumulative forget gates), token axis last, so that truncating the cache truncates them too.
     """
 
     keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head); PoPE: 2 · d_head
     values: list[torch.Tensor | None]
     positions: Positions | None = None  # of the T cached tokens
+    states: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer: name -> (…, T)
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
-        return cls([None] * n_layers, [None] * n_layers)
+        return cls([None] * n_layers, [None] * n_layers, states=[{} for _ in range(n_layers)])
 
     def __len__(self) -> int:
         return 0 if self.positions is None else len(self.positions)
@@ -85,10 +92,12 @@ class KVCache:
         self.keys = [None if k is None else k[..., :length, :] for k in self.keys]
         self.values = [None if v is None else v[..., :length, :] for v in self.values]
         self.positions = None if self.positions is None else self.positions[:length]
+        self.states = [{name: t[..., :length] for name, t in state.items()} for state in self.states]
 
     def nbytes(self) -> int:
-        """Memory of the cached keys and values, all layers."""
-        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values) if t is not None)
+        """Memory of the cached keys, values and states, all layers."""
+        states = [t for state in self.states for t in state.values()]
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, *states) if t is not None)
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append one layer's new keys and values ``(B, h, L, d_head)``; all of them back ``(B, h, T + L, d_head)``."""
@@ -96,6 +105,14 @@ class KVCache:
             k, v = torch.cat([self.keys[layer], k], dim=-2), torch.cat([self.values[layer], v], dim=-2)
         self.keys[layer], self.values[layer] = k, v
         return k, v
+
+    def extend_state(self, layer: int, name: str, new: torch.Tensor) -> torch.Tensor:
+        """Append one layer's state of the new tokens ``(…, L)``; all of it back ``(…, T + L)``."""
+        state = self.states[layer]
+        if name in state:
+            new = torch.cat([state[name], new], dim=-1)
+        state[name] = new
+        return new
 
 
 class SelfAttention(nn.Module):
@@ -116,12 +133,12 @@ class SelfAttention(nn.Module):
         q, k = encoding.rotate(q, k, positions)
         return q, k, v
 
-    def forward(self, x, encoding, positions, mask, causal, cache: tuple[KVCache, int] | None = None):
+    def forward(self, x, encoding, positions, mask, causal, layer: int, cache: KVCache | None = None):
         B, L, width = x.shape
         q, k, v = self.queries_keys_values(x, encoding, positions)
         if cache is not None:
-            k, v = cache[0].extend(cache[1], k, v)  # (B, h, T + L, d_head)
-        y = attend(q, k, v, mask, causal)  # (B, h, L, d_head)
+            k, v = cache.extend(layer, k, v)  # (B, h, T + L, d_head)
+        y = attend(q, k, v, mask, causal, LayerInput(x, layer, cache))  # (B, h, L, d_head)
         return self.out(y.transpose(1, 2).reshape(B, L, width))
 
 
@@ -143,8 +160,8 @@ class Block(nn.Module):
         self.norm_ff = nn.LayerNorm(width)
         self.ff = FeedForward(width, d_ff)
 
-    def forward(self, x, encoding, positions, mask, causal, cache=None):
-        x = x + self.attn(self.norm_attn(x), encoding, positions, mask, causal, cache)
+    def forward(self, x, encoding, positions, mask, causal, layer, cache=None):
+        x = x + self.attn(self.norm_attn(x), encoding, positions, mask, causal, layer, cache)
         return x + self.ff(self.norm_ff(x))
 
 
@@ -155,7 +172,8 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.encoding = encodings.build(cfg.encoding, d_model=cfg.d_model, n_heads=cfg.n_heads,
-                                        max_len=cfg.max_len, causal=cfg.causal, **cfg.encoding_options)
+                                        max_len=cfg.max_len, causal=cfg.causal, n_layers=cfg.n_layers,
+                                        **cfg.encoding_options)
         width, token_width = self.encoding.model_width, self.encoding.token_width
         self.width = width
         self.d_ff = cfg.d_ff or 4 * width
@@ -181,8 +199,7 @@ class Transformer(nn.Module):
         masks = {encoding: build_mask(encoding, positions, keys, self.cfg.causal, x.dtype)
                  for encoding in dict.fromkeys(layer_encodings)}  # one per distinct encoding, shared by its layers
         for layer, (block, encoding) in enumerate(zip(self.blocks, layer_encodings)):
-            x = block(x, encoding, positions, masks[encoding], self.cfg.causal,
-                      None if cache is None else (cache, layer))
+            x = block(x, encoding, positions, masks[encoding], self.cfg.causal, layer, cache)
         if cache is not None:
             cache.positions = keys
         x = self.norm(x)

@@ -14,8 +14,8 @@ import pandas as pd
 
 from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
 
-# The tables the judge step writes (posbench.verdicts, posbench.shapes).
-JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "advice", "axes", "shapes")
+# The tables the judge step writes (posbench.verdicts, posbench.shapes, posbench.projection).
+JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "advice", "axes", "shapes", "projection")
 
 
 @dataclass

@@ -90,8 +90,9 @@ def with_registration(frame: pd.DataFrame, results: pd.DataFrame, declared: comp
               for c, b in zip(frame["comparison"], before)]
     notes = ["\n".join(n for n in (str(note) if isinstance(note, str) else "", warning) if n)
              for note, warning in zip(frame.get("notes", [""] * len(frame)), warned)]
-    return frame.assign(declared_commit=[commits.get(c, "") for c in frame["comparison"]],
-                        measured_before_declaration=before, notes=notes)
+    frame = frame.assign(declared_commit=[commits.get(c, "") for c in frame["comparison"]],
+                         measured_before_declaration=before, notes=notes)
+    return frame[[c for c in frame.columns if c != "decides"] + ["decides"]]  # decides stays last
 
 
 def registration_warnings(verdicts_csv: Path) -> list[str]:

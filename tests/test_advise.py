@@ -18,7 +18,7 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import advise, comparisons, encodings, guidance, metrics, tasks
+from posbench import advise, comparisons, encodings, guidance, metrics, projection, tasks
 from posbench import verdicts as judge
 from posbench.__main__ import main
 from posbench.cli import advise as cli
@@ -352,7 +352,7 @@ def test_seed_intervals_stay_inside_the_metric_range(values, metric, expected):
 def test_every_metric_has_a_range_from_its_declaration():
     assert {m: advise.value_range(m) for m in metrics.METRICS} == {
         "loss": (0, math.inf), "bits_per_char": (0, math.inf), "token_accuracy": (0, 1), "exact_match": (0, 1),
-        "accuracy": (0, 1)}
+        "accuracy": (0, 1), "greedy_exact_match": (0, 1)}
     assert all(math.isnan(x) for x in advise.seed_interval(np.array([0.5]), "accuracy")[:2])
 
 
@@ -381,6 +381,7 @@ def test_json_output_validates_against_the_schema(tables, capsys):
     schema = json.loads((Path(advise.__file__).parent / "schemas" / "advice.schema.json").read_text())
     for argv in (["--task", "nlp", "--train-len", "64", "--deploy-len", "200", "--param-budget", "0"],
                  ["--task", "classification", "--decode", "--device", "cuda", "--latency-budget-ms", "2"],
+                 ["--task", "nlp", "--gpu", "l4", "--shape", "qwen2.5-7b", "--latency-budget-ms", "100"],
                  ["--task", "multimodal"], ["--task", "long"]):
         assert main(["advise", "--tables", str(tables), "--format", "json", *argv]) == 0
         jsonschema.validate(json.loads(capsys.readouterr().out), schema)
@@ -449,3 +450,27 @@ def test_guidance_without_any_judged_comparison_says_so_instead_of_failing():
     assert advise._row_verdicts(empty, ["long_sequences", "precise_position"]) == [
         "long_sequences: no declared comparison of this row has results in verdicts.csv",
         "precise_position: no declared comparison of this row has results in verdicts.csv"]
+
+
+def test_a_shape_or_gpu_not_measured_gets_a_projected_latency_labelled_so(inputs):
+    situation = dict(task="nlp", decode=True, deploy_len=131072, gpu="h100", shape="llama-3-8b")
+    free = ask(inputs, **situation)
+    shape, device = projection.SHAPES["llama-3-8b"], projection.DEVICES["h100"]
+    expected = {c.encoding: projection.project(shape, c.encoding, 131072, device).decode_ms_per_token
+                for c in free.ranked}
+    assert {c.encoding: c.latency_ms for c in free.ranked} == expected
+    assert all(line.startswith("projected: ") for c in free.ranked for line in c.why() if "ms" in line)
+    assert "on llama-3-8b on h100 (projected)" in free.situation.describe()
+    budget = (min(expected.values()) + max(expected.values())) / 2
+    assert min(expected.values()) < budget < max(expected.values())
+    limited = ask(inputs, **situation, latency_budget_ms=budget)
+    assert {e for e, _ in limited.excluded} == {e for e, ms in expected.items() if ms > budget}
+    assert all("projected: llama-3-8b on H100 SXM, decode, context 131072" in reason for _, reason in limited.excluded)
+    assert not limited.no_evidence  # nothing asked of cost.csv
+
+
+def test_a_shape_without_a_gpu_is_refused_in_one_line(tables, capsys):
+    assert main(["advise", "--tables", str(tables), "--shape", "llama-3-8b"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("posbench advise: error: argument --shape: shape 'llama-3-8b' needs a gpu to project on; allowed: "
+                   "h100, h200, a100, l4\n")

@@ -57,7 +57,7 @@ def test_moving_every_key_changes_each_column_as_moving_that_key_alone(name, flo
         for axis in range(positions.axes):
             moved = axis_check.stepped(positions, axis)
             every = axis_check.first_layer_logits(model, inputs, positions, moved)
-            assert torch.equal(every, before) == (model.encoding.hook == "none")
+            assert torch.equal(every, before) == (model.encoding.reads != "positions")  # none, or from content
             for key in (0, 5, 11):
                 ids = positions.ids.clone()
                 ids[key] = moved.ids[key]

@@ -15,10 +15,12 @@ import yaml
 from posbench import encodings, measure, model
 from posbench.__main__ import main
 from posbench.bench import (
+    attention_paths,
     base,
     decode_overhead,
     encoding_overhead,
     longest_length,
+    machine_limit,
     suite,
     targets,
     train_throughput,
@@ -39,7 +41,7 @@ def test_every_registered_encoding_is_declared_timed_or_not():
     reasons = {name: row for name, row in targets.DECLARED.items() if isinstance(row, str)}
     assert all(reason.strip() for reason in reasons.values())
     timed = targets.timed()
-    assert len(timed) == 17 and len(reasons) == 15 and set(timed) | set(reasons) == set(encodings.names())
+    assert len(timed) == 20 and len(reasons) == 15 and set(timed) | set(reasons) == set(encodings.names())
     assert next(iter(timed)) == "none" and timed["none"] == targets.REFERENCE
     assert (timed["rope"].overhead, timed["alibi"].overhead, timed["fire"].overhead) == (1.05, 1.25, 2.0)
     assert (timed["rope"].decode, timed["alibi"].decode, timed["fire"].decode) == (1.10, 1.10, 2.0)
@@ -229,14 +231,14 @@ def test_cli_train_options():
     assert quick.train_steps < base.BenchOptions.train_steps
 
 
-def permuted_forward(self, x, encoding, positions, mask, causal, cache=None):
+def permuted_forward(self, x, encoding, positions, mask, causal, layer, cache=None):
     """``SelfAttention.forward`` before P8: q, k, v split from a permuted view, whose backward copies."""
     B, L, width = x.shape
     qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
     q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
     q, k = encoding.rotate(q, k, positions)
     if cache is not None:
-        k, v = cache[0].extend(cache[1], k, v)
+        k, v = cache.extend(layer, k, v)
     y = model.attend(q, k, v, mask, causal)
     return self.out(y.transpose(1, 2).reshape(B, L, width))
 
@@ -334,3 +336,44 @@ def test_cli_decode_options():
         ("decode", "decode_peer"), (256, 1024), 5)
     with pytest.raises(SystemExit):
         parse(["--decode-contexts", "256,x"])
+
+
+# ----- --device: cpu or cuda ---------------------------------------------------------------------------
+def test_device_argument_picks_the_parts_that_run_there():
+    assert (parse([]).device, parse([]).parts) == ("cpu", base.PARTS)
+    assert (parse(["--device", "cuda:1"]).device, parse(["--device", "cuda:1"]).parts) == ("cuda:1", base.CUDA_PARTS)
+    assert parse(["--device", "cuda", "--parts", "decode,overhead"]).parts == ("decode", "overhead")
+
+
+@pytest.mark.parametrize("argv,code,message", [
+    (["--device", "tpu"], 2, "argument --device: 'tpu' is not allowed; allowed: cpu, cuda, cuda:N"),
+    (["--device", "cuda", "--parts", "overhead,scale"], 2,
+     "argument --parts: 'scale' is not allowed with --device cuda; allowed: paths, overhead, limit, decode"),
+    pytest.param(["--device", "cuda:0"], 1, "argument --device: no CUDA device visible",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+])
+def test_bench_refuses_a_device_in_one_line_and_writes_nothing(argv, code, message, tmp_path, capsys):
+    out = tmp_path / "bench"
+    try:
+        returned = main(["bench", "--out", str(out), *argv])
+    except SystemExit as stop:
+        returned = stop.code
+    err = capsys.readouterr().err
+    assert returned == code and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("part", [encoding_overhead, decode_overhead, attention_paths, machine_limit])
+def test_device_parts_place_every_model_input_and_cache_on_the_device(part, monkeypatch, tmp_path):
+    """The meta device stands in for a GPU: a model, token or cache left on the host makes the forward fail."""
+    monkeypatch.setattr(encoding_overhead, "SEQ_LEN", 16)
+    monkeypatch.setattr(targets, "timed", lambda: {"none": targets.REFERENCE, "alibi": targets.LOGIT_BIAS,
+                                                   "rope": targets.VECTOR_OR_ROTATION})
+    options = base.BenchOptions(rounds=1, warmup=0, decode_contexts=(16,), limit_rounds=1, limit_batch=1,
+                                device="meta")
+    result = part.run(options, tmp_path)
+    assert "meta" in result.title and result.rows
+    model_ = base.posbench_model("alibi", 16, device="meta")
+    assert {t.device.type for t in (*model_.parameters(), *model_.buffers())} == {"meta"}
+    with torch.inference_mode():
+        assert base.forward_step(model_, 1, 16)().device.type == "meta"

@@ -231,12 +231,21 @@ def test_decode_flops_of_one_token_against_a_cache_by_hand():
               "ffn": 2 * 2 * 2 * 2 * 60 * 240, "residual": 2 * 2 * 2 * 60, "head": 2 * 2 * 60 * 23}
     assert common == {"embedding": 0, "projections": 115_200, "attention_scores": 17_760, "attention_values": 17_760,
                       "ffn": 230_400, "residual": 480, "head": 5_520}
+    common["position_content"] = 0
+    plain = {"position_input": 0, "rotation": 0, "attention_bias": 0}
+    logits = 2 * 3 * 37  # B · h · keys per layer
     expected = {
         "sinusoidal": {**common, "position_input": 2 * 60, "rotation": 0, "attention_bias": 0},
         # rope: 3 FLOPs per rotated element of q and k
         "rope": {**common, "position_input": 0, "rotation": 2 * 2 * 3 * 2 * 60, "attention_bias": 0},
         # n · B · h · keys bias adds, plus FIRE's one query row: 37 subtractions and 2 · 32 · (1 + 3) · 37 MLP FLOPs
         "fire": {**common, "position_input": 0, "rotation": 0, "attention_bias": 2 * 2 * 3 * 37 + 37 + 2 * 32 * 4 * 37},
+        # per layer: q·e against the 38 positions 37 keys can count (2 · B · h · d_head · 38), 4 per logit
+        "cope": {**common, **plain, "position_content": 2 * (2 * 2 * 3 * 20 * 38 + 4 * logits)},
+        # per layer: the gates' map (2 · B · d · h), a subtraction and the mask's add per logit, the new λ's add
+        "fox": {**common, **plain, "position_content": 2 * (2 * 2 * 60 * 3 + 2 * logits + 2 * 3)},
+        # per layer: one add per logit, the remainder's multiply and add per value element (B · d)
+        "stick_breaking": {**common, **plain, "position_content": 2 * (logits + 2 * 2 * 60)},
     }
     for encoding, terms in expected.items():
         config = ModelConfig(encoding=encoding, max_len=128, **options)
@@ -247,7 +256,7 @@ def test_decode_flops_of_one_token_against_a_cache_by_hand():
     assert decode_flops(patches, 1, 9) == {
         "embedding": 2 * 7 * 40, "position_input": 0, "projections": 2 * 2 * 80 * 4 * 80, "rotation": 0,
         "attention_scores": 2 * 2 * 10 * 80, "attention_bias": 0, "attention_values": 2 * 2 * 10 * 80,
-        "ffn": 2 * 2 * 2 * 80 * 320, "residual": 2 * 2 * 80, "head": 2 * 80 * 10}
+        "ffn": 2 * 2 * 2 * 80 * 320, "residual": 2 * 2 * 80, "head": 2 * 80 * 10, "position_content": 0}
     assert decode_flops(patches, 3, 9)["embedding"] == 2 * 3 * 7 * 40  # per sequence of the batch
     with pytest.raises(ValueError, match=r"^batch_size must be a positive integer, got 0$"):
         decode_flops(patches, 0, 9)

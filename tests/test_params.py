@@ -47,6 +47,9 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "pope": (D, D, H * (D // H)),  # δ: one phase shift per head and dimension, shared by the layers
     "irope": (D, D, 0),  # RoPE, chunks and a temperature: nothing learned
     "rnope_swa": (D, D, 0),
+    "cope": (D, D, LAYERS * (D // H) * (MAX_LEN + 1)),  # per layer a (d_head, npos = max_len + 1) table
+    "fox": (D, D, LAYERS * (D * H + H)),  # per layer a linear map to one forget gate per head, with biases
+    "stick_breaking": (D, D, 0),
 }
 
 

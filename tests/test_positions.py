@@ -184,6 +184,8 @@ def test_declared_traits_match_what_the_encoding_does(name):
     assert (traits.hook == "qk") == _overrides(encoding, "rotate")
     assert (traits.hook == "logits") == (encoding.attention_bias(Positions.arange(3), Positions.arange(3)) is not None)
     assert (traits.combine != "none") == (traits.hook == "input")
+    contextual = _overrides(encoding, "content_bias") or traits.attention != "softmax"
+    assert (traits.hook == "contextual") == contextual == (traits.reads in ("qk", "input"))
     assert (encoding.model_width > encoding.d_model) == (traits.combine == "concat")  # the naive concat widens
     assert (encoding.token_width < encoding.d_model) == (traits.combine == "concat_fixed")  # E gives up width
 
@@ -199,8 +201,12 @@ def test_traits_of_the_catalogue():
     assert {n for n, t in table.items() if t.hook == "logits"} == {"alibi", "t5", "kerple", "fire", "alibi_randomized"}
     assert {n for n, t in table.items() if t.randomized} == {"sinusoidal_randomized", "learned_randomized",
                                                              "rope_randomized", "alibi_randomized"}
+    assert {n: (t.reads, t.attention) for n, t in table.items() if t.hook == "contextual"} == {
+        "cope": ("qk", "softmax"), "fox": ("input", "softmax"), "stick_breaking": ("qk", "stick_breaking")}
+    assert {t.reads for t in table.values() if t.hook not in ("none", "contextual")} == {"positions"}
     assert encodings.traits("t5").as_columns() == {"pe_hook": "logits", "pe_combine": "none", "pe_axes": "1d",
-                                                   "pe_bounded": False, "pe_trained": True, "pe_randomized": False}
+                                                   "pe_bounded": False, "pe_trained": True, "pe_randomized": False,
+                                                   "pe_reads": "positions", "pe_attention": "softmax"}
 
 
 # ----- randomized positions ----------------------------------------------------------------------

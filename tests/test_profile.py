@@ -210,7 +210,7 @@ def test_learned_within_its_table_is_accepted():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"encoding": "rotary"}, "encoding 'rotary' is not allowed; allowed: alibi, alibi_randomized, fire,"),
+    ({"encoding": "rotary"}, "encoding 'rotary' is not allowed; allowed: alibi, alibi_randomized, cope, fire,"),
     ({"device": "tpu"}, "device 'tpu' is not allowed; allowed: cpu, cuda, cuda:N, mps"),
     ({"seq_len": 0}, "seq_len 0 is not allowed; allowed: a positive integer"),
     ({"batch": 1.5}, "batch 1.5 is not allowed; allowed: a positive integer"),

@@ -15,6 +15,11 @@ Unless a part says otherwise the model is a causal decoder of :data:`~posbench.b
 P7 time, and their targets, are declared once for the whole registry in :mod:`posbench.bench.targets`;
 what the parts share is in :mod:`posbench.bench.base`, and :mod:`posbench.bench.suite` runs them.
 
+``--device cuda`` (or ``cuda:N``) runs ``paths``, ``overhead``, ``limit`` and ``decode`` there
+(:data:`~posbench.bench.base.CUDA_PARTS`): models, inputs and caches placed on the GPU, each timed call
+between CUDA events and closed by a synchronize; the other parts measure the host or a CPU peer and are
+refused there. Without a visible GPU the command says so in one line and writes nothing.
+
 Contenders of a part are timed in alternation, round by round (the order rotating), so a load
 change on a shared machine hits all of them; each reports the median and the ratio of medians.
 A contender that misses its target is profiled (``torch.profiler``) and the table saved beside

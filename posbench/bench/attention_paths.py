@@ -23,14 +23,15 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     """One attention call on each path and block size, the same q, k, v and ALiBi bias."""
     d_head = BASE["d_model"] // BASE["n_heads"]
     result = PartResult(f"paths: one attention call, ALiBi, causal, B=1, h={BASE['n_heads']}, L={SEQ_LEN}, "
-                        f"d_head={d_head}, fp32 (blocks of b queries; b={SEQ_LEN}: one call over all keys)")
-    encoding = posbench_model("alibi").encoding
-    q, k, v = (torch.randn(1, BASE["n_heads"], SEQ_LEN, d_head) for _ in range(3))
+                        f"d_head={d_head}, fp32, {options.device} (blocks of b queries; b={SEQ_LEN}: one call over "
+                        "all keys)")
+    encoding = posbench_model("alibi", device=options.device).encoding
+    q, k, v = (torch.randn(1, BASE["n_heads"], SEQ_LEN, d_head).to(options.device) for _ in range(3))  # (B, h, L, d)
     steps = {"is_causal (no bias)": lambda: attention.attend(q, k, v, None, True)}
     variants = [(path, attention.SETTINGS.block_size) for path in attention.MASK_PATHS]
     variants += [("general_dense", SEQ_LEN)] + [("relative", b) for b in PATH_BLOCK_SIZES
                                                 if b != attention.SETTINGS.block_size]
-    positions = Positions.arange(SEQ_LEN)
+    positions = Positions.arange(SEQ_LEN, device=options.device)
     for path, block_size in variants:
         with attention.configured(force_path=path, block_size=block_size):
             mask = attention.build_mask(encoding, positions, positions, True)
@@ -38,13 +39,13 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     if options.flex:
         compile_s, steps["flex (compiled)"] = flex_step(encoding, q, k, v)
         result.notes.append(f"FlexAttention compiled in {compile_s:.1f} s (not in the median)")
-    result.samples = alternate(steps, options.rounds, options.warmup)
+    result.samples = alternate(steps, options.rounds, options.warmup, device=torch.device(options.device))
     reference = median(result.samples["is_causal (no bias)"])
     for name, samples in result.samples.items():
         result.rows += [Row("paths", name, "median", median(samples), "ms"),
                         Row("paths", name, "vs is_causal", median(samples) / reference, "x")]
-    result.notes.append(f"the model's path for ALiBi/T5: {attention.choose_path(encoding, SEQ_LEN, SEQ_LEN, True)}, "
-                        f"b={attention.SETTINGS.block_size}")
+    path = attention.choose_path(encoding, SEQ_LEN, SEQ_LEN, True, device=options.device)
+    result.notes.append(f"the model's path for ALiBi/T5: {path}, b={attention.SETTINGS.block_size}")
     return result
 
 

@@ -10,17 +10,25 @@ from pathlib import Path
 import torch
 
 from posbench import measure
+from posbench.devices import CPU, TRAINING_DEVICES, on_cuda
 from posbench.model import ModelConfig, build_model
 
 BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2, P6 and P7 model (= SIZES["base"])
 SEQ_LEN = 1024
 # The parts by name, in the order a run takes them; suite.PART_FUNCTIONS holds each one's function.
 PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode", "decode_peer", "train")
+# ``--device``: cpu or cuda[:N], as training takes. On CUDA the parts that time posbench's own model and
+# attention run (their models, inputs and caches placed on the device, timed with CUDA events, a
+# synchronize closing every timed call: posbench.measure.make_timer); the others measure the host (P6's
+# resident memory, P8's training loop) or a peer library on the CPU.
+BENCH_DEVICES = TRAINING_DEVICES
+CUDA_PARTS = ("paths", "overhead", "limit", "decode")
 
 
 @dataclass(frozen=True)
 class BenchOptions:
     parts: tuple[str, ...] = PARTS
+    device: str = CPU
     rounds: int = 30  # timed rounds of alternation (P1, P2, paths)
     warmup: int = 3
     limit_rounds: int = 5  # P3 rounds: one model forward and one matmul each
@@ -76,23 +84,30 @@ def verdict(value: float, target: float | None, at_most: bool) -> tuple[str, boo
     return (f"<= {target:g}", value <= target) if at_most else (f">= {target:g}", value >= target)
 
 
-def profile_table(step: Callable[[], object], rows: int = 12) -> str:
-    """Self CPU time per operator over one call of ``step``: what limits it, measured."""
-    with torch.inference_mode(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+def profile_table(step: Callable[[], object], device: str = CPU, rows: int = 12) -> str:
+    """Self time per operator over one call of ``step`` (on CUDA the kernels' device time, the call
+    synchronized before the profile closes): what limits it, measured."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_cuda(device):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.inference_mode(), torch.profiler.profile(activities=activities) as prof:
         step()
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+        measure.synchronize(torch.device(device))
+    sort_by = "self_device_time_total" if on_cuda(device) else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=sort_by, row_limit=rows)
 
 
-def save_profile(out: Path, result: PartResult, name: str, steps: dict[str, Callable[[], object]]) -> None:
+def save_profile(out: Path, result: PartResult, name: str, steps: dict[str, Callable[[], object]],
+                 device: str = CPU) -> None:
     """Profile one call of each step (the contender, and what it is compared with) into one file."""
     path = out / f"profile_{name}.txt"
-    path.write_text("\n\n".join(f"{label}:\n{profile_table(step)}" for label, step in steps.items()))
+    path.write_text("\n\n".join(f"{label}:\n{profile_table(step, device)}" for label, step in steps.items()))
     result.notes.append(f"missed its target: profile in {path}")
 
 
 def against_none(out: Path, result: PartResult, where: tuple[str, str], samples: dict[str, list[float]],
                  steps: dict[str, Callable[[], object]], name: str, target_value: float | None,
-                 extra: list[Row] = ()) -> None:
+                 extra: list[Row] = (), device: str = CPU) -> None:
     """Rows of contender ``name`` against ``none``, timed in the same rounds: its median (then ``extra``),
     the paired ratio and the ratio of medians, judged against ``target_value``; a miss is profiled
     beside ``none``. ``where`` is the rows' (part, item)."""
@@ -105,22 +120,25 @@ def against_none(out: Path, result: PartResult, where: tuple[str, str], samples:
                     Row(part, item, "ratio", ratio, "x", target, meets)]
     if meets is False:
         label = f"{part}_{name}" + (f"_{item.rsplit('=', 1)[1]}" if "=" in item else "")
-        save_profile(out, result, label, {name: steps[name], "none": steps["none"]})
+        save_profile(out, result, label, {name: steps[name], "none": steps["none"]}, device)
 
 
 # ----- models and steps --------------------------------------------------------------------------
-def posbench_model(encoding: str, seq_len: int = SEQ_LEN) -> torch.nn.Module:
+def posbench_model(encoding: str, seq_len: int = SEQ_LEN, device: str = CPU) -> torch.nn.Module:
+    """The bench's model with ``encoding``, built (seed 0) on the CPU and placed on ``device``."""
     torch.manual_seed(0)
     cfg = ModelConfig(**BASE, max_len=seq_len, encoding=encoding, causal=True)
-    return build_model(cfg).eval()
+    return build_model(cfg).eval().to(device)
 
 
 def forward_step(model: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], object]:
-    tokens = torch.randint(0, 256, (batch, seq_len))
+    """A forward of fixed random tokens, drawn on the host and placed where the model is."""
+    tokens = torch.randint(0, 256, (batch, seq_len)).to(next(model.parameters()).device)  # (B, L)
     return lambda: model(tokens)
 
 
-def matmul_step(size: int) -> tuple[Callable[[], object], int]:
-    """A square fp32 matmul of ``size`` (what the machine's rate is measured with) and its FLOPs, 2·n³."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_step(size: int, device: str = CPU) -> tuple[Callable[[], object], int]:
+    """A square fp32 matmul of ``size`` on ``device`` (what the machine's rate is measured with) and its
+    FLOPs, 2·n³."""
+    a, b = (torch.randn(size, size).to(device) for _ in range(2))
     return lambda: a @ b, 2 * size**3

@@ -18,17 +18,18 @@ from posbench.profile import decode_step
 def run(options: BenchOptions, out: Path) -> PartResult:
     """One generated token against a KV cache of C tokens, each encoding against NoPE, alternated."""
     result = PartResult(f"P7 decode: per-token latency with a KV cache / none (d={BASE['d_model']}, "
-                        f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, batch 1, fp32, "
+                        f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, batch 1, fp32, {options.device}, "
                         f"{torch.get_num_threads()} threads, "
                         f"contexts {', '.join(map(str, options.decode_contexts))})")
     timed = targets.timed()
     for context in options.decode_contexts:
-        models = {name: posbench_model(name, context + 1) for name in timed}
-        prompt = torch.randint(0, 256, (1, context), generator=torch.Generator().manual_seed(0))
-        steps = {name: decode_step(model, prompt) for name, model in models.items()}
-        samples = alternate(steps, options.rounds, options.warmup)
+        models = {name: posbench_model(name, context + 1, options.device) for name in timed}
+        prompt = torch.randint(0, 256, (1, context), generator=torch.Generator().manual_seed(0))  # (1, C)
+        steps = {name: decode_step(model, prompt.to(options.device)) for name, model in models.items()}
+        samples = alternate(steps, options.rounds, options.warmup, device=torch.device(options.device))
         result.samples.update({f"{name}@{context}": s for name, s in samples.items()})
         for name in samples:
-            against_none(out, result, ("decode", f"{name} C={context}"), samples, steps, name, timed[name].decode)
+            against_none(out, result, ("decode", f"{name} C={context}"), samples, steps, name, timed[name].decode,
+                         device=options.device)
     result.notes += targets.notes()
     return result

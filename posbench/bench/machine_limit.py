@@ -32,12 +32,13 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     cfg = ModelConfig.from_size("medium", max_len=SEQ_LEN, encoding="none", causal=True)
     batch = options.limit_batch
     result = PartResult(f"P3 limit: fp32 matmul rate vs the model's achieved FLOP/s (d={cfg.d_model}, "
-                        f"{cfg.n_layers} layers, {cfg.n_heads} heads, L={SEQ_LEN}, batch {batch}, none)")
+                        f"{cfg.n_layers} layers, {cfg.n_heads} heads, L={SEQ_LEN}, batch {batch}, none, "
+                        f"{options.device})")
     torch.manual_seed(0)
-    model = build_model(cfg).eval()
-    matmul, matmul_flops = matmul_step(MATMUL_SIZE)
+    model = build_model(cfg).eval().to(options.device)
+    matmul, matmul_flops = matmul_step(MATMUL_SIZE, options.device)
     steps = {"matmul": matmul, "model": forward_step(model, batch, SEQ_LEN)}
-    result.samples = alternate(steps, options.limit_rounds, warmup=1)
+    result.samples = alternate(steps, options.limit_rounds, warmup=1, device=torch.device(options.device))
     matmul_rate = matmul_flops / median(result.samples["matmul"]) * 1e3  # FLOP/s
     flops = sum(analytic_flops(cfg, batch, SEQ_LEN).values())
     executed = sum(analytic_flops(cfg, batch, SEQ_LEN, causal_half=True).values())
@@ -56,5 +57,5 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     result.notes.append("FLOPs: posbench.flops.analytic_flops (2·m·n·k per matmul, all L×L logits even when "
                         "causal); 'causal half' counts the L(L+1)/2 logits a causal kernel computes")
     if meets is False:
-        save_profile(out, result, "limit_model", {"model": steps["model"]})
+        save_profile(out, result, "limit_model", {"model": steps["model"]}, options.device)
     return result

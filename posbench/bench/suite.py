@@ -25,6 +25,7 @@ from posbench.bench import (
     x_transformers_peer,
 )
 from posbench.bench.base import BenchOptions, PartResult, Row
+from posbench.devices import on_cuda
 from posbench.records import cpu_model
 
 PART_FUNCTIONS = {"paths": attention_paths.run, "overhead": encoding_overhead.run, "peer": x_transformers_peer.run,
@@ -59,8 +60,10 @@ def text_table(result: PartResult) -> str:
     return "\n".join([result.title, render(header), *map(render, lines), *(f"  note: {n}" for n in result.notes)])
 
 
-def environment() -> dict:
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": cpu_model(),
+def environment(device: str) -> dict:
+    gpu = torch.cuda.get_device_name(torch.device(device)) if on_cuda(device) else None
+    return {"device": device, "gpu": gpu, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cpu": cpu_model(),
             "machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "load_average": os.getloadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S %z")}
 
@@ -69,17 +72,18 @@ def run_bench(options: BenchOptions, out: Path) -> list[PartResult]:
     """Run the chosen parts, writing ``bench.csv``, ``bench.txt`` and ``samples.json`` to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(options.threads)
-    start = environment()
+    start = environment(options.device)
     results = []
     for part in options.parts:
         results.append(PART_FUNCTIONS[part](options, out))
         print(text_table(results[-1]) + "\n", flush=True)
-    end = environment()
+    end = environment(options.device)
     with (out / "bench.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(Row.__dataclass_fields__))
         writer.writeheader()
         writer.writerows(asdict(row) for result in results for row in result.rows)
-    header = (f"posbench bench — {start['cpu']} ({start['cpu_capability']}), torch {start['torch']}, "
+    on = f"{start['device']} ({start['gpu']}), host " if start["gpu"] else ""
+    header = (f"posbench bench — {on}{start['cpu']} ({start['cpu_capability']}), torch {start['torch']}, "
               f"{start['threads']} threads; load average {_load(start)} at start, {_load(end)} at end "
               f"({start['time']} → {end['time']})")
     (out / "bench.txt").write_text("\n\n".join([header, *map(text_table, results)]) + "\n")

@@ -27,6 +27,17 @@ LOGIT_BIAS = Targets(1.25, 1.10)  # a bias added to every head's logits: within 
 PAIRWISE_MLP = Targets(2.0, 2.0)  # FIRE: an MLP over every (query, key) pair's distance: within 2×
 TWICE_WIDE_SCORES = Targets(2.0, 1.5)  # PoPE: q·kᵀ (values padded to it) and the key cache at twice the head width
 LOCAL_LAYERS = Targets(1.25, 1.10)  # a layer pattern: a window or chunk mask in 3 of 4 layers, as a logit bias
+# The fourth hook (position from content), written before the first measurement: per layer it materialises
+# the logits of each causal block and runs a dozen elementwise passes over them (sigmoid, a reversed
+# cumulative sum, two gathers, the interpolation) where none's fused kernel never writes a logit, plus q·e
+# against npos = L + 1 integer positions (a matmul the size of q·kᵀ): within 4×; decoding, ~20 small ops a layer
+CONTENT_COUNTS = Targets(4.0, 2.0)  # CoPE
+# FoX: per layer a linear map to h gates, a cumulative sum, and per causal block a (B, h, rows, keys) bias of
+# one subtraction that SDPA's fused kernel reads as its mask (FIRE's 2× path, with the mask per layer)
+FORGET_GATES = Targets(2.0, 1.5)
+# stick-breaking: the materialised logits of each causal block, ~8 elementwise passes (log-sigmoid, a
+# reversed cumulative sum, exp, the weights' sum) and two matmuls outside the fused kernel
+STICK_BREAKING = Targets(3.0, 1.5)
 UNDECLARED = Targets(None, None)  # an encoding this table does not know: timed, not judged
 
 DECLARED: dict[str, Targets | str] = {
@@ -36,6 +47,9 @@ DECLARED: dict[str, Targets | str] = {
     "fire": PAIRWISE_MLP,
     "pope": TWICE_WIDE_SCORES,
     **dict.fromkeys(("irope", "rnope_swa"), LOCAL_LAYERS),
+    "cope": CONTENT_COUNTS,
+    "fox": FORGET_GATES,
+    "stick_breaking": STICK_BREAKING,
     **dict.fromkeys(("sinusoidal_concat_fixed", "learned_concat_fixed"), VECTOR_OR_ROTATION),
     **{f"{family}_concat": "a wider model (residual stream d + d_p): against none at d its cost is the width's"
        for family in ("sinusoidal", "learned")},

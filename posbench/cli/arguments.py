@@ -56,6 +56,16 @@ def matching(pattern: re.Pattern, allowed: str) -> Callable[[str], str]:
     return _parser(str, pattern.fullmatch, allowed)
 
 
+def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """One of ``choices``."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise not_allowed(text, f"one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
 def comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
     """Some of ``choices``, comma-separated, in the order given."""
     allowed = f"one or more of {', '.join(choices)}, comma-separated"

@@ -5,12 +5,14 @@ throughput (P8), written to ``--out`` as CSV and a text table."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from posbench.bench import suite
-from posbench.bench.base import PARTS, BenchOptions
+from posbench.bench.base import BENCH_DEVICES, CUDA_PARTS, PARTS, BenchOptions
 from posbench.bench.train_throughput import TRAIN_ENCODINGS
 from posbench.cli import arguments
+from posbench.devices import CPU, missing_device, on_cuda
 
 HELP = ("benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale, P7 decode "
         "and its transformers peer, P8 train")
@@ -35,8 +37,12 @@ def contexts(text: str) -> tuple[int, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/bench"),
                         help="folder for bench.csv, bench.txt, samples.json and profiles (default: %(default)s)")
-    parser.add_argument("--parts", type=arguments.comma_list(PARTS), default=PARTS,
-                        help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
+    parser.add_argument("--parts", type=arguments.comma_list(PARTS),
+                        help=f"comma-separated subset of {','.join(PARTS)} (default: all; on cuda: "
+                             f"{','.join(CUDA_PARTS)})")
+    parser.add_argument("--device", default=CPU, type=arguments.matching(BENCH_DEVICES.pattern, BENCH_DEVICES.allowed),
+                        help=f"{BENCH_DEVICES.allowed}: where the models and inputs of the timed parts live; on cuda "
+                             f"the parts {', '.join(CUDA_PARTS)} (default: %(default)s)")
     parser.add_argument("--quick", action="store_true",
                         help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run")
     parser.add_argument("--rounds", type=arguments.positive_int,
@@ -75,10 +81,27 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
         chosen["decode_new_tokens"] = args.decode_new_tokens
     if args.scale_max_len:
         chosen["scale_lengths"] = tuple(n for n in BenchOptions.scale_lengths if n <= args.scale_max_len)
-    return BenchOptions(parts=args.parts, threads=args.threads, flex=args.flex, **chosen)
+    parts = args.parts or (CUDA_PARTS if on_cuda(args.device) else PARTS)
+    return BenchOptions(parts=parts, device=args.device, threads=args.threads, flex=args.flex, **chosen)
+
+
+def refusal(args: argparse.Namespace) -> tuple[str, int] | None:
+    """Why the bench cannot run as asked, in one line, and its exit status: a part that does not run on
+    CUDA (2, a bad argument), or a device this machine lacks (1); ``None`` when it can."""
+    if on_cuda(args.device):
+        host_only = [part for part in args.parts or () if part not in CUDA_PARTS]
+        if host_only:
+            return (f"argument --parts: {host_only[0]!r} is not allowed with --device {args.device}; allowed: "
+                    f"{', '.join(CUDA_PARTS)}"), 2
+    missing = missing_device(args.device)
+    return (f"argument --device: {missing}", 1) if missing else None
 
 
 def run(args: argparse.Namespace) -> int:
+    refused = refusal(args)
+    if refused:
+        print(f"posbench bench: error: {refused[0]}", file=sys.stderr)
+        return refused[1]
     results = suite.run_bench(options_from(args), args.out)
     missed = [f"{row.part} {row.item}" for result in results for row in result.rows if row.meets is False]
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.txt'}; targets missed: "

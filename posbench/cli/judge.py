@@ -1,13 +1,15 @@
-"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, trajectory, claims, advice, axes,
-shapes) beside them."""
+"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, trajectory, ledger, claims,
+advice, axes, shapes) beside them, and the projected cost at deployed shapes (``projection.csv``:
+:mod:`posbench.projection`, measured nothing)."""
 
 from __future__ import annotations
 
 from posbench.cli import arguments
 
 HELP = ("judge the declared comparisons and the article's claims on the tables under --tables; writes "
-        "verdicts.csv, trajectory.csv, claims.csv, advice.csv, axes.csv and shapes.csv (the published shapes, "
-        "posbench/shapes.yaml) there (what the report and advise read)")
+        "verdicts.csv, trajectory.csv, ledger.csv, claims.csv, advice.csv, axes.csv and shapes.csv (the published "
+        "shapes, posbench/shapes.yaml) there (what the report and advise read), and projection.csv (projected cost "
+        "at deployed shapes on datasheet GPUs)")
 
 
 def add_arguments(parser) -> None:
@@ -22,12 +24,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from posbench import shapes, verdicts
+    from posbench import projection, shapes, verdicts
     from posbench.workflow import second_look_ids
 
     if arguments.without_rows(args.tables, "judge"):
         return 1
-    written = [*verdicts.write(args.tables, args.preset, args.previous), shapes.write(args.tables)]
+    written = [*verdicts.write(args.tables, args.preset, args.previous), shapes.write(args.tables),
+               projection.write_table(args.tables)]
     print("wrote " + ", ".join(str(path) for path in written))
     print(f"second looks asked for: {', '.join(second_look_ids(written[0])) or 'none'}")
     for warning in verdicts.registration_warnings(written[0]):

@@ -14,7 +14,9 @@ torch.Size([8, 4, 4])
 from posbench.encodings import (  # noqa: F401
     absolute,
     alibi,
+    cope,
     fire,
+    fox,
     grid,
     kerple,
     layer_pattern,
@@ -23,6 +25,7 @@ from posbench.encodings import (  # noqa: F401
     per_modality,
     pope,
     rope,
+    stick_breaking,
     t5,
 )
 from posbench.encodings.base import PositionalEncoding, Traits

@@ -1,16 +1,25 @@
-"""The interface every positional encoding implements: three hooks, one per injection point.
+"""The interface every positional encoding implements: four hooks, one per injection point.
 
-A Transformer can learn position at three places, and every scheme in the catalogue uses one or
+A Transformer can learn position at four places, and every scheme in the catalogue uses one or
 more of them:
 
 1. input           ``x = E + P`` or ``x = [E ; P]``            -> :meth:`PositionalEncoding.inject`
 2. query / key     rotate ``q`` and ``k`` by their position     -> :meth:`PositionalEncoding.rotate`
 3. attention logit add ``B[h, i, j]`` to ``q·k / sqrt(d_head)``  -> :meth:`PositionalEncoding.attention_bias`
+4. from content    a bias computed from the layer's own ``q·k``  -> :meth:`PositionalEncoding.content` and
+                   or its input, and/or attention weights other     :meth:`PositionalEncoding.content_bias`
+                   than softmax                                     (:mod:`posbench.encodings.contextual`)
 
-Every hook takes a :class:`~posbench.positions.Positions` value (ids, offset, axes, modality, a
+The first three read position ids; the fourth reads content (CoPE counts gates of ``q·k``, FoX sums
+forget gates of the layer's input, stick-breaking attention replaces softmax), so it runs inside every
+layer with that layer's own parameters and, when decoding, state kept in the KV cache: its design is
+written in :mod:`posbench.encodings.contextual`.
+
+Each of the first three hooks takes a :class:`~posbench.positions.Positions` value (ids, offset, axes, modality, a
 host-known maximum), never bare lengths. The base class implements each hook as "leave it alone",
-so a scheme overrides only the hooks it uses and the model calls all three unconditionally. What
-a scheme *is* (which hook, how it combines, its axes, whether its table is bounded or trained) is
+so a scheme overrides only the hooks it uses and the model calls all of them unconditionally. What
+a scheme *is* (which hook, how it combines, its axes, whether its table is bounded or trained, what it
+reads, how attention weighs) is
 declared in :class:`Traits`, so no code outside an encoding's own module decides by its name.
 Widths live here too, because concatenation changes them: the token embedding is
 ``token_width`` wide and the residual stream ``model_width``.
@@ -19,13 +28,19 @@ Widths live here too, because concatenation changes them: the token embedding is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from posbench.positions import Positions
 
-HOOKS = ("none", "input", "qk", "logits")
+if TYPE_CHECKING:
+    from posbench.model import KVCache
+
+HOOKS = ("none", "input", "qk", "logits", "contextual")
+READS = ("nothing", "positions", "qk", "input")  # what an encoding computes its signal from
+ATTENTIONS = ("softmax", "stick_breaking")  # how attention turns logits into weights
 COMBINES = ("none", "add", "concat", "concat_fixed")
 AXES = ("1d", "2d", "multimodal")
 
@@ -34,20 +49,31 @@ AXES = ("1d", "2d", "multimodal")
 class Traits:
     """What an encoding is, declared by its class: the report, workflow, training and probes read this."""
 
-    hook: str  # where position enters: none | input | qk | logits
+    hook: str  # where position enters: none | input | qk | logits | contextual
     combine: str  # how an input encoding meets the token embedding: none | add | concat | concat_fixed
     axes: str  # 1d (a sequence) | 2d (row, column of a grid) | multimodal (text/time, row, column)
     bounded: bool  # one row per position up to max_len: a longer input is refused (a learned table)
     trained: bool  # has trained position parameters
     randomized: bool  # trained on sorted random positions (Ruoss et al. 2023)
+    reads: str  # nothing | positions (the ids: hooks 1-3) | qk (the layer's logits) | input (the layer's input)
+    attention: str  # softmax | stick_breaking: how the logits become attention weights
 
     def as_columns(self) -> dict:
         """Table columns, prefixed so they never collide with a record's own fields."""
         return {f"pe_{name}": value for name, value in self.__dict__.items()}
 
 
+@dataclass(frozen=True)
+class LayerInput:
+    """What the fourth hook may read of one layer besides its queries and keys."""
+
+    inputs: torch.Tensor  # (B, L, width) the layer's normalised input, its new tokens only
+    index: int  # the layer's place in the stack: a contextual encoding's parameters are per layer
+    cache: KVCache | None = None  # decoding: the cache, whose per-layer ``states`` the encoding extends
+
+
 class PositionalEncoding(nn.Module):
-    """Base class: no position information at any of the three injection points.
+    """Base class: no position information at any of the four injection points.
 
     Args:
         d_model: the width the user asked for (the token embedding width of an added encoding).
@@ -60,6 +86,8 @@ class PositionalEncoding(nn.Module):
     axes = "1d"
     bounded = False
     trained_positions = False
+    attention = "softmax"
+    per_layer = False  # parameters of its own in every layer: the registry passes the model's depth, n_layers
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False):
         super().__init__()
@@ -92,7 +120,12 @@ class PositionalEncoding(nn.Module):
     @property
     def traits(self) -> Traits:
         return Traits(self.hook, self.combine, self.axes, self.bounded, self.trained_positions,
-                      self.random_positions is not None)
+                      self.random_positions is not None, self.reads, self.attention)
+
+    @property
+    def reads(self) -> str:
+        """What the position signal is computed from: the ids (hooks 1-3), nothing (no hook), or content."""
+        return "nothing" if self.hook == "none" else "positions"
 
     @property
     def max_positions(self) -> int | None:
@@ -147,7 +180,7 @@ class PositionalEncoding(nn.Module):
         ids = torch.randperm(self.random_positions)[:seq_len].sort().values  # (L,) on the host
         return Positions(ids.to(device), int(ids[-1]) if seq_len else 0)
 
-    # ----- the three hooks -----------------------------------------------------------------
+    # ----- the first three hooks: from position ids -------------------------------------------
     def inject(self, tokens: torch.Tensor, positions: Positions) -> torch.Tensor:
         """Input hook: ``(B, L, token_width)`` -> ``(B, L, model_width)``."""
         return tokens
@@ -175,6 +208,27 @@ class PositionalEncoding(nn.Module):
         An encoding that gives it gets :meth:`attention_bias` from it, and attention on contiguous
         positions reads one ``(h, 2L − 1)`` table as strided views, never building ``(h, L, L)``."""
         return None
+
+    # ----- the fourth hook: from content (its design: posbench.encodings.contextual) ---------------
+    def content(self, q: torch.Tensor, k: torch.Tensor, layer: LayerInput) -> object | None:
+        """Once per layer and forward pass: what the encoding derives from the layer's queries ``q (B, h,
+        q_len, d_head)``, keys ``k (B, h, k_len, d_head)`` (a cache's included) and ``layer`` (its input, its
+        index, the cache), for :meth:`content_bias` to read per block of queries; ``None``: nothing. On the
+        ``contextual_logits`` path ``q`` comes scaled by ``1/√d_head``, as the logits are made of it."""
+        return None
+
+    def content_bias(self, content, logits: torch.Tensor | None, start: int, stop: int,
+                     keys: int) -> torch.Tensor | None:
+        """The bias ``(B, h, stop − start, keys)`` added to the logits of queries ``start … stop`` (of the
+        layer's ``q_len``) against the first ``keys`` keys, from :meth:`content`'s result and, for an
+        encoding that reads ``qk``, that block's ``logits`` (scaled by ``1/√d_head``, ``-inf`` where causal
+        attention hides a key); ``None``: no bias (the default)."""
+        return None
+
+    def content_flops(self, batch_size: int, q_len: int, k_len: int, mode: str) -> int:
+        """FLOPs of the fourth hook in a forward pass over all layers (``mode="train"``: and its backward),
+        under :mod:`posbench.flops`' convention: whatever its path adds to the attention matmuls."""
+        return 0
 
     def rescaled(self, scaling) -> PositionalEncoding:
         """A copy with rotary frequencies scaled (:class:`~posbench.encodings.rope.RopeScaling`); only

@@ -31,12 +31,15 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def build(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool = False,
+def build(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool = False, n_layers: int = 1,
           **family_options) -> PositionalEncoding:
-    """Build encoding ``name``; unknown names and unknown options fail with the allowed values."""
+    """Build encoding ``name``; unknown names and unknown options fail with the allowed values.
+    ``n_layers`` reaches only an encoding with parameters in every layer (``per_layer``, the fourth hook's)."""
     factory, preset = _entry(name)
     options = {**preset, **family_options}
     training = {key: options.pop(key) for key in TRAINING_OPTIONS if key in options}
+    if getattr(factory, "per_layer", False):
+        options["n_layers"] = n_layers
     try:
         encoding = factory(d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal, **options)
     except TypeError as error:  # an option the family does not take

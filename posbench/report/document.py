@@ -1,6 +1,7 @@
 """The PDF, section by section: the verdicts (page 1: the summary table, the forest plot, each row's
 details), the claims check, the advice page (:mod:`.advice`), the published shapes (:mod:`.shapes`), the
-figures (:mod:`.figures`), the appendix (method, environment, config, cells that did not finish)."""
+projected cost (:mod:`.projection`), the figures (:mod:`.figures`), the appendix (method, environment,
+config, cells that did not finish)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance
-from posbench.report import advice, figures, shapes, verdicts
+from posbench.report import advice, figures, projection, shapes, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, VERDICT_COLOURS, Document, Style
 from posbench.tables import Tables
 
@@ -232,6 +233,7 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
         claims_page(doc, tables)
         advice.page(doc, tables)
         shapes.page(doc, tables)
+        projection.page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()

@@ -379,7 +379,8 @@ def draw_training_length(figure: Figure, rect: Rect, tables: Tables) -> None:
 
 
 # ----- grids and multimodal: the tasks with a layout ----------------------------------------------
-HOW_POSITION_ENTERS = {"none": "—", "qk": "rotate q/k", "logits": "logit bias"}  # input: its combine
+HOW_POSITION_ENTERS = {"none": "—", "qk": "rotate q/k", "logits": "logit bias",
+                       "contextual": "from content"}  # input: its combine
 DIMENSIONS = {"2d": "2-D", "multimodal": "per modality"}  # pe_axes -> how the label names it; else 1-D
 LAYOUT_TASKS = ("digits_2d", "mosaic_qa")  # image patches on a grid; the mosaic adds a question after them
 

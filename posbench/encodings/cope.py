@@ -1,0 +1,90 @@
+"""CoPE, contextual position encoding (Golovneva et al. 2024): a key's position is a count of the keys
+between it and the query that the query's gates let through, and the logit bias reads a learned logit per
+integer position, interpolated at that count.
+
+For query ``i`` and key ``j``: gates ``g_it = σ(q_i·k_t/√d)``, position ``p_ij = Σ_{t=j}^{i} g_it`` (causal:
+keys after the query have gate 0), clamped at ``npos − 1``; logits of every integer position
+``z_i[p] = q_i·e[p]/√d`` from a learned table ``e (d_head, npos)`` shared by the heads, one per layer;
+bias ``z_i[⌊p⌋] + (p − ⌊p⌋)·(z_i[⌈p⌉] − z_i[⌊p⌋])``, added to the logits ``q_i·k_j/√d`` themselves.
+
+Follows the reference, facebookresearch/RAM ``projects/cope/src/cope/context_position.py`` (MIT licence;
+its default ``npos = block size + 1``; gates from the same ``q·k`` as the logits), also x-transformers'
+``CoPE`` (MIT): the project's code is its own. Unlike the reference's zeros, the table starts
+``N(0, 0.02²)``, like T5's bias: near no position signal, but not exactly NoPE. A bidirectional model
+runs the reference unmasked: counts run from the key to the end of the sequence.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posbench.encodings.contextual import ContextualEncoding
+from posbench.encodings.registry import register
+
+# Elementwise FLOPs per logit: z⌈p⌉ − z⌊p⌋, its product with p − ⌊p⌋ (``frac``, one unary op: free like
+# floor), the add of z⌊p⌋, the bias add
+FORWARD_PER_LOGIT = 4
+
+
+class Cope(ContextualEncoding):
+    """Family option: ``npos`` (default ``max_len + 1``, the reference's: every count a sequence reaches)."""
+
+    trained_positions = True
+    content_reads = "qk"
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *, n_layers: int = 1,
+                 npos: int | None = None):
+        super().__init__(d_model, n_heads, max_len, causal, n_layers=n_layers)
+        self.npos = npos or max_len + 1
+        self.embeddings = nn.ParameterList(nn.Parameter(0.02 * torch.randn(self.d_head, self.npos))
+                                           for _ in range(n_layers))  # (d_head, npos) per layer
+
+    def content(self, q, k, layer):
+        """The queries (scaled by the path) and the layer's table: each block makes its position logits."""
+        return q, self.embeddings[layer.index]
+
+    def positions_read(self, keys: int) -> int:
+        """Integer positions a block against ``keys`` keys can read: a count never exceeds the keys it sums."""
+        return min(self.npos, keys + 1)
+
+    def content_bias(self, content, logits, start, stop, keys):
+        """Counts of the block's gates from each key to the query, the position logits interpolated at them.
+        The block's logits of the integer positions ``q·e`` are made here, of the positions it can read
+        only: never a ``(B, h, L, npos)`` tensor (npos = L + 1 by default)."""
+        q, table = content
+        positions = self.positions_read(keys)
+        at = q[..., start:stop, :] @ table[:, :positions]  # (B, h, rows, positions)
+        gates = torch.sigmoid(logits)  # (B, h, rows, keys), 0 on hidden keys
+        counts = gates.flip(-1).cumsum(-1).flip(-1)  # p_ij = Σ_{t≥j} g_it
+        if positions == self.npos:  # a count may pass the table: clamp (else it cannot, and the pass is saved)
+            counts = counts.clamp(max=self.npos - 1)
+        below = counts.long()  # ⌊p⌋ (p >= 0); no gradient through the indices, as in the reference
+        above = (below + 1).clamp_(max=positions - 1)  # the ceiling where p is not whole (else its weight is 0)
+        low, high = at.gather(-1, below), at.gather(-1, above)
+        return low + counts.frac() * (high - low)  # (B, h, rows, keys): p − ⌊p⌋ of high, the rest of low
+
+    def bias_build_elements(self, q_len, k_len, training=False):
+        """Per logit of a block: the gates, the counts (and their reversed cumulative sum), two int64 index
+        tensors (two elements each) and the two gathered position logits: 8; training keeps the gates, the
+        counts' fractions, the two gathered logits and the difference: 5. Per query, its position logits."""
+        per_logit = 5 if training else 8
+        return self.n_heads * q_len * (k_len * per_logit + self.positions_read(k_len))
+
+    def content_flops(self, batch_size, q_len, k_len, mode):
+        """Per layer: the position logits ``q·e`` (a matmul, ``2·B·h·q·d_head·positions``, the positions the
+        keys can reach, :meth:`positions_read`: one block, as the counters run attention) and
+        :data:`FORWARD_PER_LOGIT` per logit. Training adds the matmul's two gradients; per logit the
+        product's two gradients and two accumulation adds (the logits feed the gates and the sum, ``z⌊p⌋``
+        the difference and the sum); per query the accumulated gradients of its position logits (read by
+        both gathers) and of its scaled query (read by the logits and ``q·e``, ``d_head``)."""
+        logits, queries = batch_size * self.n_heads * q_len * k_len, batch_size * self.n_heads * q_len
+        positions = self.positions_read(k_len)
+        matmul = 2 * queries * self.d_head * positions
+        forward = matmul + FORWARD_PER_LOGIT * logits
+        if mode == "infer":
+            return self.n_layers * forward
+        return self.n_layers * (forward + 2 * matmul + 4 * logits + queries * (positions + self.d_head))
+
+
+register("cope")(Cope)

@@ -1,0 +1,477 @@
+"""Projected cost of each encoding at the shapes people deploy, on GPUs this project has never had: a
+cost model of its own (not posbench's training model), labelled "projected" wherever it is printed.
+
+What it reads
+-------------
+* A decoder's shape as a transformers ``config.json`` gives it (:class:`Shape`): ``hidden_size``,
+  ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads`` (grouped-query attention),
+  ``head_dim``, ``intermediate_size``, ``vocab_size``, ``tie_word_embeddings``. Named shapes
+  (:data:`SHAPES`) carry the values of the models' ``config.json`` on the Hugging Face hub (each
+  one's address in its ``source``); ``--hf-config`` reads any other.
+* What an encoding adds, from the registry alone (:func:`position_work`): the encoding is built on the
+  meta device at the shape's width, heads and context, and its :class:`~posbench.encodings.base.Traits`
+  and hooks say the rest — the widths (a naive concat widens the residual stream), the dimensions its
+  rotation turns (:attr:`rotated_width`), its own parameters, the tables it holds (its buffers: a
+  sinusoid table, rotation angles, ALiBi's penalties) and its logit bias. A logit bias with trained
+  parameters (T5, FIRE, KERPLE) is materialised as one ``(h, L_q, L_k)`` tensor per forward, shared by
+  the layers (as T5 implementations do, and as a kernel must for a learned function); a fixed one
+  (ALiBi) is applied inside the attention kernel from per-head slopes (flash-attention's
+  ``alibi_slopes``). The building cost of a bias is the encoding's own :meth:`bias_flops`.
+* A device (:data:`DEVICES`): dense peak FLOP/s per dtype and memory bandwidth, from the vendor's
+  datasheet (addresses in :data:`DEVICES`, one table).
+
+What it computes
+----------------
+* FLOPs under :mod:`posbench.flops`' convention (2 per multiply-add; the encoding's adds, the residual
+  adds and a gated FFN's product 1 per element; attention over the ``L(L+1)/2`` logits a causal kernel
+  computes, the bias add over all ``L²``, as :func:`posbench.flops.analytic_flops` with
+  ``causal_half``): on posbench's own shape the count equals that function's, term by term
+  (``tests/test_projection.py``). Prefill counts the head at every token, as posbench's forward does.
+* Memory: weights, the KV cache (``2 · layers · kv_heads · head_dim · context · bytes``) and every
+  position tensor the encoding materialises at the context (its tables and, for a materialised bias,
+  the ``(h, L, L)`` tensor of a prefill).
+* Time: a roofline per operation, ``max(FLOPs / peak, bytes / bandwidth)``, summed, plus a
+  per-operation overhead term (kernel launches or the framework's dispatch, times the number of
+  operations). Bytes are what an operation must read and write at least: weights once, activations in
+  and out, the KV cache and a materialised bias where read. Datasheet devices get no overhead unless
+  one is given (none has been measured here); this machine's is fitted (:mod:`posbench.projection_check`).
+
+A projection is an upper bound on speed: real kernels reach a fraction of peak, and that fraction is
+what the CPU check (:mod:`posbench.projection_check`) measures for this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from posbench import attention, encodings
+from posbench.devices import BFLOAT16, FLOAT32, TORCH_DTYPES
+from posbench.model import SIZES, ModelConfig
+from posbench.records import write_atomically
+
+HF = "https://huggingface.co/{}/blob/main/config.json"
+PROJECTED = "projected"
+CONTEXTS = (1024, 4096, 16384, 32768, 131072)  # the contexts the tables project (up to 128k)
+TABLE = "projection.csv"  # beside the judge step's tables
+
+
+# ----- shapes ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shape:
+    """A decoder's shape, by transformers' config keys; ``gated_ffn``: a SwiGLU (gate, up, down)
+    feed-forward; ``norm_weights``: parameters per channel of a norm (RMSNorm 1, LayerNorm 2);
+    ``attention_bias``: biases on the q, k, v projections (Qwen2)."""
+
+    name: str
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    gated_ffn: bool = True
+    norm_weights: int = 1
+    attention_bias: bool = False
+    source: str = ""
+
+
+def _hub(name: str, repo: str, **config) -> Shape:
+    return Shape(name=name, source=HF.format(repo), **config)
+
+
+SHAPES: dict[str, Shape] = {shape.name: shape for shape in (
+    _hub("llama-3-8b", "meta-llama/Meta-Llama-3-8B", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+         num_key_value_heads=8, head_dim=128, intermediate_size=14336, vocab_size=128256),
+    _hub("llama-3-70b", "meta-llama/Meta-Llama-3-70B", hidden_size=8192, num_hidden_layers=80,
+         num_attention_heads=64, num_key_value_heads=8, head_dim=128, intermediate_size=28672, vocab_size=128256),
+    _hub("qwen2.5-7b", "Qwen/Qwen2.5-7B", hidden_size=3584, num_hidden_layers=28, num_attention_heads=28,
+         num_key_value_heads=4, head_dim=128, intermediate_size=18944, vocab_size=152064, attention_bias=True),
+    _hub("mistral-7b", "mistralai/Mistral-7B-v0.3", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+         num_key_value_heads=8, head_dim=128, intermediate_size=14336, vocab_size=32768),
+)}  # head_dim: hidden_size / num_attention_heads where the config has no head_dim key
+REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+
+
+def posbench_shape(size: str) -> Shape:
+    """posbench's own model of ``size`` as a :class:`Shape` (LayerNorm, a two-matrix FFN, no GQA):
+    what the CPU check projects, and what the FLOP count is checked against."""
+    cfg = ModelConfig.from_size(size)
+    return Shape(name=f"posbench-{size}", hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+                 num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads,
+                 head_dim=cfg.d_model // cfg.n_heads, intermediate_size=cfg.d_ff or 4 * cfg.d_model,
+                 vocab_size=cfg.vocab_size, gated_ffn=False, norm_weights=2, source="posbench.model.SIZES")
+
+
+def named_shape(name: str) -> Shape:
+    if name in SHAPES:
+        return SHAPES[name]
+    if name.removeprefix("posbench-") in SIZES:
+        return posbench_shape(name.removeprefix("posbench-"))
+    allowed = [*SHAPES, *(f"posbench-{size}" for size in SIZES)]
+    raise ValueError(f"unknown shape {name!r}; allowed: {', '.join(allowed)}")
+
+
+def shape_from_hf_config(config: dict, name: str = "hf-config") -> Shape:
+    """The :class:`Shape` a transformers ``config.json`` describes (a multimodal one's ``text_config``);
+    a missing or bad key is a one-line ``ValueError`` naming it."""
+    config = config.get("text_config") or config
+    missing = [key for key in REQUIRED_KEYS if key not in config]
+    if missing:
+        raise ValueError(f"config has no {missing[0]!r}; needs: {', '.join(REQUIRED_KEYS)} "
+                         "(and optionally num_key_value_heads, head_dim, tie_word_embeddings)")
+    values = {key: config[key] for key in REQUIRED_KEYS}
+    values["num_key_value_heads"] = config.get("num_key_value_heads") or values["num_attention_heads"]
+    _require_positive_integers(values)
+    heads = values["num_attention_heads"]
+    values["head_dim"] = config.get("head_dim") or values["hidden_size"] // heads
+    _require_positive_integers(values)
+    if heads % values["num_key_value_heads"]:
+        raise ValueError(f"config key 'num_key_value_heads' is {values['num_key_value_heads']}; allowed: a divisor "
+                         f"of num_attention_heads ({heads})")
+    return Shape(name=name, tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+                 attention_bias=bool(config.get("attention_bias", False)), source="--hf-config", **values)
+
+
+def _require_positive_integers(values: dict) -> None:
+    for key, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"config key {key!r} is {value!r}; allowed: a positive integer")
+
+
+# ----- devices -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Device:
+    """A GPU by its datasheet: dense peak FLOP/s per dtype (tensor cores for bfloat16, without the 2:4
+    sparsity the headline figures assume), memory bandwidth and size (bytes)."""
+
+    name: str
+    label: str
+    peak_flops: dict[str, float]
+    bandwidth: float  # bytes/s
+    memory: float  # bytes
+    source: str
+
+
+DEVICES: dict[str, Device] = {device.name: device for device in (
+    Device("h100", "H100 SXM", {BFLOAT16: 989e12, FLOAT32: 67e12}, 3.35e12, 80e9,
+           "https://www.nvidia.com/en-us/data-center/h100/ (datasheet: BF16 1,979 TFLOPS with sparsity)"),
+    Device("h200", "H200 SXM", {BFLOAT16: 989e12, FLOAT32: 67e12}, 4.8e12, 141e9,
+           "https://www.nvidia.com/en-us/data-center/h200/ (datasheet: BF16 1,979 TFLOPS with sparsity)"),
+    Device("a100", "A100 80GB SXM", {BFLOAT16: 312e12, FLOAT32: 19.5e12}, 2.039e12, 80e9,
+           "https://www.nvidia.com/en-us/data-center/a100/ (datasheet: BF16 312 TFLOPS dense, 624 sparse)"),
+    Device("l4", "L4", {BFLOAT16: 121e12, FLOAT32: 30.3e12}, 300e9, 24e9,
+           "https://www.nvidia.com/en-us/data-center/l4/ (datasheet: BF16 242 TFLOPS with sparsity)"),
+)}
+
+
+def named_device(name: str) -> Device:
+    if name not in DEVICES:
+        raise ValueError(f"unknown device {name!r}; allowed: {', '.join(DEVICES)}")
+    return DEVICES[name]
+
+
+# ----- what an encoding adds ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class PositionWork:
+    """An encoding built at a shape and context (on the meta device), as the cost model reads it."""
+
+    name: str
+    encoding: torch.nn.Module
+    width: int  # residual stream (d + d_p for a naive concat)
+    token_width: int  # the token embedding's
+    parameters: int  # the encoding's own
+    table_elements: int  # the tensors it holds (buffers) at the context
+    materialised_bias: bool  # a trained logit bias: an (h, L_q, L_k) tensor per forward
+    adds_input: bool  # E + P at the input
+
+    @property
+    def has_bias(self) -> bool:
+        return attention.bias_kind(self.encoding) is not None
+
+    def rotated(self, shape: Shape) -> tuple[int, int]:
+        """Dimensions turned per token in q (all heads) and k (the kv heads only)."""
+        q = self.encoding.rotated_width
+        return q, q * shape.num_key_value_heads // shape.num_attention_heads
+
+    def bias_flops(self, q_len: int, k_len: int) -> int:
+        return self.encoding.bias_flops(q_len, k_len, "infer")
+
+
+def projected_encodings() -> list[str]:
+    """The registered encodings of a sequence that a deployment would pick: 1-D, evaluated as themselves
+    (a randomized one evaluates as its base encoding)."""
+    return [name for name in encodings.names()
+            if encodings.traits(name).axes == "1d" and not encodings.traits(name).randomized]
+
+
+@functools.lru_cache(maxsize=1024)
+def position_work(name: str, shape: Shape, context: int) -> PositionWork:
+    """``name`` built on the meta device at ``shape``'s width and heads for ``context`` positions (once per
+    process: a table projects it on every device)."""
+    with torch.device("meta"):
+        encoding = encodings.build(name, d_model=shape.hidden_size, n_heads=shape.num_attention_heads,
+                                   max_len=context, causal=True)
+    traits = encoding.traits
+    return PositionWork(name=name, encoding=encoding, width=encoding.model_width, token_width=encoding.token_width,
+                        parameters=sum(p.numel() for p in encoding.parameters()),
+                        table_elements=sum(b.numel() for b in encoding.buffers()),
+                        materialised_bias=traits.hook == "logits" and traits.trained,
+                        adds_input=traits.combine == "add")
+
+
+def widened(shape: Shape, width: int) -> Shape:
+    """The shape whose residual stream is ``width`` (a naive concat's d + d_p): head width and
+    feed-forward grow with it, as posbench's model builds them."""
+    if width == shape.hidden_size:
+        return shape
+    return replace(shape, hidden_size=width, head_dim=shape.head_dim * width // shape.hidden_size,
+                   intermediate_size=shape.intermediate_size * width // shape.hidden_size)
+
+
+# ----- operations --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Op:
+    """One operation of a forward: its FLOPs, the bytes it must move, how many times it runs (layers)
+    and how many kernels it launches each time."""
+
+    name: str
+    flops: int
+    bytes: int
+    times: int = 1
+    launches: int = 1
+
+
+def operations(shape: Shape, work: PositionWork, new_tokens: int, keys: int, pairs: int,
+               dtype: str = BFLOAT16) -> list[Op]:
+    """The operations of one forward of ``new_tokens`` tokens (batch 1) whose attention sees ``keys``
+    keys and computes ``pairs`` logits per head: a prefill of L (keys L, pairs L(L+1)/2) or a decode
+    step against a cache of C (1 token, keys and pairs C + 1)."""
+    s = TORCH_DTYPES[dtype].itemsize
+    shape = widened(shape, work.width)
+    d, n, h, ff = shape.hidden_size, shape.num_hidden_layers, shape.num_attention_heads, shape.intermediate_size
+    q_dim, kv_dim = h * shape.head_dim, shape.num_key_value_heads * shape.head_dim
+    T = new_tokens
+    ffn_matrices = 3 if shape.gated_ffn else 2
+    rotated_q, rotated_k = work.rotated(shape)
+    bias_read = h * T * keys if work.materialised_bias else 0
+    ops = [
+        Op("embedding", 0, s * T * 2 * work.token_width),
+        Op("position_input", T * d if work.adds_input else 0, s * 3 * T * d if work.adds_input else 0,
+           launches=int(work.adds_input)),
+        Op("bias_build", work.bias_flops(T, keys), s * bias_read, launches=int(work.materialised_bias)),
+        Op("norms", 0, s * 2 * 2 * T * d, n, 2),
+        Op("projections", 2 * T * d * (q_dim + 2 * kv_dim) + 2 * T * q_dim * d,
+           s * (d * (2 * q_dim + 2 * kv_dim) + T * (2 * d + 2 * q_dim + 2 * kv_dim)), n, 4),
+        Op("rotation", 3 * T * (rotated_q + rotated_k), s * 3 * T * (rotated_q + rotated_k), n,
+           6 if rotated_q else 0),
+        Op("attention", 4 * pairs * q_dim + (h * T * keys if work.has_bias else 0),
+           s * (2 * T * q_dim + 2 * keys * kv_dim + bias_read), n),
+        Op("ffn", 2 * T * d * ff * ffn_matrices + (T * ff if shape.gated_ffn else 0),
+           s * (ffn_matrices * d * ff + T * (2 * d + (ffn_matrices + 1) * ff)), n, ffn_matrices + 1 + shape.gated_ffn),
+        Op("residual", 2 * T * d, s * 6 * T * d, n, 2),
+        Op("head", 2 * T * d * shape.vocab_size, s * (shape.vocab_size * d + T * (shape.vocab_size + 2 * d)),
+           launches=2),
+    ]
+    return [op for op in ops if op.flops or op.bytes]
+
+
+def prefill_ops(shape: Shape, work: PositionWork, length: int, dtype: str = BFLOAT16) -> list[Op]:
+    return operations(shape, work, length, length, length * (length + 1) // 2, dtype)
+
+
+def decode_ops(shape: Shape, work: PositionWork, context: int, dtype: str = BFLOAT16) -> list[Op]:
+    return operations(shape, work, 1, context + 1, context + 1, dtype)
+
+
+def total_flops(ops: list[Op]) -> int:
+    return sum(op.flops * op.times for op in ops)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What a machine does per second: dense FLOP/s, bytes/s, and seconds of overhead per operation."""
+
+    flops: float
+    bandwidth: float
+    op_overhead_s: float = 0.0
+
+    @classmethod
+    def of(cls, device: Device, dtype: str, op_overhead_s: float | None = None) -> Rates:
+        """A datasheet device's peaks; no overhead unless one is given (none has been measured on these)."""
+        return cls(device.peak_flops[dtype], device.bandwidth, op_overhead_s or 0.0)
+
+
+def roofline_seconds(ops: list[Op], rates: Rates) -> dict[str, float]:
+    """``compute`` and ``memory``: the seconds of the operations limited by each; ``overhead``: launches ×
+    the per-operation term; ``total``: their sum."""
+    compute = memory = 0.0
+    for op in ops:
+        flop_s, byte_s = op.flops / rates.flops, op.bytes / rates.bandwidth
+        if flop_s >= byte_s:
+            compute += op.times * flop_s
+        else:
+            memory += op.times * byte_s
+    overhead = launches(ops) * rates.op_overhead_s
+    return {"compute": compute, "memory": memory, "overhead": overhead, "total": compute + memory + overhead}
+
+
+def launches(ops: list[Op]) -> int:
+    return sum(op.times * op.launches for op in ops)
+
+
+# ----- parameters and memory ---------------------------------------------------------------------
+def parameters(shape: Shape, work: PositionWork) -> int:
+    """Every parameter of the decoder with this encoding (embedding at the token width, the rest at
+    the residual width)."""
+    wide = widened(shape, work.width)
+    d, ff = wide.hidden_size, wide.intermediate_size
+    q_dim, kv_dim = wide.num_attention_heads * wide.head_dim, wide.num_key_value_heads * wide.head_dim
+    attention_weights = d * (2 * q_dim + 2 * kv_dim) + (q_dim + 2 * kv_dim if wide.attention_bias else 0)
+    ffn = (3 if wide.gated_ffn else 2) * d * ff
+    layer = attention_weights + ffn + 2 * wide.norm_weights * d
+    embedding = shape.vocab_size * work.token_width
+    head = 0 if shape.tie_word_embeddings else shape.vocab_size * d
+    return embedding + wide.num_hidden_layers * layer + wide.norm_weights * d + head + work.parameters
+
+
+def kv_cache_bytes(shape: Shape, work: PositionWork, context: int, dtype: str = BFLOAT16) -> int:
+    wide = widened(shape, work.width)
+    return (2 * wide.num_hidden_layers * wide.num_key_value_heads * wide.head_dim * context
+            * TORCH_DTYPES[dtype].itemsize)
+
+
+def position_bytes(shape: Shape, work: PositionWork, context: int, dtype: str = BFLOAT16) -> int:
+    """The position tensors the encoding materialises at ``context``: its tables, and a materialised
+    bias's ``(h, L, L)`` tensor in a prefill of ``context`` tokens."""
+    bias = shape.num_attention_heads * context * context if work.materialised_bias else 0
+    return (work.table_elements + bias) * TORCH_DTYPES[dtype].itemsize
+
+
+# ----- one projection ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Projection:
+    """One encoding at one shape, context and device: the row of the tables and of ``projection.csv``."""
+
+    shape: str
+    device: str
+    dtype: str
+    context: int
+    encoding: str
+    params: int
+    params_position: int
+    prefill_flops_per_token: float
+    decode_flops_per_token: float
+    weights_bytes: int
+    kv_cache_bytes: int
+    position_bytes: int
+    total_bytes: int
+    fits: bool
+    prefill_ms: float
+    prefill_us_per_token: float
+    prefill_bound: str
+    decode_ms_per_token: float
+    decode_bound: str
+    launches_prefill: int
+    op_overhead_us: float
+    label: str = PROJECTED
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [field.name for field in fields(cls)]
+
+
+def project(shape: Shape, name: str, context: int, device: Device, dtype: str = BFLOAT16,
+            op_overhead_s: float | None = None) -> Projection:
+    """The projection of encoding ``name`` at ``shape`` with ``context`` tokens on ``device``."""
+    work = position_work(name, shape, context)
+    rates = Rates.of(device, dtype, op_overhead_s)
+    prefill, decode = prefill_ops(shape, work, context, dtype), decode_ops(shape, work, context, dtype)
+    prefill_s, decode_s = roofline_seconds(prefill, rates), roofline_seconds(decode, rates)
+    memory = (parameters(shape, work) * TORCH_DTYPES[dtype].itemsize, kv_cache_bytes(shape, work, context, dtype),
+              position_bytes(shape, work, context, dtype))
+    return Projection(
+        shape=shape.name, device=device.name, dtype=dtype, context=context, encoding=name,
+        params=parameters(shape, work), params_position=work.parameters,
+        prefill_flops_per_token=total_flops(prefill) / context, decode_flops_per_token=total_flops(decode),
+        weights_bytes=memory[0], kv_cache_bytes=memory[1], position_bytes=memory[2], total_bytes=sum(memory),
+        fits=sum(memory) <= device.memory, prefill_ms=prefill_s["total"] * 1e3,
+        prefill_us_per_token=prefill_s["total"] / context * 1e6, prefill_bound=bound(prefill_s),
+        decode_ms_per_token=decode_s["total"] * 1e3, decode_bound=bound(decode_s),
+        launches_prefill=launches(prefill), op_overhead_us=rates.op_overhead_s * 1e6)
+
+
+def bound(seconds: dict[str, float]) -> str:
+    """What most of the time goes to: compute, memory or overhead."""
+    return max(("compute", "memory", "overhead"), key=seconds.__getitem__)
+
+
+def project_all(shape: Shape, context: int, device: Device, dtype: str = BFLOAT16,
+                names: list[str] | None = None, op_overhead_s: float | None = None) -> tuple[list[Projection],
+                                                                                              list[str]]:
+    """Every encoding of ``names`` (default :func:`projected_encodings`) projected, and a line for each
+    that could not be built at this shape."""
+    rows, skipped = [], []
+    for name in names or projected_encodings():
+        try:
+            rows.append(project(shape, name, context, device, dtype, op_overhead_s))
+        except (ValueError, RuntimeError, NotImplementedError) as error:
+            skipped.append(f"{name} ({str(error).splitlines()[0]})")
+    return rows, skipped
+
+
+def gib(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:.3g}"
+
+
+def table(rows: list[Projection]) -> str:
+    """A text table, one line per encoding."""
+    header = ["encoding", "params", "pos params", "prefill GFLOP/tok", "decode GFLOP/tok", "weights GiB",
+              "KV GiB", "position GiB", "total GiB", "fits", "prefill ms", "µs/tok", "prefill bound",
+              "decode ms/tok", "decode bound"]
+    lines = [[r.encoding, f"{r.params / 1e9:.4g}B", f"{r.params_position:,}",
+              f"{r.prefill_flops_per_token / 1e9:.4g}", f"{r.decode_flops_per_token / 1e9:.4g}",
+              gib(r.weights_bytes), gib(r.kv_cache_bytes), gib(r.position_bytes), gib(r.total_bytes),
+              "yes" if r.fits else "NO", f"{r.prefill_ms:.4g}", f"{r.prefill_us_per_token:.3g}", r.prefill_bound,
+              f"{r.decode_ms_per_token:.3g}", r.decode_bound] for r in rows]
+    widths = [max(len(line[c]) for line in [header, *lines]) for c in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+                     for line in [header, *lines])
+
+
+def heading(shape: Shape, context: int, device: Device, dtype: str, op_overhead_s: float | None) -> str:
+    rates = Rates.of(device, dtype, op_overhead_s)
+    overhead = (f"{rates.op_overhead_s * 1e6:g} µs per operation" if rates.op_overhead_s else
+                "no per-operation overhead (none measured for this device; --op-overhead-us sets one)")
+    return (f"{PROJECTED.upper()} — not measured. {shape.name} ({shape.num_hidden_layers} layers, d="
+            f"{shape.hidden_size}, {shape.num_attention_heads} heads / {shape.num_key_value_heads} kv heads of "
+            f"{shape.head_dim}, FFN {shape.intermediate_size}, vocab {shape.vocab_size}; {shape.source}) at "
+            f"{context:,} tokens, batch 1, {dtype}, on {device.label}: roofline from the datasheet's dense "
+            f"{rates.flops / 1e12:g} TFLOP/s and {device.bandwidth / 1e12:g} TB/s ({device.source}), {overhead}. "
+            f"Prefill: the whole context in one forward (µs/tok: its time per token); decode: one token against "
+            f"a KV cache of the context; position: the tensors the encoding materialises (a trained logit bias "
+            f"as (h, L, L)).")
+
+
+def grid(shapes: list[Shape] | None = None, devices: list[Device] | None = None,
+         contexts: tuple[int, ...] = CONTEXTS, dtype: str = BFLOAT16) -> list[Projection]:
+    """Every named shape × device × context × encoding: the table the report and ``advise`` read."""
+    rows = []
+    for shape in shapes or list(SHAPES.values()):
+        for device in devices or list(DEVICES.values()):
+            for context in contexts:
+                rows += project_all(shape, context, device, dtype)[0]
+    return rows
+
+
+def write_table(folder: str | Path) -> Path:
+    """``projection.csv`` under ``folder`` (atomically): :func:`grid`, one row per shape, device, context and
+    encoding, every row labelled projected — what the report's page reads."""
+    frame = pd.DataFrame([{column: getattr(row, column) for column in Projection.columns()} for row in grid()])
+    return write_atomically(Path(folder) / TABLE, functools.partial(frame.to_csv, index=False))
