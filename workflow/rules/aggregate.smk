@@ -5,7 +5,7 @@ from pathlib import Path
 #
 # A comparison gets a second look where its first decided nothing clear (comparisons.yaml, seeds.looks):
 # the checkpoint `first_look` aggregates and judges the first look's records into looks/first/, and the
-# tables wait for the jobs of the second looks it asks for (posbench.workflow.second_look_ids); the DAG
+# tables wait for the jobs of the second looks it asks for (every_batch in common.smk); the DAG
 # grows only where a first look was unclear or unstable. Without declared comparisons there is no look.
 FIRST_LOOK = f"{RESULTS}/looks/first"
 
@@ -22,20 +22,13 @@ checkpoint first_look:
     params:
         py=PY,
         records=f"{RESULTS}/records",
+        tables=lambda wildcards, output: Path(output[0]).parent,
         preset=config["preset"],
     message:
         "the first look: judge the comparisons' first seeds -> {output}"
     shell:
-        "({params.py} -m posbench aggregate --records {params.records} --out {FIRST_LOOK}"
-        " && {params.py} -m posbench judge --tables {FIRST_LOOK} --preset {params.preset:q}) > {log} 2>&1"
-
-
-def every_batch(wildcards):
-    """The first look's manifests and, once it has been judged, those of the second looks it asks for."""
-    if config["train"]["comparisons"] == "none":
-        return BATCHES
-    wanted = pw.second_look_ids(checkpoints.first_look.get().output[0])
-    return pw.batch_manifests(config, DEVICES, wanted)
+        "({params.py} -m posbench aggregate --records {params.records} --out {params.tables}"
+        " && {params.py} -m posbench judge --tables {params.tables} --preset {params.preset:q}) > {log} 2>&1"
 
 
 rule aggregate:

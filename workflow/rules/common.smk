@@ -21,7 +21,9 @@ if DROPPED:
         f"posbench: devices kept {', '.join(DEVICES)}; dropped {'; '.join(DROPPED)}",
         file=sys.stderr,
     )
-BATCHES = pw.batch_manifests(config, DEVICES)  # the first look's (see aggregate.smk for the second)
+BATCHES = pw.batch_manifests(
+    config, DEVICES
+)  # the first look's (see aggregate.smk for the second)
 # the GPU model a CUDA profile or train job asks SLURM for (`constraint`, sbatch -C); None: any
 GPU_MODEL = config["gpu_model"]
 TABLES = expand(
@@ -33,6 +35,15 @@ TABLES = expand(
 def record_out(template):
     """A batch job's --out: ``template`` with the job's wildcards filled, the batched fields left."""
     return lambda wc: pw.record_template(template, results=RESULTS, **dict(wc.items()))
+
+
+def every_batch(wildcards):
+    """The first look's manifests and, once the checkpoint first_look (aggregate.smk) has judged them, those
+    of the second looks it asks for (posbench.workflow.second_look_ids)."""
+    if config["train"]["comparisons"] == "none":
+        return BATCHES
+    wanted = pw.second_look_ids(checkpoints.first_look.get().output[0])
+    return pw.batch_manifests(config, DEVICES, wanted)
 
 
 def gpus(wildcards):

@@ -3,16 +3,18 @@
 # chosen on validation loss); its records lie under results/tuning/records/, outside the tables verdicts
 # read. A preset then reads the chosen rates with train.lr_table: results/tuning/lr.csv (or a committed
 # copy, results/reference/lr/lr.csv).
+from pathlib import Path
+
 TUNED = pw.tuned_comparisons(config)
 
 
 rule tune:
-    wildcard_constraints:
-        comparison=r"(?!lr$)[A-Za-z0-9_.-]+",
     output:
         f"{RESULTS}/tuning/{{comparison}}.csv",
     log:
         f"{RESULTS}/logs/tune/{{comparison}}.log",
+    wildcard_constraints:
+        comparison=r"(?!lr$)[A-Za-z0-9_.-]+",
     conda:
         "../../envs/posbench.yaml"
     threads: config["train"]["threads"]
@@ -20,7 +22,7 @@ rule tune:
         timing=1,
     params:
         py=PY,
-        out=f"{RESULTS}/tuning",
+        out=lambda wildcards, output: Path(output[0]).parent,
     message:
         "tune {wildcards.comparison}: both arms on one learning-rate grid"
     shell:
@@ -39,7 +41,7 @@ rule lr_table:
         "../../envs/posbench.yaml"
     params:
         py=PY,
-        out=f"{RESULTS}/tuning",
+        out=lambda wildcards, output: Path(output[0]).parent,
         comparisons=" ".join(TUNED),
     message:
         "collect the tuned rates -> {output}"
