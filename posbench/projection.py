@@ -206,9 +206,20 @@ class PositionWork:
 
 def projected_encodings() -> list[str]:
     """The registered encodings of a sequence that a deployment would pick: 1-D, evaluated as themselves
-    (a randomized one evaluates as its base encoding)."""
-    return [name for name in encodings.names()
-            if encodings.traits(name).axes == "1d" and not encodings.traits(name).randomized]
+    (a randomized one evaluates as its base encoding), and of the kinds this cost model counts: one encoding
+    in every layer, queries and keys at the model's width, no position from content. Left out, so never
+    projected with a wrong count: the fourth hook's (cope, fox, stick_breaking), layer patterns (irope,
+    rnope_swa) and PoPE's doubled q/k width; their costs are posbench's measured ones (bench, profile)."""
+    return [name for name in encodings.names() if modelled(name)]
+
+
+def modelled(name: str) -> bool:
+    traits = encodings.traits(name)
+    if traits.axes != "1d" or traits.randomized or traits.hook == "contextual":
+        return False
+    with torch.device("meta"):
+        encoding = encodings.build(name, d_model=64, n_heads=4, max_len=8)
+    return len(set(encoding.layers(4))) == 1 and encoding.query_key_width == 64
 
 
 @functools.lru_cache(maxsize=1024)

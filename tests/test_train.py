@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import posbench.train
-from posbench import encodings, metrics, records, tasks
+from posbench import encodings, free_running, metrics, records, tasks
 from posbench.__main__ import main
 from posbench.aggregate import aggregate
 from posbench.model import build_model, count_params
@@ -313,7 +313,7 @@ def test_the_record_has_the_validation_metrics_and_each_evaluation_its_chance(ru
     for name in ("rope", "learned", "sinusoidal_2d"):
         record = runs[name]
         task = resolve(small_config(name)).task
-        assert set(record["validation"]) == {"loss", *task.metrics}
+        assert set(record["validation"]) == {"loss", *free_running.teacher_forced(task.metrics)}  # not decoded
         assert len(record["validation_curve"]) == 30 and record["undertrained"]["points"] == 6  # < 10: no line
         assert all(e["chance"] == task.chance(e["length"]) for e in record["eval"])
         assert record["wall_time_s"]["validation_curve"] < record["wall_time_s"]["train"]
@@ -470,7 +470,9 @@ def test_bfloat16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_
     fitted, evaluation, model, optimizer, logits = fit_watching(small_config("rope", steps=10, dtype="bfloat16"),
                                                                 monkeypatch)
     reference, reference_eval, _, _, reference_logits = fit_watching(small_config("rope", steps=10), monkeypatch)
-    assert len(logits) == 10 + 10 + 1 and set(logits) == {torch.bfloat16}  # 10 steps, 10 curve points, 16 items
+    # 10 steps, 10 curve points, 16 items scored, and reverse's greedy_exact_match decoding them: one forward of
+    # the prompts and one per answer token after the first (6, SMALL's train length)
+    assert len(logits) == 10 + 10 + 1 + 6 and set(logits) == {torch.bfloat16}
     assert set(reference_logits) == {torch.float32}
     batch = resolve(small_config("rope")).task.train_batch(np.random.default_rng(0), 4)
     assert posbench.train.scored_logits(model, batch, "bfloat16")[0].dtype == torch.float32  # what the loss takes
