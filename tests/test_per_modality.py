@@ -205,8 +205,9 @@ def test_a_mixed_forward_pass_never_reads_a_tensor_on_the_host(name):
 # ----- traits and parameters come from the parts ------------------------------------------------
 def test_traits_come_from_the_parts():
     assert encodings.traits("sinusoidal_per_modality") == encodings.Traits("input", "add", "multimodal", False,
-                                                                           False, False)
-    assert encodings.traits("rope_per_modality") == encodings.Traits("qk", "none", "multimodal", False, False, False)
+                                                                           False, False, "positions", "softmax")
+    assert encodings.traits("rope_per_modality") == encodings.Traits("qk", "none", "multimodal", False, False, False,
+                                                                     "positions", "softmax")
     assert type(build("sinusoidal_per_modality")) is PerModalityInput
     assert type(build("rope_per_modality")) is PerModalityRotary
 

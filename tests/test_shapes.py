@@ -67,10 +67,11 @@ def test_an_arm_at_chance_in_distribution_makes_the_shape_unreachable_before_any
 def test_a_missing_arm_is_not_run_and_a_pending_one_says_why():
     alibi = rows("lm_prose", "alibi", {**GOOD, 4: [2.1, 2.2, 2.3]})
     assert judged(shape(ordering=["alibi", "rope"]), alibi).outcome == shapes.NOT_RUN
-    pending = shape(ordering=["cope", "alibi"], pending="cope is not registered yet")
+    pending = shape(ordering=["cope", "alibi"], pending="the counting task's variables are not a workflow option yet")
     result = judged(pending, alibi)
     assert result.outcome == shapes.NOT_RUN
-    assert result.note == "no finished seed of cope; pending: cope is not registered yet"
+    assert result.note == ("no finished seed of cope; pending: the counting task's variables are not a workflow "
+                           "option yet")
     assert pending.trained_arms() == []  # a pending shape trains nothing until it can run whole
     assert [a.encoding for a in shape().trained_arms()] == ["alibi", "rope", "sinusoidal"]
 
@@ -142,7 +143,7 @@ def test_the_judged_table_has_one_row_per_shape_when_nothing_ran():
                           r"8, beyond"),
     ({"ordering": ["alibi"]}, r"ordering must list at least two ranks"),
     ({"ordering": ["alibi", "alibi"]}, r"no arm twice"),
-    ({"ordering": ["alibi", "cope"]}, r"arm 'cope' is not an encoding; allowed: alibi, .*needs pending: why"),
+    ({"ordering": ["alibi", "cope_v2"]}, r"arm 'cope_v2' is not an encoding; allowed: alibi, .*needs pending: why"),
     ({"ordering": ["rope", "alibi+yarn:4"]}, r"arm 'alibi\+yarn:4': Alibi has no rotary frequencies to scale; eval "
                                              r"scaling applies to the RoPE family \(rope, "),
     ({"ordering": ["rope", "rope+warp:4"]}, r"arm 'rope\+warp:4': eval scaling 'warp:4': expected TYPE:FACTOR with "

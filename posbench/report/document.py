@@ -53,7 +53,8 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
     doc.paragraph(run_summary(tables), SMALL)
     section = "section 九" if chinese else "section 9"
     verdicts_table = tables.get("verdicts")
-    declared = verdicts_table["declaration_sha256"].iloc[0][:12] if "declaration_sha256" in verdicts_table else "—"
+    hashes = verdicts_table["declaration_sha256"].dropna() if "declaration_sha256" in verdicts_table else []
+    declared = hashes.iloc[0][:12] if len(hashes) else "—"  # no comparison has results (e.g. the smoke preset)
     preset = (config or tables.meta.get("config") or {}).get("preset", "not named in the config")
     doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged by the comparisons declared "
                   f"in posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}); the "
