@@ -523,7 +523,7 @@ def draw_forest(figure: Figure, rect: Rect, tables: Tables) -> None:
               for r in data.itertuples()]
     ax.set_yticks(range(len(data)), labels, fontsize=6.5)
     ax.set_ylim(-0.7, len(data) - 0.3)
-    ax.set_xlabel("effect / δ (positive: comparator better; band: ±δ; 95 % Welch interval)", fontsize=7)
+    ax.set_xlabel("effect / δ (positive: comparator better; band: ±δ; Welch interval at the look's level)", fontsize=7)
     handles = [Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items() if o in set(data["outcome"])]
     ax.legend(handles=handles, fontsize=6, loc="lower right", frameon=False)
 
@@ -542,7 +542,9 @@ def _arms_label(row) -> str:
 
 FOREST = FigureSpec("verdicts_forest", "Declared comparisons",
                     "From verdicts.csv: each declared comparison's effect (comparator minus added encoding, signed so "
-                    "that positive means the comparator is better) and 95 % Welch interval over seeds, divided by its "
+                    "that positive means the comparator is better) and Welch interval over seeds at its look's level "
+                    "(verdicts.csv's alpha_look: one-sided 1.47 % at either of Pocock's two looks, so 97.1 %), "
+                    "divided by its "
                     "margin δ (the grey band is ±δ); colour = the outcome after Holm within the guidance row.",
                     "Verdicts", 2.8, forest_missing, draw_forest)
 
