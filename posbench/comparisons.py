@@ -12,12 +12,13 @@ which the report prints, so a reader can tell which declaration a verdict was ju
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -41,7 +42,7 @@ POWER_Z = 1.9600 + 0.8416  # z_0.975 + z_0.80: a one-sided 2.5 % test (one side 
 LOOK_RULES = ("pocock", "obrien_fleming")  # how α is split between a comparison's two looks (evidence.boundaries)
 # The file's sections besides ``rows``, each key with its type.
 SEED_RULE = {"alpha": float, "power": float, "min": int, "max": int, "first_seed": int, "looks": str}
-BUDGET_RULE = {"checkpoints": int, "spacing": (int, float), "decay_fraction": float}
+BUDGET_RULE = {"checkpoints": int, "spacing": (int, float), "decay_fraction": float, "scale": dict}
 TREND_RULE = {"steady": float}
 
 
@@ -69,11 +70,14 @@ class SeedRule:
 @dataclass(frozen=True)
 class BudgetRule:
     """The annealed checkpoints of a deciding arm: ``checkpoints`` budgets, each ``spacing`` times the one
-    before, the last the comparison's steps; each a decay branch of ``decay_fraction`` of its budget."""
+    before, the last the comparison's steps; each a decay branch of ``decay_fraction`` of its budget.
+    ``scale``: per preset, the factor on every declared budget (``full``'s 4 runs rows 1–3 at 16× the
+    steps they had before the budget axis, its checkpoints at 4× and 8×); a preset it omits: 1."""
 
     checkpoints: int
     spacing: float
     decay_fraction: float
+    scale: dict = field(default_factory=dict)  # preset -> factor on each comparison's steps
 
     def budgets(self, steps: int) -> tuple[int, ...]:
         return tuple(round(steps / self.spacing ** (self.checkpoints - 1 - k)) for k in range(self.checkpoints))
@@ -125,6 +129,10 @@ class Comparison:
     def budget(self) -> int:
         """The steps both arms train: declared, else the task's."""
         return self.steps or tasks.get(self.task).steps
+
+    def scaled(self, factor: int) -> Comparison:
+        """This comparison at ``factor`` times its budget (a preset's ``budgets.scale``)."""
+        return self if factor == 1 else dataclasses.replace(self, steps=self.budget * factor)
 
     @property
     def claim(self) -> str:
@@ -180,7 +188,8 @@ class Declaration:
         """The comparisons a preset runs; ``all`` for every one."""
         if preset != "all" and preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}, all")
-        return [c for c in self.comparisons if preset == "all" or preset in c.presets]
+        factor = self.budget_rule.scale.get(preset, 1) if self.budget_rule else 1
+        return [c.scaled(factor) for c in self.comparisons if preset == "all" or preset in c.presets]
 
     def arms(self, preset: str) -> list[ArmSpec]:
         """The arms a preset must train for its comparisons, each once, in first appearance order."""
@@ -242,7 +251,10 @@ def check_rules(seeds: SeedRule, budgets: BudgetRule, path: Path) -> None:
                 ("seeds.looks", seeds.looks, seeds.looks in LOOK_RULES, f"one of {', '.join(LOOK_RULES)}"),
                 ("budgets.checkpoints", budgets.checkpoints, budgets.checkpoints >= 1, "at least 1"),
                 ("budgets.spacing", budgets.spacing, budgets.spacing > 1, "above 1"),
-                ("budgets.decay_fraction", budgets.decay_fraction, 0 < budgets.decay_fraction < 1, "in (0, 1)")]
+                ("budgets.decay_fraction", budgets.decay_fraction, 0 < budgets.decay_fraction < 1, "in (0, 1)"),
+                ("budgets.scale", budgets.scale, set(budgets.scale) <= set(PRESETS) and all(
+                    isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in budgets.scale.values()),
+                 f"a mapping of presets ({', '.join(PRESETS)}) to integers >= 1")]
     for key, value, fine, allowed in problems:
         if not fine:
             raise ValueError(f"{path}: {key} = {value!r}; allowed: {allowed}")

@@ -97,9 +97,10 @@ def chosen_rates(path: str | Path) -> dict[tuple[str, str, int, int, int], float
             for r in chosen.itertuples()}
 
 
-def declared(comparison_id: str) -> Comparison:
-    """The declared comparison ``comparison_id``; a one-line ``ValueError`` naming the allowed ids."""
-    found = comparisons.load().by_id.get(comparison_id)
-    if found is None:
-        raise ValueError(f"unknown comparison {comparison_id!r}; allowed: {', '.join(comparisons.load().by_id)}")
-    return found
+def declared(comparison_id: str, preset: str = "all") -> Comparison:
+    """The declared comparison ``comparison_id`` at ``preset``'s budget (``budgets.scale``); a one-line
+    ``ValueError`` naming the allowed ids."""
+    found = {c.id: c for c in comparisons.load().in_preset(preset)}
+    if comparison_id not in found:
+        raise ValueError(f"unknown comparison {comparison_id!r} in preset {preset}; allowed: {', '.join(found)}")
+    return found[comparison_id]

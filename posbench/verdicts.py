@@ -65,7 +65,8 @@ def verdict_tables(tables: Tables, preset: str | None) -> tuple[pd.DataFrame, pd
     chosen = deciding(preset)
     checkpoints = tables.get("checkpoints")
     frames, trajectories = [], []
-    for decides, these in ((True, chosen), (False, [c for c in declared.comparisons if c not in chosen])):
+    deciding_ids = {c.id for c in chosen}  # chosen at the preset's budgets (comparisons.Comparison.scaled)
+    for decides, these in ((True, chosen), (False, [c for c in declared.comparisons if c.id not in deciding_ids])):
         judgements = evidence.judge(declared, results, tables.items, these, checkpoints)
         frames.append(_with_wording(evidence.table(judgements), judgements).assign(decides=decides))
         trajectories.append(evidence.trajectory_table(judgements).assign(decides_row=decides))

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from posbench import comparisons, tune
+from posbench import comparisons, tasks, tune
 from posbench import workflow as pw
 from posbench.__main__ import main
 from posbench.comparisons import ArmSpec
@@ -78,5 +78,34 @@ def test_the_workflow_trains_each_tuned_arm_at_its_chosen_rate(tmp_path):
 def test_an_unknown_comparison_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["tune", "--comparison", "scan-rop", "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("posbench tune: error: unknown comparison 'scan-rop'; allowed: prose-rope")
+    assert error.startswith("posbench tune: error: unknown comparison 'scan-rop' in preset all; allowed: prose-rope")
     assert error.count("\n") == 1 and not any(tmp_path.iterdir())
+
+
+def test_a_preset_scales_every_declared_budget_and_tune_reads_it():
+    """full trains each comparison at budgets.scale = 4 times its declared steps (SCAN 3,200 -> 12,800, its
+    checkpoints 3,200 and 6,400: 4× and 8× the steps before the budget axis); default and all at the declared."""
+    declared = comparisons.load()
+    assert declared.budget_rule.scale == {"default": 1, "full": 4}
+    assert tune.declared("scan-rope").budget == tune.declared("scan-rope", "default").budget == 3200
+    full = tune.declared("scan-rope", "full")
+    assert full.budget == 12_800 and declared.budget_rule.budgets(full.budget) == (3200, 6400, 12_800)
+    assert full.seeds() == declared.by_id["scan-rope"].seeds()  # only the budget changes
+    assert tune.declared("reverse-rope", "full").budget == 4 * tasks.get("reverse").steps
+
+
+@pytest.mark.parametrize(("scale", "message"), [
+    ({"nightly": 2}, "budgets.scale = {'nightly': 2}; allowed: a mapping of presets (default, full) to integers >= 1"),
+    ({"full": 0.5}, "budgets.scale = {'full': 0.5}; allowed: a mapping of presets (default, full) to integers >= 1"),
+    ("4", "budgets.scale = '4' has the wrong type; expected dict"),
+])
+def test_a_bad_budget_scale_is_one_line_naming_the_key(tmp_path, scale, message):
+    import yaml
+
+    data = yaml.safe_load(comparisons.PATH.read_text())
+    data["budgets"]["scale"] = scale
+    path = tmp_path / "comparisons.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="budgets.scale") as error:
+        comparisons.load(path)
+    assert message in str(error.value) and "\n" not in str(error.value)

@@ -21,6 +21,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for the records and each comparison's rows")
     parser.add_argument("--lr-table", type=Path, metavar="PATH.csv",
                         help="also write every given comparison's rows here (lr.csv, what train.lr_table reads)")
+    parser.add_argument("--preset", default="all", help="tune at this preset's budgets (comparisons.yaml's "
+                        "budgets.scale): default, full, or all (the declared steps; default)")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
 
 
@@ -28,7 +30,7 @@ def run(args) -> int:
     from posbench import comparisons, records, tune
 
     try:
-        chosen_comparisons = [tune.declared(name) for name in dict.fromkeys(args.comparison)]
+        chosen_comparisons = [tune.declared(name, args.preset) for name in dict.fromkeys(args.comparison)]
     except ValueError as error:
         print(f"posbench tune: error: {error}", file=sys.stderr)
         return 2

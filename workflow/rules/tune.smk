@@ -23,11 +23,12 @@ rule tune:
     params:
         py=PY,
         out=lambda wildcards, output: Path(output[0]).parent,
+        preset=config["train"]["comparisons"],
     message:
         "tune {wildcards.comparison}: both arms on one learning-rate grid"
     shell:
         "{params.py} -m posbench tune --comparison {wildcards.comparison} --out {params.out}"
-        " --threads {threads} > {log} 2>&1"
+        " --preset {params.preset} --threads {threads} > {log} 2>&1"
 
 
 rule lr_table:
@@ -43,8 +44,10 @@ rule lr_table:
         py=PY,
         out=lambda wildcards, output: Path(output[0]).parent,
         comparisons=" ".join(TUNED),
+        preset=config["train"]["comparisons"],
     message:
         "collect the tuned rates -> {output}"
     shell:
-        "{params.py} -m posbench tune --comparison {params.comparisons} --out {params.out} --lr-table {output}"
+        "{params.py} -m posbench tune --comparison {params.comparisons} --out {params.out} --preset {params.preset}"
+        " --lr-table {output}"
         " > {log} 2>&1"
