@@ -22,7 +22,8 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   ``4·w``), plus one layer's gradients in flight (``2·w + 2·d_ff``) and the logits three times (logits,
   log-softmax, gradient).
 * ``kv_cache`` (decode): keys (as wide as ``q·kᵀ`` reads them) and values of every layer for ``L + 1`` tokens,
-  twice: a step appends to the cache with ``torch.cat``, which copies it.
+  once: the cache is preallocated for the prompt and the step's token (:class:`~posbench.model.KVCache`), and a
+  step writes its entries in place.
 * ``attention_bias``: what the attention path (:func:`posbench.attention.choose_path`, the model's own
   choice) holds of the logit bias: the ``(h, 2L − 1)`` table of a relative bias; a general bias whole,
   ``(h, L, L)``, or one block of query rows, with its causal copy and what building it holds besides
@@ -90,8 +91,8 @@ def cell_memory(cfg: ModelConfig, batch_size: int, seq_len: int, mode: str = "in
         "weights": rest_parameters(cfg) * weight_bytes + _tensor_bytes(enc, weight_bytes),
         "optimizer": 3 * parameters * 4 if mode == "train" else 0,
         "activations": tokens * per_token * size,
-        "kv_cache": 2 * batch_size * (seq_len + 1) * sum(layer.query_key_width + width for layer in layers) * size
-        if mode == "decode" else 0,  # keys (as wide as q·kᵀ reads them) and values, copied by torch.cat
+        "kv_cache": batch_size * (seq_len + 1) * sum(layer.query_key_width + width for layer in layers) * size
+        if mode == "decode" else 0,  # keys (as wide as q·kᵀ reads them) and values, preallocated
         "attention_bias": bias * size,
         "attention_scores": scores * size,
     }

@@ -60,10 +60,48 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
+def appended(cached: torch.Tensor | None, room: torch.Tensor | None, new: torch.Tensor, dim: int,
+             reserve: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cached`` (the first T entries of ``room`` along ``dim``) followed by ``new``, written in place into
+    ``room`` while it has space, else into a fresh buffer: of ``reserve`` entries where they suffice, else of
+    the next power of two above the length needed (so a step's append copies only the new entries, and
+    growing past a reservation costs a copy once per doubling). Returns (the T + L entries, a view of the
+    buffer; the buffer)."""
+    dim %= new.dim()
+    held = 0 if cached is None else cached.shape[dim]
+    needed = held + new.shape[dim]
+    shape = list(new.shape)
+    if not fits(room, cached, shape, dim, needed):
+        needed = int(needed)  # a traced shape is a tensor
+        shape[dim] = reserve if needed <= reserve else 1 << needed.bit_length()
+        room = new.new_empty(shape)
+        if cached is not None:
+            room.narrow(dim, 0, held).copy_(cached)
+    room.narrow(dim, held, new.shape[dim]).copy_(new)
+    return room.narrow(dim, 0, needed), room
+
+
+def fits(room: torch.Tensor | None, cached: torch.Tensor | None, shape: list[int], dim: int, needed: int) -> bool:
+    """Whether ``room`` can take ``needed`` entries along ``dim`` of tensors shaped like ``shape`` elsewhere,
+    and ``cached`` (if any) is its own first entries (not a tensor someone put in the cache by hand)."""
+    if room is None or room.shape[dim] < needed:
+        return False
+    same_elsewhere = all(a == b for i, (a, b) in enumerate(zip(room.shape, shape)) if i != dim)
+    return same_elsewhere and (cached is None or cached.data_ptr() == room.data_ptr())
+
+
 @dataclass
 class KVCache:
     """Keys and values of every layer for the tokens a model has seen, and those tokens' positions,
     for token-by-token generation. The model updates it in place: each call appends its tokens.
+
+    Preallocated, as serving stacks do: each layer's keys, values and states live in a buffer of ``reserve``
+    tokens (what a caller knows it will need: :func:`generate` its prompt and new tokens), grown by doubling
+    beyond (:func:`appended`), so a generated token writes only its own entries, where appending by
+    ``torch.cat`` copied every cached key and value of every layer at every step (~a quarter of a step's
+    time at 1,024 tokens, ``results/reference/bench-cpu-amd-epyc-2core/decode.txt``). ``keys``, ``values``
+    and ``states`` are views of the first T entries of those buffers; :meth:`truncate` shortens the views and
+    the next append overwrites what lay beyond them.
 
     Keys enter the cache already rotated (RoPE turns a key once, at its own position); logit biases
     are built for the new queries against every cached key from the stored key positions. Dynamic
@@ -79,10 +117,12 @@ class KVCache:
     values: list[torch.Tensor | None]
     positions: Positions | None = None  # of the T cached tokens
     states: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer: name -> (…, T)
+    buffers: dict[tuple, torch.Tensor] = field(default_factory=dict)  # (what, layer[, name]) -> its buffer
+    reserve: int = 0  # tokens each buffer is first allocated for
 
     @classmethod
-    def empty(cls, n_layers: int) -> KVCache:
-        return cls([None] * n_layers, [None] * n_layers, states=[{} for _ in range(n_layers)])
+    def empty(cls, n_layers: int, reserve: int = 0) -> KVCache:
+        return cls([None] * n_layers, [None] * n_layers, states=[{} for _ in range(n_layers)], reserve=reserve)
 
     def __len__(self) -> int:
         return 0 if self.positions is None else len(self.positions)
@@ -95,24 +135,28 @@ class KVCache:
         self.states = [{name: t[..., :length] for name, t in state.items()} for state in self.states]
 
     def nbytes(self) -> int:
-        """Memory of the cached keys, values and states, all layers."""
-        states = [t for state in self.states for t in state.values()]
-        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, *states) if t is not None)
+        """Memory the cache holds, all layers: its buffers (the views of a cache built without them)."""
+        views = [t for t in (*self.keys, *self.values, *(t for s in self.states for t in s.values())) if t is not None]
+        held = {t.data_ptr(): t.numel() * t.element_size() for t in self.buffers.values()}
+        for t in views:
+            held.setdefault(t.data_ptr(), t.numel() * t.element_size())
+        return sum(held.values())
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append one layer's new keys and values ``(B, h, L, d_head)``; all of them back ``(B, h, T + L, d_head)``."""
-        if self.keys[layer] is not None:
-            k, v = torch.cat([self.keys[layer], k], dim=-2), torch.cat([self.values[layer], v], dim=-2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
+        self.keys[layer] = self._append(("keys", layer), self.keys[layer], k, dim=-2)
+        self.values[layer] = self._append(("values", layer), self.values[layer], v, dim=-2)
+        return self.keys[layer], self.values[layer]
 
     def extend_state(self, layer: int, name: str, new: torch.Tensor) -> torch.Tensor:
         """Append one layer's state of the new tokens ``(…, L)``; all of it back ``(…, T + L)``."""
         state = self.states[layer]
-        if name in state:
-            new = torch.cat([state[name], new], dim=-1)
-        state[name] = new
-        return new
+        state[name] = self._append(("states", layer, name), state.get(name), new, dim=-1)
+        return state[name]
+
+    def _append(self, slot: tuple, cached: torch.Tensor | None, new: torch.Tensor, dim: int) -> torch.Tensor:
+        grown, self.buffers[slot] = appended(cached, self.buffers.get(slot), new, dim, self.reserve)
+        return grown
 
 
 class SelfAttention(nn.Module):
@@ -200,6 +244,7 @@ class Transformer(nn.Module):
                  for encoding in dict.fromkeys(layer_encodings)}  # one per distinct encoding, shared by its layers
         for layer, (block, encoding) in enumerate(zip(self.blocks, layer_encodings)):
             x = block(x, encoding, positions, masks[encoding], self.cfg.causal, layer, cache)
+        positions.derived.clear()  # the layers shared what the encoding derived from the ids (a rotary table's rows)
         if cache is not None:
             cache.positions = keys
         x = self.norm(x)
@@ -237,7 +282,8 @@ def generate(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, use_
     values; without, every step re-runs the whole sequence (the reference the cache must equal)."""
     if model.cfg.n_classes or model.cfg.patch_dim or not model.cfg.causal:
         raise ValueError("generate needs a causal language model over token ids")
-    tokens, cache = prompt, (KVCache.empty(model.cfg.n_layers) if use_cache else None)
+    reserve = prompt.shape[1] + max_new_tokens
+    tokens, cache = prompt, (KVCache.empty(model.cfg.n_layers, reserve) if use_cache else None)
     step_inputs = prompt
     for _ in range(max_new_tokens):
         logits = model(step_inputs, cache=cache) if use_cache else model(tokens)  # (B, L, vocab)

@@ -14,7 +14,10 @@ sit, and only the position hooks read them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import torch
 
@@ -34,6 +37,7 @@ class Positions:
     offset: int = 0  # tokens before these ones (in a cache)
     modality: torch.Tensor | None = None  # (L,) modality id per token (TEXT, IMAGE); None: one modality, TEXT
     contiguous: bool = False  # 1-D ids offset, offset + 1, …: a bias of i − j alone may use a (h, 2L − 1) table
+    derived: dict = field(default_factory=dict, init=False, repr=False)  # see once_per_positions
 
     @classmethod
     def arange(cls, length: int, offset: int = 0, device: torch.device | str | None = None) -> Positions:
@@ -98,6 +102,28 @@ class Positions:
             return replace(self, ids=self.ids[start:stop], offset=self.offset + start, modality=modality,
                            max_position=max(self.offset + stop - 1, 0))
         return replace(self, ids=self.ids[start:stop], modality=modality)
+
+
+Derived = TypeVar("Derived")
+
+
+def once_per_positions(method: Callable[[object, Positions], Derived]) -> Callable[[object, Positions], Derived]:
+    """An encoding's ``method(self, positions)`` computed once per :class:`Positions` value and kept on it.
+
+    Every layer of a forward pass receives the same Positions, so what an encoding derives from the ids
+    alone, no parameter in it (a rotary table's rows; not PoPE's, turned by a learned phase whose gradient
+    would then gather from every layer), is gathered once and shared by the layers, as a serving stack does;
+    per layer it was a decode step's own repeated work. The model clears ``derived`` when its forward
+    pass ends, so nothing outlives one pass (a latency still includes the encoding's work once)."""
+
+    @functools.wraps(method)
+    def once(self, positions: Positions) -> Derived:
+        key = (method.__qualname__, self)
+        if key not in positions.derived:
+            positions.derived[key] = method(self, positions)
+        return positions.derived[key]
+
+    return once
 
 
 def _modality(positions: Positions) -> torch.Tensor:

@@ -410,7 +410,7 @@ def decode_step(model: torch.nn.Module, prompt: torch.Tensor):
     step feeds one more token at position L and then cuts the cache back to the L prompt tokens, so
     every timed step sees the same context."""
     model.eval()
-    cache = KVCache.empty(model.cfg.n_layers)
+    cache = KVCache.empty(model.cfg.n_layers, reserve=prompt.shape[1] + 1)  # the prompt and the step's token
     with torch.inference_mode():
         model(prompt, cache=cache)
     context = len(cache)

@@ -48,7 +48,7 @@ def test_the_terms_of_known_cells():
     infer = cell_memory(ModelConfig(**tiny, encoding="none", max_len=1000), 2, 1000, "infer")
     assert infer["activations"] == 2 * 1000 * (3 * w + 2 * f) * 4 and infer["attention_bias"] == 0
     decode = cell_memory(ModelConfig(**tiny, encoding="none", max_len=1001), 2, 1000, "decode", torch.bfloat16)
-    assert decode["kv_cache"] == 2 * 2 * n * 2 * 1001 * w * 2 and decode["activations"] == 2 * 1000 * 704 * 2
+    assert decode["kv_cache"] == 2 * n * 2 * 1001 * w * 2 and decode["activations"] == 2 * 1000 * 704 * 2
     train = cell_memory(ModelConfig(**tiny, encoding="rope", max_len=1000), 1, 1000, "train")
     assert train["activations"] == 1000 * (n * (11 * w + 2 * f + 2 * w) + 2 * w + 2 * f + 3 * v) * 4
     alibi = cell_memory(ModelConfig(**tiny, encoding="alibi", max_len=1000), 1, 1000, "infer")

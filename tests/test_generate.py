@@ -65,3 +65,39 @@ def test_generate_needs_a_causal_token_model():
     cfg = posbench.ModelConfig.from_size("tiny", encoding="rope", vocab_size=13, max_len=8, n_classes=3)
     with pytest.raises(ValueError, match="causal language model"):
         generate(posbench.build_model(cfg), torch.zeros(1, 4, dtype=torch.long), 2)
+
+
+def test_the_cache_is_preallocated_a_step_writes_only_its_own_entries():
+    """After a prefill of 20 tokens each layer's keys live in a buffer of 32 (the next power of two above 20):
+    steps up to 32 tokens write in place (the same storage, no copy), the 33rd doubles it to 64; truncating
+    shortens the views and the next step overwrites what lay beyond."""
+    net, tokens = model("alibi"), torch.randint(0, 13, (2, 40))
+    cache = KVCache.empty(net.cfg.n_layers)
+    with torch.no_grad():
+        net(tokens[:, :20], cache=cache)
+        storage = cache.keys[0].untyped_storage().data_ptr()
+        assert cache.buffers["keys", 0].shape == (2, 4, 32, 16) and cache.nbytes() == 2 * 2 * 2 * 4 * 32 * 16 * 4
+        for t in range(20, 32):
+            net(tokens[:, t:t + 1], cache=cache)
+            assert cache.keys[0].untyped_storage().data_ptr() == storage and cache.keys[0].shape[-2] == t + 1
+        net(tokens[:, 32:33], cache=cache)
+        assert cache.buffers["keys", 0].shape[-2] == 64 and cache.keys[0].untyped_storage().data_ptr() != storage
+        cache.truncate(25)
+        again = net(tokens[:, 25:26], cache=cache)  # overwrites entry 25, written before by token 25 itself
+        reference = net(tokens[:, :26])[:, -1:]
+    assert cache.keys[0].shape[-2] == 26
+    torch.testing.assert_close(again, reference, atol=1e-5, rtol=0)
+
+
+def test_a_forward_pass_gathers_the_rotary_rows_once_for_all_layers(monkeypatch):
+    """Every layer receives the same Positions, so rope's per-step table rows are gathered once and shared
+    (positions.once_per_positions), and nothing of them outlives the pass."""
+    net, calls = model("rope"), []
+    gather = type(net.encoding.angles).query_key_rows
+    monkeypatch.setattr(type(net.encoding.angles), "query_key_rows",
+                        lambda self, positions: calls.append(positions) or gather(self, positions))
+    positions = Positions.arange(7)
+    with torch.no_grad():
+        net(torch.randint(0, 13, (1, 7)), positions)
+        net(torch.randint(0, 13, (1, 7)), positions)  # the same ids again: gathered again, once
+    assert net.cfg.n_layers == 2 and len(calls) == 2 and not positions.derived

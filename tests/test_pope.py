@@ -125,4 +125,4 @@ def test_flops_and_the_decode_cache_count_twice_wide_keys():
     terms = analytic_flops(cfg, 3, L)
     assert terms["attention_scores"] == terms["attention_values"] == n * 2 * 3 * L * L * 2 * w
     assert terms["rotation"] == n * (2 * 2 * 3 * L * w + 6 * L * w)  # magnitudes × turns; the keys' turns × e^{iδ}
-    assert cell_memory(cfg, 3, L, "decode")["kv_cache"] == 2 * 3 * (L + 1) * n * (2 * w + w) * 4
+    assert cell_memory(cfg, 3, L, "decode")["kv_cache"] == 3 * (L + 1) * n * (2 * w + w) * 4

@@ -372,7 +372,7 @@ def test_a_decode_cell_records_latency_cache_memory_path_and_analytic_flops(tmp_
     record = records.read_record(out)  # the schema holds decode records
     tiny = {"n_layers": 2, "n_heads": 4, "width": 64}
     assert record["status"] == "ok" and record["latency"]["n"] >= 3 and record["attention"]["path"] == "relative"
-    assert record["kv_cache_mib"] == measure.mib(2 * tiny["n_layers"] * 64 * tiny["width"] * 4)  # k, v; 64 tokens; fp32
+    assert record["kv_cache_mib"] == measure.mib(2 * tiny["n_layers"] * 65 * tiny["width"] * 4)  # k, v; 64 + 1 tokens
     flops = record["flops"]
     assert flops["mode"] == "decode" and flops["torch"] is None and flops["analytic"] == sum(flops["terms"].values())
     keys = 65

@@ -17,7 +17,7 @@ from posbench.encodings.absolute import AbsoluteEncoding, sinusoid_table
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
 from posbench.encodings.rope import ROPE_BASE, RotaryAngles, rotate_leading
-from posbench.positions import Positions
+from posbench.positions import Positions, once_per_positions
 
 
 class GridMixin:
@@ -76,6 +76,7 @@ class Rope2D(GridMixin, PositionalEncoding):
     def rotated_width(self) -> int:
         return self.d_model
 
+    @once_per_positions
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """Complex turns of queries and of keys (the same), ``(L, d_head/2)``: the pairs of the first half
         of each head turn by the row, those of the second half by the column."""

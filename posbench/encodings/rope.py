@@ -37,7 +37,7 @@ from torch import nn
 
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
-from posbench.positions import Positions
+from posbench.positions import Positions, once_per_positions
 
 ROPE_BASE = 10000.0
 SCALING_KEYS = {  # rope_type -> (required keys, optional keys), as Hugging Face validates them
@@ -329,6 +329,7 @@ class Rope(PositionalEncoding):
         scaled.angles = self.angles_type(self.rotated, self.max_len, self.angles.base, scaling, **self.angle_options)
         return scaled.to(self.angles.turns.device)
 
+    @once_per_positions
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """Complex turns of queries and of keys, ``(L, rotated/2)`` each."""
         return self.angles.query_key_rows(positions)
@@ -386,6 +387,7 @@ class MRope(Rope):
         axis = pair_axes(self.sections, self.interleaved)  # (pairs,) 0 text/time, 1 rows, 2 columns
         self.register_buffer("axis_of_pair", axis, persistent=False)
 
+    @once_per_positions
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.axes == 1:  # text only: every axis is the text position
             return super().rows(positions)
