@@ -36,6 +36,7 @@ Its FLOPs are not a quadratic in ``L`` (64-token chunks), so the counters run it
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -137,43 +138,69 @@ class Path(ContextualEncoding):
 def chunks(q, k, w, beta, carry: bool):
     """:class:`Chunks` of queries ``q (B, h, Lq, d)`` (scaled) against keys ``k (B, h, T + Lq, d)`` (the first
     ``T`` cached, already carried to the first query) with ``w (B, h, Lq, d)`` and ``β (B, h, Lq)``;
-    ``carry``: also the key state after the last token, every key carried through every new token. Each
-    input is split once (one read each, so the backward joins the chunks' gradients without adding them)."""
-    q_len = q.shape[-2]
-    cached = k.shape[-2] - q_len
-    starts = list(range(0, q_len, CHUNK))
-    sizes = [min(CHUNK, q_len - start) for start in starts]
-    state, *keys = k.split([cached, *sizes], dim=-2)  # (B, h, T, d): the cached keys, then each chunk's
-    out = Chunks(starts, [], [], [], cached)
-    for last, queries, own, directions, strengths in zip(
-            [False] * (len(sizes) - 1) + [True], q.split(sizes, -2), keys, w.split(sizes, -2), beta.split(sizes, -1)):
-        carried, turned, inner = ut_transform(queries, own, directions, strengths)
-        out.queries.append(turned)
+    ``carry``: also the key state after the last token, every key carried through every new token. What is
+    local to a chunk runs for all chunks at once (:func:`ut_transform`, per :func:`chunk_groups`); only the key
+    state goes chunk by chunk. Each input is split once (one read, so the backward joins the chunks' gradients
+    without adding them)."""
+    q_len = int(q.shape[-2])  # ints under tracing too (fvcore)
+    cached = int(k.shape[-2]) - q_len
+    groups = chunk_groups(q_len)
+    spans = [n * m for n, m in groups]
+    state, *keys = k.split([cached, *spans], dim=-2)  # (B, h, T, d): the cached keys, then each group's
+    out = Chunks(list(range(0, q_len, CHUNK)), [], [], [], cached)
+    steps = []  # per chunk: the key state after it, from the state before it (None: not needed)
+    for index, ((n, m), queries, own, directions, strengths) in enumerate(
+            zip(groups, q.split(spans, -2), keys, w.split(spans, -2), beta.split(spans, -1))):
+        carrying = carry or index < len(groups) - 1 or n > 1
+        turned, inner, group_steps = ut_transform(*(t.unflatten(-2, (n, m)) for t in (queries, own, directions)),
+                                                  strengths.unflatten(-1, (n, m)), carrying)
+        out.queries.extend(turned.unbind(-3))
+        out.inner.extend(inner.unbind(-3))
+        steps.extend(group_steps)
+    for index, step in enumerate(steps):
         out.states.append(state)
-        out.inner.append(inner)
-        if carry or not last:
-            state = carried(state)
+        if carry or index < len(steps) - 1:
+            state = step(state)
     return (out, state) if carry else out
 
 
-def ut_transform(q, k, w, beta):
-    """One chunk of ``m`` tokens: ``q, k, w (B, h, m, d)``, ``β (B, h, m)`` -> the key state after it (a function
-    of the state before it, ``(…, s, d)`` -> ``(…, s + m, d)``: every key carried through the chunk's every ``H``,
-    its own keys carried to its last token), its queries turned back to its first token and the bias inside it
-    ``(B, h, m, m)`` (the reference's naive form). Only a chunk with a next one, or a cache, needs the state."""
-    m, d = (int(size) for size in w.shape[-2:])
+def chunk_groups(q_len: int) -> list[tuple[int, int]]:
+    """``(chunks, tokens each)``: the whole chunks of :data:`CHUNK` tokens, then the rest as one shorter chunk."""
+    whole, rest = divmod(q_len, CHUNK)
+    return [(count, size) for count, size in ((whole, CHUNK), (1, rest)) if count and size]
+
+
+def ut_transform(q, k, w, beta, carrying: bool):
+    """``n`` chunks of ``m`` tokens at once: ``q, k, w (B, h, n, m, d)``, ``β (B, h, n, m)`` -> the queries turned
+    back to their chunk's first token ``(B, h, n, m, d)``, the bias inside each chunk ``(B, h, n, m, m)`` (the
+    reference's naive form) and, ``carrying``, per chunk the key state after it as a function of the state
+    before it (``(…, s, d)`` -> ``(…, s + m, d)``: every key carried through the chunk's every ``H``, the chunk's
+    own keys carried to its last token)."""
+    n, m, d = (int(size) for size in w.shape[-3:])
     scaled = w * beta[..., None]  # β_t w_t
     inverse = unit_lower_inverse((scaled @ w.mT).tril(-1))  # T = (I + strictly_lower(β_t w_t·w_s))⁻¹
     through = (q @ w.mT).tril()  # q_i·w_t for t <= i
     reaching = inverse @ (scaled @ k.mT).tril(-1)  # (m, m): what H_t takes of key j < t, through T
-    basis = inverse @ scaled  # (m, d): the product is I − wᵀ·basis
+    basis = inverse @ scaled  # (m, d): the chunk's product is I − wᵀ·basis
+    turned, inner = q - through @ basis, -(through @ reaching)
+    if not carrying:
+        return turned, inner, [None] * n
+    own = (k - reaching.mT @ w).unbind(-3)  # (B, h, m, d) each chunk's keys carried to its last token
+    if 2 * m < d:  # a few tokens (decoding): two thin matmuls per state
+        return turned, inner, [functools.partial(carry_thin, *parts) for parts in zip(basis.unbind(-3), w.unbind(-3),
+                                                                                      own)]
+    products = (w.mT @ basis).mT.unbind(-3)  # (B, h, d, d) each chunk's wᵀ·basis, transposed
+    return turned, inner, [functools.partial(carry_dense, *parts) for parts in zip(products, own)]
 
-    def carried(state):
-        if 2 * m < d:  # a few tokens (decoding): two thin matmuls
-            return torch.cat([state - (state @ basis.mT) @ w, k - reaching.mT @ w], dim=-2)
-        return torch.cat([state - state @ (w.mT @ basis).mT, k - reaching.mT @ w], dim=-2)
 
-    return carried, q - through @ basis, -(through @ reaching)
+def carry_thin(basis, w, own, state):
+    """The state ``(…, s, d)`` through a chunk's product ``I − wᵀ·basis``, its own keys after it."""
+    return torch.cat([state - (state @ basis.mT) @ w, own], dim=-2)
+
+
+def carry_dense(product, own, state):
+    """The same with the product ``wᵀ·basis`` formed (transposed): one ``(s, d, d)`` matmul."""
+    return torch.cat([state - state @ product, own], dim=-2)
 
 
 def unit_lower_inverse(strict: torch.Tensor) -> torch.Tensor:
@@ -219,26 +246,36 @@ def chunk_flops(heads: int, q_len: int, cached: int, d: int, carry: bool, mode: 
     attention) over ``heads = B·h`` sequences of heads (``mode="train"``: and the backward). Per chunk of ``m``
     tokens after ``s`` keys: five ``(m, m, d)`` matmuls (``βw·wᵀ``, ``q·wᵀ``, ``βw·kᵀ``, the basis, the queries'
     turn), two ``(m, m, m)``, the inverse (:func:`inverse_flops`), the state's logits ``2·m·s·d``; ``β·w``, the
-    queries' turn and the plain logits' subtraction; a chunk that carries the state also carries its keys
-    (``2·m²·d`` and ``m·d``) and the state (``2·s·d²`` plus the product's ``2·m·d²``, or ``4·s·m·d`` thin, and
-    ``s·d``). Training: every matmul's two gradients (the inverse's first level has one), ``β·w``'s two, and
-    an accumulation add per extra read: of ``w`` (two, four carrying), ``β w`` (two), ``q``, the inverse and
-    ``q·wᵀ`` (one each); carrying, of its keys, the basis, the carried inner products and (twice) the state."""
-    total = 0
-    for start in range(0, q_len, CHUNK):
-        m = min(CHUNK, q_len - start)
-        s = cached + start
+    queries' turn and the plain logits' subtraction. A group of chunks that carries (:func:`chunks`) also
+    carries each chunk's keys (``2·m²·d`` and ``m·d``) and forms its product (``2·m·d²``, unless thin:
+    ``2·m < d``); a chunk with a state after it carries the state (``2·s·d²``, or ``4·s·m·d`` thin, and ``s·d``).
+    Training: every matmul's two gradients (the inverse's first level has one), ``β·w``'s two, and an
+    accumulation add per extra read: of ``w`` (two, four carrying), ``β w`` (two), ``q``, the inverse and
+    ``q·wᵀ`` (one each); carrying, of the keys, the basis and the carried inner products; the state twice."""
+    groups = chunk_groups(q_len)
+    count = sum(n for n, _ in groups)
+    total, index = 0, 0
+    for group, (n, m) in enumerate(groups):
+        carrying = carry or group < len(groups) - 1 or n > 1
+        thin = 2 * m < d
         inverse, level_one, inverse_reads = inverse_flops(m)
-        matmuls = 2 * (5 * m * m * d + 2 * m ** 3 + m * s * d) + inverse
-        elementwise = 2 * m * d + m * s
-        reads = 5 * m * d + 2 * m * m + inverse_reads
-        if carry or start + CHUNK < q_len:
-            matmuls += 2 * m * m * d + (4 * s * m * d if 2 * m < d else 2 * s * d * d + 2 * m * d * d)
-            elementwise += m * d + s * d
-            reads += 4 * m * d + m * m + 2 * s * d
-        total += matmuls + elementwise
-        if mode == "train":
-            total += 2 * matmuls - level_one + 2 * m * d + reads
+        for _ in range(n):
+            s = cached + index * CHUNK
+            matmuls = 2 * (5 * m * m * d + 2 * m ** 3 + m * s * d) + inverse
+            elementwise = 2 * m * d + m * s
+            reads = 5 * m * d + 2 * m * m + inverse_reads
+            if carrying:
+                matmuls += 2 * m * m * d + (0 if thin else 2 * m * d * d)
+                elementwise += m * d
+                reads += 4 * m * d + m * m
+            if carry or index < count - 1:
+                matmuls += 4 * s * m * d if thin else 2 * s * d * d
+                elementwise += s * d
+                reads += 2 * s * d
+            total += matmuls + elementwise
+            if mode == "train":
+                total += 2 * matmuls - level_one + 2 * m * d + reads
+            index += 1
     return heads * total
 
 
