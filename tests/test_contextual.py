@@ -174,11 +174,14 @@ def test_fox_truncated_cache_decodes_as_the_full_forward():
 
 # ----- PaTH: fla-org/flash-linear-attention fla/layers/path_attn.py and naive_path_attn, per query and key -----
 def path_reference(q, k, v, x, layer, causal):
-    """The reference layer's ``w = l2_norm(w_proj(x))`` (low rank, no short convolution), ``β = 2·σ(bt_proj(x))``,
-    and the logit ``q_iᵀ H_i ⋯ H_{j+1} k_j / √d`` with ``H_t = I − β_t w_t w_tᵀ`` written out per batch, head,
-    query and key as explicit matrix products (bidirectional: ``q_iᵀ H_i ⋯ H_{j−1} k_j`` for a key after)."""
-    down, up, strength = layer
-    w = (x @ down.T @ up.T).unflatten(-1, (H, D_HEAD))  # (B, L, H, D_HEAD)
+    """The reference layer's ``w = l2_norm(silu(conv(w_proj(x))))`` (low rank; ``ShortConvolution``, a causal
+    depthwise ``nn.Conv1d`` of kernel 3 without bias), ``β = 2·σ(bt_proj(x))``, and the logit
+    ``q_iᵀ H_i ⋯ H_{j+1} k_j / √d`` with ``H_t = I − β_t w_t w_tᵀ`` written out per batch, head, query and key as
+    explicit matrix products (bidirectional: ``q_iᵀ H_i ⋯ H_{j−1} k_j`` for a key after)."""
+    down, up, conv, strength = layer
+    projected = (x @ down.T @ up.T).transpose(1, 2)  # (B, width, L)
+    convolved = torch.nn.functional.conv1d(projected, conv[:, None, :], padding=2, groups=H * D_HEAD)[..., :L]
+    w = torch.nn.functional.silu(convolved).transpose(1, 2).unflatten(-1, (H, D_HEAD))  # (B, L, H, D_HEAD)
     w = w / torch.sqrt((w * w).sum(-1, keepdim=True) + 1e-6)  # fla's l2_norm: its eps under the root
     beta = 2 * torch.sigmoid(x @ strength.weight.T + strength.bias)  # (B, L, H)
     out = torch.zeros_like(q)
@@ -206,7 +209,7 @@ def test_path_is_the_reference(causal, chunk, monkeypatch, float64):
     monkeypatch.setattr(path, "CHUNK", chunk)
     enc = build("path", causal)
     q, k, v, x = inputs()
-    layer = (enc.w_down[0].weight.detach(), enc.w_up[0].weight.detach(), enc.strengths[0])
+    layer = (enc.w_down[0].weight.detach(), enc.w_up[0].weight.detach(), enc.conv[0].detach(), enc.strengths[0])
     expected = path_reference(q, k, v, x, layer, causal)
     with torch.no_grad():
         torch.testing.assert_close(run(enc, q, k, v, x, causal), expected, atol=1e-10, rtol=0)
@@ -266,10 +269,10 @@ def test_a_path_decode_step_is_counted_by_formula_and_its_flops_at_full_length()
     with torch.no_grad(), counter:
         model(torch.randint(23, (2, 1)), cache=cache)
     terms = decode_flops(model, 2, 36)
-    # per layer: 2 maps (2·B·d·(64 + h)), w's normalisation (2·B·d), the chunk of one token (β·w, five (1, 1, 20)
-    # and two (1, 1, 1) matmuls, two subtractions of 20, the state's logits and their subtraction over 36 keys,
-    # the carry: 2·20 and 4·36·20 thin matmuls, two subtractions), the bias add per key
+    # per layer: 2 maps (2·B·d·(64 + h)), the convolution (5·B·d), w's normalisation (2·B·d), the chunk of one
+    # token (β·w, five (1, 1, 20) and two (1, 1, 1) matmuls, two subtractions of 20, the state's logits and their
+    # subtraction over 36 keys, the carry: 2·20 and 4·36·20 thin matmuls, two subtractions), the bias add per key
     chunk = 2 * (5 * 20 + 2 + 36 * 20) + 2 * 20 + 36 + 2 * 20 + 4 * 36 * 20 + 20 + 36 * 20
-    assert terms["position_content"] == 2 * (2 * 2 * 60 * 67 + 2 * 2 * 60 + 2 * 3 * chunk + 2 * 3 * 37)
+    assert terms["position_content"] == 2 * (2 * 2 * 60 * 67 + 5 * 2 * 60 + 2 * 2 * 60 + 2 * 3 * chunk + 2 * 3 * 37)
     assert counter.get_total_flops() == sum(terms.values())
     assert count_flops(model, 1, 100, max_run_len=64).counted_at == (100,)

@@ -46,11 +46,10 @@ A bidirectional model runs each reference's computation without its causal mask 
 second set of gates for the keys after the query).
 
 PaTH attention (Yang et al. 2025, :mod:`posbench.encodings.path`) runs on this design unchanged: its
-``content`` walks chunks of 64 tokens in the reference's UT form and keeps, per chunk, the queries turned back
-to its first token and the keys before it carried there; ``content_bias`` turns those into the block's
+``content`` splits the tokens into chunks of 64 in the reference's UT form and keeps, per chunk, the queries
+turned back to its first token and the keys before it carried there; ``content_bias`` turns those into the block's
 transformed logits minus the plain ones. Its FLOPs, chunked, are not a quadratic in the length
-(``quadratic_flops``), so :func:`posbench.flops.count_flops` counts it at full length. Not here: the
-reference's short convolution over ``w``.
+(``quadratic_flops``), so :func:`posbench.flops.count_flops` counts it at full length.
 """
 
 from __future__ import annotations

@@ -8,22 +8,26 @@ as usual. No other position signal.
 
 Follows the reference, fla-org/flash-linear-attention (MIT licence): the layer ``fla/layers/path_attn.py``
 (``w_proj`` a low-rank ``d → 32 → d`` map without biases, ``w`` L2-normalised per head, ``β = 2·σ(bt_proj(x))``
-from a per-head linear map with a bias, ``H`` shared by the heads' keys, no forget gate) and its plain-PyTorch
+from a per-head linear map with a bias: one ``w`` and ``β`` per head and token; no forget gate) and its plain-PyTorch
 ``naive_path_attn`` (``fla/ops/path_attn/naive.py``, called by ``tests/ops/test_path_attn.py``): the UT
 transform of each chunk of 64 tokens, ``T = (I + strictly_lower(diag(β) W Wᵀ))⁻¹``, gives the chunk's
 logits, its queries turned back to the chunk's first token, its keys carried to its last and the chunk's
-whole product ``I − Wᵀ T diag(β) W``. The project's code is its own. Not taken: the reference's default
-short convolution over ``w`` (``use_w_shortconv``; this is its ``use_w_shortconv=False``): a decode state
-of its own, left for later. Linear maps start at PyTorch's default initialisation (the reference's model
-re-initialises every linear map ``N(0, 0.02²)``).
+whole product ``I − Wᵀ T diag(β) W``. The project's code is its own. ``w`` goes through the reference's
+default short convolution (``use_w_shortconv``: depthwise over the last 3 tokens, causal, no bias, SiLU)
+before its normalisation; decoding keeps its last 2 inputs in the cache's ``states``. Linear maps start at
+PyTorch's default initialisation (the reference's model re-initialises every linear map ``N(0, 0.02²)``).
 
 How it runs on the fourth hook (:mod:`posbench.encodings.contextual`): a ``qk`` encoding on the
-``contextual_logits`` path. :meth:`Path.content` walks the chunks of the layer's new tokens once, keeping
-per chunk the queries turned back to its first token, the keys before it carried to it (the *key state*,
-what a KV cache would hold at that token) and the bias inside it; :meth:`Path.content_bias` gives a block of
-queries PaTH's logits minus the plain ones the path made. The key states are ``O(L² d / 64)`` per layer, not
+``contextual_logits`` path. :meth:`Path.content` splits the layer's new tokens into chunks and keeps, per
+chunk, the queries turned back to its first token, the bias inside it (both made for every chunk at once)
+and the keys before it carried to it (the *key state*, what a KV cache would hold at that token: carried
+chunk by chunk, the one sequential step); :meth:`Path.content_bias` gives a block of queries PaTH's logits
+minus the plain ones the path made. The key states are ``O(L² d / 64)`` per layer, not
 the ``O(L² d)`` of keys carried to every query. The chunk's inverse is a recursive 2 × 2 block inversion
-(:func:`unit_lower_inverse`): matmuls, which the FLOP counters count, and stable as forward substitution.
+(:func:`unit_lower_inverse`): matmuls, which the FLOP counters count, and no division. P1 (``bench --parts
+overhead``'s model, L = 1024) on this 2-core AMD EPYC under a tuning run's load (3.8–4.3): 3.37× none's
+forward, stick-breaking 3.50× in the same rounds; a small model's training step at L = 512, batch 8, peaked
+at 1.06 GiB of process memory (none 0.41, stick-breaking 1.12, CoPE 1.65).
 
 Decoding: the cache holds the key state itself. When a token arrives, every cached key is carried through
 its ``H`` (the reference's ``rank_one_update`` of ``past_k``) and its own key is appended as it is
@@ -43,12 +47,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posbench.encodings.base import LayerInput
 from posbench.encodings.contextual import ContextualEncoding
 from posbench.encodings.registry import register
 
 CHUNK = 64  # tokens per UT transform, the reference's chunk size
 LOW_RANK = 32  # the reference's w_proj: d -> 32 -> d
 NORM_EPS = 1e-6  # the reference's l2_norm epsilon, added to the squared norm
+CONV_SIZE = 3  # the reference's short convolution over w: depthwise, causal, no bias, then SiLU
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class Chunks:
 
 
 class Path(ContextualEncoding):
-    """Per layer: ``w``'s low-rank map and ``β``'s map to one strength per head."""
+    """Per layer: ``w``'s low-rank map and short convolution, and ``β``'s map to one strength per head."""
 
     trained_positions = True
     content_reads = "qk"
@@ -77,17 +83,41 @@ class Path(ContextualEncoding):
         self.w_down = nn.ModuleList(nn.Linear(d_model, LOW_RANK, bias=False) for _ in range(n_layers))
         self.w_up = nn.ModuleList(nn.Linear(LOW_RANK, d_model, bias=False) for _ in range(n_layers))
         self.strengths = nn.ModuleList(nn.Linear(d_model, n_heads) for _ in range(n_layers))
+        bound = CONV_SIZE ** -0.5  # nn.Conv1d's default initialisation at fan-in CONV_SIZE (one channel a group)
+        self.conv = nn.ParameterList(nn.Parameter(torch.empty(d_model, CONV_SIZE).uniform_(-bound, bound))
+                                     for _ in range(n_layers))
 
-    def directions(self, x: torch.Tensor, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``w (B, h, L, d)`` unit vectors and ``β (B, h, L)`` in (0, 2) of the layer's input ``x (B, L, d_model)``."""
-        w = self.w_up[index](self.w_down[index](x)).unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+    def directions(self, layer: LayerInput) -> tuple[torch.Tensor, torch.Tensor]:
+        """``w (B, h, L, d)`` unit vectors and ``β (B, h, L)`` in (0, 2) of the layer's input ``(B, L, d_model)``:
+        ``w`` the low-rank map, then the short convolution and SiLU, then L2-normalised per head."""
+        x, index = layer.inputs, layer.index
+        w = F.silu(self.convolved(self.w_up[index](self.w_down[index](x)), layer))
+        w = w.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
         w = w * torch.rsqrt((w * w).sum(-1, keepdim=True) + NORM_EPS)
         return w, 2 * torch.sigmoid(self.strengths[index](x)).transpose(1, 2)
+
+    def convolved(self, u: torch.Tensor, layer: LayerInput) -> torch.Tensor:
+        """The causal depthwise convolution of ``u (B, L, d_model)`` over the last :data:`CONV_SIZE` tokens, as
+        multiplies and adds (the counters see them; a convolution op fvcore's handles would miss). The tokens
+        before the first are zeros, or with a cache the last ones it saw (its state ``path_conv``, ``(B, d, 2)``)."""
+        weight, past = self.conv[layer.index], CONV_SIZE - 1  # (d_model, CONV_SIZE)
+        state = None if layer.cache is None else layer.cache.states[layer.index].get("path_conv")
+        if state is None or not state.shape[-1]:  # none yet, or truncated to 0
+            padded = F.pad(u, (0, 0, past, 0))  # (B, past + L, d_model)
+        else:
+            padded = torch.cat([state.transpose(1, 2), u], dim=1)
+        if layer.cache is not None:
+            layer.cache.states[layer.index]["path_conv"] = padded[:, -past:].transpose(1, 2)
+        length = u.shape[1]
+        out = padded[:, :length] * weight[:, 0]
+        for tap in range(1, CONV_SIZE):
+            out = out + padded[:, tap:tap + length] * weight[:, tap]
+        return out
 
     def content(self, q, k, layer):
         """Both directions' :class:`Chunks` (the second ``None`` when causal); with a cache, its keys become
         every key carried through the new tokens."""
-        w, beta = self.directions(layer.inputs, layer.index)
+        w, beta = self.directions(layer)
         cache = layer.cache
         forward = chunks(q, k, w, beta, cache is not None)
         if cache is not None:
@@ -113,26 +143,31 @@ class Path(ContextualEncoding):
         return self.n_heads * (2 * q_len * k_len + q_len * (self.d_head + min(CHUNK, q_len)) + states)
 
     def content_flops(self, batch_size, q_len, k_len, mode):
-        """Per layer: the maps to ``w`` and ``β`` (``2·B·L·d·(2·32 + h)``), ``w``'s normalisation (a square and
-        a scale per element), each direction's chunks (:func:`chunk_flops`), the bias add per logit and,
-        bidirectional, the two directions' sum. Training adds the maps' gradients, the normalisation's (its
-        two multiplies' gradients, ``rsqrt``'s per vector, ``w`` read three times: two accumulation adds), and
-        one accumulation add per extra read of a tensor: the layer's input (read by q/k/v, ``w`` and ``β``),
-        the scaled queries, the keys and the logits (read by the path and by the chunks; bidirectional once
-        more, reversed, like ``w`` and ``β``)."""
+        """Per layer: the maps to ``w`` and ``β`` (``2·B·L·d·(2·32 + h)``), the convolution (3 multiplies and 2
+        adds per element), ``w``'s normalisation (a square and a scale per element), each direction's chunks
+        (:func:`chunk_flops`), the bias add per logit and, bidirectional, the two directions' sum. Training
+        adds the maps' gradients; the convolution's (each multiply's two, SiLU's backward, which torch runs as
+        three multiplies and a subtraction per element, and accumulation adds: the padded input read by 3
+        taps, the weight by 3); the normalisation's (its two multiplies' gradients, ``rsqrt``'s per vector,
+        ``w`` read three times: two adds); and one accumulation add per extra read of a tensor: the layer's
+        input (read by q/k/v, ``w`` and ``β``), the scaled queries, the keys and the logits (read by the path
+        and by the chunks; bidirectional once more, reversed, like ``w`` and ``β``)."""
         B, h, d = batch_size, self.n_heads, self.d_head
         reverse = 0 if self.causal else 1
         cached = k_len - q_len
         vectors, logits = B * h * q_len, B * h * q_len * k_len
-        maps = 2 * B * q_len * self.d_model * (2 * LOW_RANK + h)
+        tokens = B * q_len * self.d_model
+        maps = 2 * tokens * (2 * LOW_RANK + h)
         chunked = chunk_flops(B * h, q_len, cached, d, cached > 0, mode)
-        forward = maps + 2 * vectors * d + (1 + reverse) * (chunked + logits)
+        forward = maps + (2 * CONV_SIZE - 1) * tokens + 2 * vectors * d + (1 + reverse) * (chunked + logits)
         if mode == "infer":
             return self.n_layers * forward
+        convolution = (2 * CONV_SIZE + 4) * tokens + (CONV_SIZE - 1) * (B * (q_len + CONV_SIZE - 1) * self.d_model
+                                                                        + CONV_SIZE * self.d_model)
         normalised = 6 * vectors * d + vectors
-        extra_reads = (2 * B * q_len * self.d_model + (1 + reverse) * (vectors * d + B * h * k_len * d + logits)
-                       + reverse * (vectors * d + vectors))
-        return self.n_layers * (forward + 2 * maps + normalised + extra_reads)
+        extra_reads = 2 * tokens + (1 + reverse) * (vectors * d + B * h * k_len * d + logits) + reverse * (
+            vectors * d + vectors)
+        return self.n_layers * (forward + 2 * maps + convolution + normalised + extra_reads)
 
 
 def chunks(q, k, w, beta, carry: bool):
@@ -235,9 +270,10 @@ def chunk_bias(content: Chunks, logits, start, stop, keys):
     for plain, (lo, hi, first, queries, state, inner) in zip(logits.split([hi - lo for lo, hi, *_ in spans], -2),
                                                              spans):
         before = state.shape[-2]  # keys before the chunk: T + first
-        row = torch.cat([queries[..., lo - first:hi - first, :] @ state.mT - plain[..., :before],
-                         inner[..., lo - first:hi - first, :keys - before]], dim=-1)
-        rows.append(F.pad(row, (0, keys - row.shape[-1])))
+        cross = queries[..., lo - first:hi - first, :] @ state.mT - plain[..., :before]  # (B, h, rows, before)
+        own = inner[..., lo - first:hi - first, :keys - before]
+        after = cross.new_zeros(*cross.shape[:-1], keys - before - own.shape[-1])
+        rows.append(torch.cat([cross, own, after], dim=-1))  # one copy of the row, then one of the block
     return torch.cat(rows, dim=-2)
 
 
