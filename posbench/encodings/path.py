@@ -25,9 +25,10 @@ chunk by chunk, the one sequential step); :meth:`Path.content_bias` gives a bloc
 minus the plain ones the path made. The key states are ``O(L² d / 64)`` per layer, not
 the ``O(L² d)`` of keys carried to every query. The chunk's inverse is a recursive 2 × 2 block inversion
 (:func:`unit_lower_inverse`): matmuls, which the FLOP counters count, and no division. P1 (``bench --parts
-overhead``'s model, L = 1024) on this 2-core AMD EPYC under a tuning run's load (3.8–4.3): 3.37× none's
-forward, stick-breaking 3.50× in the same rounds; a small model's training step at L = 512, batch 8, peaked
-at 1.06 GiB of process memory (none 0.41, stick-breaking 1.12, CoPE 1.65).
+overhead``'s model, L = 1024) on this 2-core AMD EPYC under a tuning run's load (4.0–4.9 on 2 cores): 4.07×,
+3.09× and 4.33× none's forward in three runs (stick-breaking 2.71× beside the first; 2.4× on a quieter
+machine): not judged here. A small model's training step at L = 512, batch 8, peaked at 1.06 GiB of process
+memory (none 0.41, stick-breaking 1.12, CoPE 1.65).
 
 Decoding: the cache holds the key state itself. When a token arrives, every cached key is carried through
 its ``H`` (the reference's ``rank_one_update`` of ``past_k``) and its own key is appended as it is
