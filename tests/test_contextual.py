@@ -276,3 +276,18 @@ def test_a_path_decode_step_is_counted_by_formula_and_its_flops_at_full_length()
     assert terms["position_content"] == 2 * (2 * 2 * 60 * 67 + 5 * 2 * 60 + 2 * 2 * 60 + 2 * 3 * chunk + 2 * 3 * 37)
     assert counter.get_total_flops() == sum(terms.values())
     assert count_flops(model, 1, 100, max_run_len=64).counted_at == (100,)
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize("d_model, n_heads, batch, seq_len", [(40, 5, 1, 150), (80, 2, 2, 128)])
+def test_path_flops_over_several_chunks_agree(d_model, n_heads, batch, seq_len, mode):
+    """Causal, several chunks of 64 (the key state carried between them): 150 = 2 × 64 + 22 at d_head 8, 128 =
+    2 × 64 at d_head 40; the counters and content_flops agree exactly (the registry's configs have one chunk
+    when causal)."""
+    from posbench.flops import count_flops
+
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig(encoding="path", vocab_size=23, d_model=d_model,
+                                                      n_heads=n_heads, n_layers=1, max_len=256))
+    counts = count_flops(model, batch, seq_len, mode)
+    assert counts.torch == counts.analytic and counts.fvcore == (counts.analytic if mode == "infer" else None)

@@ -62,13 +62,12 @@ CONV_SIZE = 3  # the reference's short convolution over w: depthwise, causal, no
 class Chunks:
     """One direction of a layer's PaTH, per chunk of its new tokens: ``starts`` (its first token among the
     queries), ``queries (B, h, m, d)`` turned back to that token, ``states (B, h, T + start, d)`` the keys
-    before it carried to it, ``inner (B, h, m, m)`` the bias inside the chunk; ``cached`` keys precede them."""
+    before it carried to it (``T`` cached keys first), ``inner (B, h, m, m)`` the bias inside the chunk."""
 
     starts: list[int]
     queries: list[torch.Tensor]
     states: list[torch.Tensor]
     inner: list[torch.Tensor]
-    cached: int
 
 
 class Path(ContextualEncoding):
@@ -119,14 +118,12 @@ class Path(ContextualEncoding):
         """Both directions' :class:`Chunks` (the second ``None`` when causal); with a cache, its keys become
         every key carried through the new tokens."""
         w, beta = self.directions(layer)
-        cache = layer.cache
-        forward = chunks(q, k, w, beta, cache is not None)
-        if cache is not None:
-            forward, state = forward
-            cache.rewrite_keys(layer.index, state)
+        forward, state = chunks(q, k, w, beta, carry=layer.cache is not None)
+        if layer.cache is not None:
+            layer.cache.rewrite_keys(layer.index, state)
         if self.causal:
             return forward, None
-        return forward, chunks(q.flip(-2), k.flip(-2), w.flip(-2), beta.flip(-1), False)
+        return forward, chunks(q.flip(-2), k.flip(-2), w.flip(-2), beta.flip(-1), carry=False)[0]
 
     def content_bias(self, content, logits, start, stop, keys):
         forward, backward = content
@@ -173,17 +170,17 @@ class Path(ContextualEncoding):
 
 def chunks(q, k, w, beta, carry: bool):
     """:class:`Chunks` of queries ``q (B, h, Lq, d)`` (scaled) against keys ``k (B, h, T + Lq, d)`` (the first
-    ``T`` cached, already carried to the first query) with ``w (B, h, Lq, d)`` and ``β (B, h, Lq)``;
-    ``carry``: also the key state after the last token, every key carried through every new token. What is
-    local to a chunk runs for all chunks at once (:func:`ut_transform`, per :func:`chunk_groups`); only the key
-    state goes chunk by chunk. Each input is split once (one read, so the backward joins the chunks' gradients
-    without adding them)."""
+    ``T`` cached, already carried to the first query) with ``w (B, h, Lq, d)`` and ``β (B, h, Lq)``, and with
+    ``carry`` the key state after the last token, every key carried through every new token (else ``None``).
+    What is local to a chunk runs for all chunks at once (:func:`ut_transform`, per :func:`chunk_groups`); only
+    the key state goes chunk by chunk. Each input is split once (one read, so the backward joins the chunks'
+    gradients without adding them)."""
     q_len = int(q.shape[-2])  # ints under tracing too (fvcore)
     cached = int(k.shape[-2]) - q_len
     groups = chunk_groups(q_len)
     spans = [n * m for n, m in groups]
     state, *keys = k.split([cached, *spans], dim=-2)  # (B, h, T, d): the cached keys, then each group's
-    out = Chunks(list(range(0, q_len, CHUNK)), [], [], [], cached)
+    out = Chunks(list(range(0, q_len, CHUNK)), [], [], [])
     steps = []  # per chunk: the key state after it, from the state before it (None: not needed)
     for index, ((n, m), queries, own, directions, strengths) in enumerate(
             zip(groups, q.split(spans, -2), keys, w.split(spans, -2), beta.split(spans, -1))):
@@ -197,7 +194,7 @@ def chunks(q, k, w, beta, carry: bool):
         out.states.append(state)
         if carry or index < len(steps) - 1:
             state = step(state)
-    return (out, state) if carry else out
+    return out, state if carry else None
 
 
 def chunk_groups(q_len: int) -> list[tuple[int, int]]:
