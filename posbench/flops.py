@@ -119,12 +119,13 @@ def count_flops(model: Transformer, batch_size: int = 1, seq_len: int = 1024,
     in train mode); but under the convention every count is a quadratic in L (constant, per-token and
     per-logit terms), so above ``max_run_len`` the counters run at three short lengths, the quadratic
     through those counts is read off at ``seq_len`` — exact integer arithmetic — after a fourth short
-    length checked it. A count that is not quadratic raises ``ValueError`` rather than guess.
+    length checked it. A count that is not quadratic raises ``ValueError`` rather than guess; an encoding
+    that declares its count is not (``quadratic_flops``: PaTH's chunks) is counted at full length.
     """
     _check_arguments(batch_size, seq_len, mode)
     terms = analytic_flops(model, batch_size, seq_len, mode)
     causal_half = analytic_flops(model, batch_size, seq_len, mode, causal_half=True)
-    if max_run_len is None or seq_len <= max_run_len:
+    if max_run_len is None or seq_len <= max_run_len or not model.encoding.quadratic_flops:
         counted_at = (seq_len,)
         fvcore, torch_count = _library_counts(model, batch_size, seq_len, mode)
     else:

@@ -110,7 +110,9 @@ class KVCache:
     Hugging Face).
 
     A contextual encoding keeps what it derives from each token per layer in ``states`` (FoX: the
-    cumulative forget gates), token axis last, so that truncating the cache truncates them too.
+    cumulative forget gates), token axis last, so that truncating the cache truncates them too. One
+    whose cached keys change as tokens arrive (PaTH, ``rewrites_cache``) replaces them (:meth:`rewrite_keys`):
+    no earlier state is kept, so such a cache refuses to be cut back to a shorter one.
     """
 
     keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head); PoPE: 2 · d_head
@@ -119,6 +121,7 @@ class KVCache:
     states: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer: name -> (…, T)
     buffers: dict[tuple, torch.Tensor] = field(default_factory=dict)  # (what, layer[, name]) -> its buffer
     reserve: int = 0  # tokens each buffer is first allocated for
+    rewritten: bool = False  # cached keys were changed by later tokens: no shorter cache can be recovered
 
     @classmethod
     def empty(cls, n_layers: int, reserve: int = 0) -> KVCache:
@@ -129,6 +132,10 @@ class KVCache:
 
     def truncate(self, length: int) -> None:
         """Forget every token after the first ``length`` (views: nothing is copied)."""
+        if self.rewritten and 0 < length < len(self):
+            raise ValueError(f"cannot truncate to {length} tokens: later tokens rewrote the cached keys "
+                             f"(an encoding with rewrites_cache); allowed: 0 or {len(self)}")
+        self.rewritten = self.rewritten and length > 0
         self.keys = [None if k is None else k[..., :length, :] for k in self.keys]
         self.values = [None if v is None else v[..., :length, :] for v in self.values]
         self.positions = None if self.positions is None else self.positions[:length]
@@ -147,6 +154,13 @@ class KVCache:
         self.keys[layer] = self._append(("keys", layer), self.keys[layer], k, dim=-2)
         self.values[layer] = self._append(("values", layer), self.values[layer], v, dim=-2)
         return self.keys[layer], self.values[layer]
+
+    def rewrite_keys(self, layer: int, k: torch.Tensor) -> None:
+        """Replace one layer's cached keys by ``k`` of their shape ``(B, h, T, d_head)``: the keys carried
+        through the tokens that arrived since (PaTH's state)."""
+        self.keys[layer] = k
+        self.buffers.pop(("keys", layer), None)  # k is a tensor of its own: the next append moves it to a new buffer
+        self.rewritten = True
 
     def extend_state(self, layer: int, name: str, new: torch.Tensor) -> torch.Tensor:
         """Append one layer's state of the new tokens ``(…, L)``; all of it back ``(…, T + L)``."""

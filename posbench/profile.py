@@ -32,7 +32,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TextIO
 
 import torch
@@ -408,22 +408,36 @@ def make_step(model: torch.nn.Module, config: ProfileConfig):
 def decode_step(model: torch.nn.Module, prompt: torch.Tensor):
     """Generation's unit of work: the prompt ``(B, L)`` is prefilled into a KV cache once (untimed); a
     step feeds one more token at position L and then cuts the cache back to the L prompt tokens, so
-    every timed step sees the same context."""
+    every timed step sees the same context. A cache that cannot be cut back (its encoding ``rewrites_cache``:
+    PaTH carries the cached keys through each new token) is left as prefilled: each step runs on a shallow
+    copy of it (new lists of the same tensors, nothing copied)."""
     model.eval()
     cache = KVCache.empty(model.cfg.n_layers, reserve=prompt.shape[1] + 1)  # the prompt and the step's token
     with torch.inference_mode():
         model(prompt, cache=cache)
     context = len(cache)
     next_token = prompt[:, -1:]  # (B, 1)
+    rewrites = model.encoding.rewrites_cache
 
     def step():
+        current = unchanged(cache) if rewrites else cache
         with torch.inference_mode():
-            logits = model(next_token, cache=cache)  # (B, 1, vocab)
-        cache.truncate(context)
+            logits = model(next_token, cache=current)  # (B, 1, vocab)
+        if not rewrites:
+            cache.truncate(context)
         return logits
 
     step.cache = cache
     return step
+
+
+def unchanged(cache: KVCache) -> KVCache:
+    """A cache that a forward pass extends (and an encoding may rewrite) without changing ``cache``: its lists
+    and its map of buffers new, its tensors shared. A pass replaces the keys it rewrites and writes its new
+    entries past the ``T`` cached ones (:meth:`~posbench.model.KVCache.extend`), so ``cache``'s own stay as
+    prefilled."""
+    return replace(cache, keys=list(cache.keys), values=list(cache.values),
+                   states=[dict(state) for state in cache.states], buffers=dict(cache.buffers))
 
 
 def measure_memory(step, device: torch.device, nvml: measure.Nvml | None, context: int | None) -> dict:

@@ -208,7 +208,7 @@ def projected_encodings() -> list[str]:
     """The registered encodings of a sequence that a deployment would pick: 1-D, evaluated as themselves
     (a randomized one evaluates as its base encoding), and of the kinds this cost model counts: one encoding
     in every layer, queries and keys at the model's width, no position from content. Left out, so never
-    projected with a wrong count: the fourth hook's (cope, fox, stick_breaking), layer patterns (irope,
+    projected with a wrong count: the fourth hook's (cope, fox, stick_breaking, path), layer patterns (irope,
     rnope_swa) and PoPE's doubled q/k width; their costs are posbench's measured ones (bench, profile)."""
     return [name for name in encodings.names() if modelled(name)]
 

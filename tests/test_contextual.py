@@ -1,4 +1,4 @@
-"""The fourth hook (position from content): CoPE, FoX and stick-breaking attention against written-out loop
+"""The fourth hook (position from content): CoPE, FoX, stick-breaking and PaTH attention against written-out loop
 references that follow their public implementations, through the model's own attention paths."""
 
 import math
@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import posbench
-from posbench import KVCache, attention, encodings
+from posbench import KVCache, attention, encodings, flops
+from posbench.encodings import path
 from posbench.encodings.base import LayerInput
 from posbench.positions import Positions
 
@@ -169,3 +170,124 @@ def test_fox_truncated_cache_decodes_as_the_full_forward():
         assert cache.states[0]["fox"].shape == (2, 4, 12)
         step = model(tokens[:, 12:13], cache=cache)
     torch.testing.assert_close(step[:, 0], full[:, 12], atol=1e-5, rtol=0)
+
+
+# ----- PaTH: fla-org/flash-linear-attention fla/layers/path_attn.py and naive_path_attn, per query and key -----
+def path_reference(q, k, v, x, layer, causal):
+    """The reference layer's ``w = l2_norm(silu(conv(w_proj(x))))`` (low rank; ``ShortConvolution``, a causal
+    depthwise ``nn.Conv1d`` of kernel 3 without bias), ``β = 2·σ(bt_proj(x))``, and the logit
+    ``q_iᵀ H_i ⋯ H_{j+1} k_j / √d`` with ``H_t = I − β_t w_t w_tᵀ`` written out per batch, head, query and key as
+    explicit matrix products (bidirectional: ``q_iᵀ H_i ⋯ H_{j−1} k_j`` for a key after)."""
+    down, up, conv, strength = layer
+    projected = (x @ down.T @ up.T).transpose(1, 2)  # (B, width, L)
+    convolved = torch.nn.functional.conv1d(projected, conv[:, None, :], padding=2, groups=H * D_HEAD)[..., :L]
+    w = torch.nn.functional.silu(convolved).transpose(1, 2).unflatten(-1, (H, D_HEAD))  # (B, L, H, D_HEAD)
+    w = w / torch.sqrt((w * w).sum(-1, keepdim=True) + 1e-6)  # fla's l2_norm: its eps under the root
+    beta = 2 * torch.sigmoid(x @ strength.weight.T + strength.bias)  # (B, L, H)
+    out = torch.zeros_like(q)
+    for b in range(B):
+        for h in range(H):
+            householder = [torch.eye(D_HEAD, dtype=q.dtype) - beta[b, t, h] * torch.outer(w[b, t, h], w[b, t, h])
+                           for t in range(L)]
+            for i in range(L):
+                logits = torch.full((L,), float("-inf"), dtype=q.dtype)
+                for j in range(L):
+                    if causal and j > i:
+                        continue
+                    between = range(j + 1, i + 1) if j <= i else range(j - 1, i - 1, -1)  # nearest the key first
+                    key = k[b, h, j]
+                    for t in between:
+                        key = householder[t] @ key
+                    logits[j] = q[b, h, i] @ key / math.sqrt(D_HEAD)
+                out[b, h, i] = torch.softmax(logits, -1) @ v[b, h]
+    return out
+
+
+@pytest.mark.parametrize("chunk", [3, 64])  # several chunks (blocks of 4 split them), or one
+@pytest.mark.parametrize("causal", [True, False])
+def test_path_is_the_reference(causal, chunk, monkeypatch, float64):
+    monkeypatch.setattr(path, "CHUNK", chunk)
+    enc = build("path", causal)
+    q, k, v, x = inputs()
+    layer = (enc.w_down[0].weight.detach(), enc.w_up[0].weight.detach(), enc.conv[0].detach(), enc.strengths[0])
+    expected = path_reference(q, k, v, x, layer, causal)
+    with torch.no_grad():
+        torch.testing.assert_close(run(enc, q, k, v, x, causal), expected, atol=1e-10, rtol=0)
+        torch.testing.assert_close(run(enc, q, k, v, x, causal, block_size=L), expected, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 37, 64])
+def test_the_block_inverse_of_a_unit_lower_triangle_is_its_inverse(size, float64):
+    """Entries of the size of ``β_t w_t·w_s`` at d_head 16 (0.5 / 4): exactly unit lower triangular, and an inverse."""
+    generator = torch.Generator().manual_seed(size)
+    strict = (0.125 * torch.randn(3, size, size, generator=generator, dtype=torch.float64)).tril(-1)
+    inverse = path.unit_lower_inverse(strict)
+    identity = torch.eye(size, dtype=torch.float64)
+    assert torch.equal(inverse.triu(), identity.expand(3, size, size))
+    torch.testing.assert_close((identity + strict) @ inverse, identity.expand(3, size, size), atol=1e-12, rtol=0)
+
+
+def test_path_decodes_as_the_full_forward_and_its_cache_cannot_be_truncated(monkeypatch):
+    """Prefill across chunks, a second prompt piece after the cache, then one token at a time: every logit is the
+    full forward's, the cache holding the keys carried through every later token; cutting it back is refused."""
+    monkeypatch.setattr(path, "CHUNK", 4)
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig.from_size("tiny", encoding="path", vocab_size=11,
+                                                                max_len=32)).eval()
+    tokens = torch.randint(0, 11, (2, 20))
+    cache = KVCache.empty(2)
+    with torch.no_grad():
+        full = model(tokens)
+        pieces = [model(tokens[:, :9], cache=cache), model(tokens[:, 9:15], cache=cache),
+                  *(model(tokens[:, t:t + 1], cache=cache) for t in range(15, 20))]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=0)
+    plain_key = model.blocks[0].attn.queries_keys_values(model.blocks[0].norm_attn(model.embedded(
+        tokens, model.encoding.positions(20))), model.encoding, model.encoding.positions(20))[1]
+    torch.testing.assert_close(cache.keys[0][..., -1, :], plain_key[..., -1, :], atol=1e-6, rtol=0)  # as it is
+    assert not torch.allclose(cache.keys[0][..., :-1, :], plain_key[..., :-1, :], atol=1e-3)  # the others carried
+    with pytest.raises(ValueError, match=r"^cannot truncate to 12 tokens: later tokens rewrote the cached keys "
+                                         r"\(an encoding with rewrites_cache\); allowed: 0 or 20$"):
+        cache.truncate(12)
+    cache.truncate(0)
+    with torch.no_grad():
+        again = model(tokens[:, :9], cache=cache)
+    torch.testing.assert_close(again, full[:, :9], atol=1e-5, rtol=0)
+
+
+def test_a_path_decode_step_is_counted_by_formula_and_its_flops_at_full_length():
+    """The torch counter sees one cached step exactly as ``decode_flops`` has it (the key state's rank-one update
+    included); PaTH's chunked count is not quadratic in L, so count_flops never extrapolates it."""
+    from posbench.flops import count_flops, decode_flops
+
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig(encoding="path", vocab_size=23, d_model=60, n_heads=3,
+                                                      n_layers=2, max_len=128)).eval()
+    cache = KVCache.empty(2)
+    with torch.no_grad():
+        model(torch.randint(23, (2, 36)), cache=cache)
+    counter = torch.utils.flop_counter.FlopCounterMode(display=False, custom_mapping=flops.TORCH_FORMULAS)
+    with torch.no_grad(), counter:
+        model(torch.randint(23, (2, 1)), cache=cache)
+    terms = decode_flops(model, 2, 36)
+    # per layer: 2 maps (2·B·d·(64 + h)), the convolution (5·B·d), w's normalisation (2·B·d), the chunk of one
+    # token (β·w, five (1, 1, 20) and two (1, 1, 1) matmuls, two subtractions of 20, the state's logits and their
+    # subtraction over 36 keys, the carry: 2·20 and 4·36·20 thin matmuls, two subtractions), the bias add per key
+    chunk = 2 * (5 * 20 + 2 + 36 * 20) + 2 * 20 + 36 + 2 * 20 + 4 * 36 * 20 + 20 + 36 * 20
+    assert terms["position_content"] == 2 * (2 * 2 * 60 * 67 + 5 * 2 * 60 + 2 * 2 * 60 + 2 * 3 * chunk + 2 * 3 * 37)
+    assert counter.get_total_flops() == sum(terms.values())
+    assert count_flops(model, 1, 100, max_run_len=64).counted_at == (100,)
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize("d_model, n_heads, batch, seq_len", [(40, 5, 1, 150), (80, 2, 2, 128)])
+def test_path_flops_over_several_chunks_agree(d_model, n_heads, batch, seq_len, mode):
+    """Causal, several chunks of 64 (the key state carried between them): 150 = 2 × 64 + 22 at d_head 8, 128 =
+    2 × 64 at d_head 40; the counters and content_flops agree exactly (the registry's configs have one chunk
+    when causal)."""
+    from posbench.flops import count_flops
+
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig(encoding="path", vocab_size=23, d_model=d_model,
+                                                      n_heads=n_heads, n_layers=1, max_len=256))
+    counts = count_flops(model, batch, seq_len, mode)
+    assert counts.torch == counts.analytic and counts.fvcore == (counts.analytic if mode == "infer" else None)

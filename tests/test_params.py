@@ -50,6 +50,7 @@ EXPECTED = {  # name -> (token width, model width, position parameters)
     "cope": (D, D, LAYERS * (D // H) * (MAX_LEN + 1)),  # per layer a (d_head, npos = max_len + 1) table
     "fox": (D, D, LAYERS * (D * H + H)),  # per layer a linear map to one forget gate per head, with biases
     "stick_breaking": (D, D, 0),
+    "path": (D, D, LAYERS * (D * 32 + 32 * D + 3 * D + D * H + H)),  # per layer w's d -> 32 -> d, conv 3, β's
 }
 
 

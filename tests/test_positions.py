@@ -202,7 +202,8 @@ def test_traits_of_the_catalogue():
     assert {n for n, t in table.items() if t.randomized} == {"sinusoidal_randomized", "learned_randomized",
                                                              "rope_randomized", "alibi_randomized"}
     assert {n: (t.reads, t.attention) for n, t in table.items() if t.hook == "contextual"} == {
-        "cope": ("qk", "softmax"), "fox": ("input", "softmax"), "stick_breaking": ("qk", "stick_breaking")}
+        "cope": ("qk", "softmax"), "fox": ("input", "softmax"), "stick_breaking": ("qk", "stick_breaking"),
+        "path": ("qk", "softmax")}
     assert {t.reads for t in table.values() if t.hook not in ("none", "contextual")} == {"positions"}
     assert encodings.traits("t5").as_columns() == {"pe_hook": "logits", "pe_combine": "none", "pe_axes": "1d",
                                                    "pe_bounded": False, "pe_trained": True, "pe_randomized": False,

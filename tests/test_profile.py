@@ -352,7 +352,7 @@ def test_training_cells_below_float32_are_mixed_precision_with_float32_master_we
 
 
 # ----- decode: one token against a KV cache -------------------------------------------------------
-@pytest.mark.parametrize("encoding", ["rope", "alibi", "learned"])
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "learned", "path"])  # path: its cache is never truncated
 def test_a_decode_step_is_the_next_token_of_the_full_forward_at_a_fixed_context(encoding):
     config = ProfileConfig(encoding=encoding, size="tiny", seq_len=40, mode="decode")
     assert config.max_len == 41  # the generated token's position needs a row too

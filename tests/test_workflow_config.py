@@ -614,8 +614,8 @@ def dry_run_jobs(tmp_path: Path, preset: dict) -> dict[tuple, dict]:
 # Jobs per rule of each shipped preset (`snakemake -n`; README's counts); profile jobs per device.
 PRESET_JOBS = {
     "config.yaml": dict(train=22, probe=6, profile=3),
-    "workflow/full.yaml": dict(train=402, probe=36, profile=14),
-    "workflow/cluster.yaml": dict(train=581, probe=36, profile=48),
+    "workflow/full.yaml": dict(train=404, probe=36, profile=14),
+    "workflow/cluster.yaml": dict(train=585, probe=36, profile=48),
     "workflow/smoke.yaml": dict(train=3, probe=4, profile=1),
 }
 

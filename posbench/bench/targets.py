@@ -38,6 +38,11 @@ FORGET_GATES = Targets(2.0, 1.5)
 # stick-breaking: the materialised logits of each causal block, ~8 elementwise passes (log-sigmoid, a
 # reversed cumulative sum, exp, the weights' sum) and two matmuls outside the fused kernel
 STICK_BREAKING = Targets(3.0, 1.5)
+# PaTH: the materialised logits of each causal block (CoPE's path) plus, per layer, the chunks' matmuls (the key
+# state carried chunk by chunk, L²·d²/64, and the turned queries against it, about one more q·kᵀ: ~1.5 q·kᵀ in
+# all at d_head 32) and three elementwise passes over the logits (the plain ones subtracted, the bias added, the
+# block's zero padding): within 4×; decoding, one rank-one update of every cached key and a second q·kᵀ: 2×
+HOUSEHOLDER_PATH = Targets(4.0, 2.0)
 UNDECLARED = Targets(None, None)  # an encoding this table does not know: timed, not judged
 
 DECLARED: dict[str, Targets | str] = {
@@ -50,6 +55,7 @@ DECLARED: dict[str, Targets | str] = {
     "cope": CONTENT_COUNTS,
     "fox": FORGET_GATES,
     "stick_breaking": STICK_BREAKING,
+    "path": HOUSEHOLDER_PATH,
     **dict.fromkeys(("sinusoidal_concat_fixed", "learned_concat_fixed"), VECTOR_OR_ROTATION),
     **{f"{family}_concat": "a wider model (residual stream d + d_p): against none at d its cost is the width's"
        for family in ("sinusoidal", "learned")},

@@ -22,6 +22,7 @@ from posbench.encodings import (  # noqa: F401
     layer_pattern,
     none,
     p_rope,
+    path,
     per_modality,
     pope,
     rope,

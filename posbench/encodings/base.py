@@ -88,6 +88,8 @@ class PositionalEncoding(nn.Module):
     trained_positions = False
     attention = "softmax"
     per_layer = False  # parameters of its own in every layer: the registry passes the model's depth, n_layers
+    rewrites_cache = False  # changes cached keys as tokens arrive (PaTH): a KV cache of it cannot be cut back
+    quadratic_flops = True  # its FLOPs are a quadratic in the sequence length (count_flops may extrapolate them)
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False):
         super().__init__()

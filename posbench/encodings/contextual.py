@@ -10,6 +10,9 @@ their result. The schemes since 2024 compute position from what the layer sees i
   gates between key and query, a data-dependent ALiBi (``reads = "input"``).
 * Stick-breaking attention (``stick_breaking``) replaces softmax: each key takes a sigmoid share of
   what the keys nearer the query left (``attention = "stick_breaking"``); no bias at all.
+* PaTH (``path``) transforms: key ``j`` reaches query ``i`` through ``H_i ⋯ H_{j+1}``, Householder-like
+  matrices ``I − β_t w_t w_tᵀ`` of the tokens' inputs, so its logit ``q_iᵀ H_i ⋯ H_{j+1} k_j`` replaces
+  ``q·kᵀ``; it reads the logits (``reads = "qk"``): its bias is the transformed logits minus the plain ones.
 
 The design, which every such encoding follows:
 
@@ -30,7 +33,10 @@ The design, which every such encoding follows:
    the registry passes it the model's depth (``n_layers``); ``LayerInput.index`` picks the layer's own.
 4. **Decoding** keeps whatever the encoding derives per token in :class:`~posbench.model.KVCache`'s
    per-layer ``states`` (token axis last), so a cached step equals the full forward: FoX its cumulative
-   gates; CoPE and stick-breaking need only the cached keys (a query's counts run over them).
+   gates; CoPE and stick-breaking need only the cached keys (a query's counts run over them). PaTH's state is
+   the cached keys themselves, carried through every later token: it replaces them
+   (:meth:`~posbench.model.KVCache.rewrite_keys`) and declares ``rewrites_cache``, so ``KVCache.truncate``
+   refuses to cut such a cache back and the decode bench runs each step on the prefilled cache instead.
 5. **FLOPs**: whatever the path adds to the attention matmuls (the bias add, the encoding's own
    arithmetic and projections, stick-breaking's remainder), over all layers, is declared by
    :meth:`~posbench.encodings.base.PositionalEncoding.content_flops`; :mod:`posbench.flops` adds it as its
@@ -39,11 +45,11 @@ The design, which every such encoding follows:
 A bidirectional model runs each reference's computation without its causal mask (FoX: x-transformers'
 second set of gates for the keys after the query).
 
-Not yet here: PaTH attention (Yang et al. 2025), whose logit ``q_iᵀ H_i ⋯ H_{j+1} k_j`` replaces ``q·kᵀ``
-rather than adding to it. On this design it is a ``qk`` encoding whose ``content`` carries the keys
-transformed block by block and whose ``content_bias`` is the transformed logits minus the plain ones; its
-decoding state, keys transformed by every later token, cannot be cut back by ``KVCache.truncate`` (the
-decode bench's reset), which would first have to refuse or rebuild such a state.
+PaTH attention (Yang et al. 2025, :mod:`posbench.encodings.path`) runs on this design unchanged: its
+``content`` splits the tokens into chunks of 64 in the reference's UT form and keeps, per chunk, the queries
+turned back to its first token and the keys before it carried there; ``content_bias`` turns those into the block's
+transformed logits minus the plain ones. Its FLOPs, chunked, are not a quadratic in the length
+(``quadratic_flops``), so :func:`posbench.flops.count_flops` counts it at full length.
 """
 
 from __future__ import annotations
