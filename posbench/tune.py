@@ -6,8 +6,8 @@ Both arms of a comparison train on one log-spaced grid (each rate :data:`FACTOR`
 before, centred on the task's default), :data:`SEEDS` pilot seeds each (below the comparisons' first
 deciding seed, so no tuning run ever decides), at the comparison's declared budget and schedule (its
 annealed checkpoints). Each arm's rate is the one with the lowest mean validation loss at the last
-checkpoint; while it lies at an edge of the grid, the grid grows by one rate past that edge, at most
-:data:`MAX_EXTENSIONS` times. A choice still at an edge after that is marked (``at_edge``) rather
+checkpoint; while either arm's lies at an edge of the grid, the grid grows by one rate past that edge for
+both arms, at most :data:`MAX_EXTENSIONS` times. A choice still at an edge after that is marked (``at_edge``) rather
 than hidden. The test split is never read.
 
 :func:`tune` runs one comparison (its records under ``out/records/``, kept by :mod:`posbench.batch`
@@ -47,18 +47,22 @@ def rounded(rate: float) -> float:
     return float(f"{rate:.4g}")
 
 
-def tune_arm(arm: ArmSpec, run: Trainer) -> tuple[list[float], dict[float, list[float]], float]:
-    """(grid, validation losses per rate, chosen rate) of one arm: the initial grid, grown past an edge
-    where the best rate lies, at most :data:`MAX_EXTENSIONS` times."""
-    grid, losses = initial_grid(arm.task), {}
+def tune_arms(arms: tuple[ArmSpec, ...], run: Trainer) -> tuple[list[float], dict[ArmSpec, dict[float, list[float]]],
+                                                              dict[ArmSpec, float]]:
+    """(the one grid, validation losses per arm and rate, each arm's chosen rate) of a comparison's arms: the
+    initial grid, grown past an edge where any arm's best lies, at most :data:`MAX_EXTENSIONS` times, every
+    arm trained at every rate of it (so no arm's choice had a rate the other's lacked)."""
+    grid, losses = initial_grid(arms[0].task), {arm: {} for arm in arms}
     for extension in range(MAX_EXTENSIONS + 1):
-        for rate in grid:
-            if rate not in losses:
-                losses[rate] = [run(arm, rate, seed) for seed in SEEDS]
-        best = min(grid, key=lambda rate: mean(losses[rate]))
-        if best not in (grid[0], grid[-1]) or extension == MAX_EXTENSIONS:
+        for arm in arms:
+            for rate in grid:
+                if rate not in losses[arm]:
+                    losses[arm][rate] = [run(arm, rate, seed) for seed in SEEDS]
+        best = {arm: min(grid, key=lambda rate: mean(losses[arm][rate])) for arm in arms}
+        low, high = grid[0] in best.values(), grid[-1] in best.values()
+        if not (low or high) or extension == MAX_EXTENSIONS:
             return grid, losses, best
-        grid = [rounded(grid[0] / FACTOR), *grid] if best == grid[0] else [*grid, rounded(grid[-1] * FACTOR)]
+        grid = [*([rounded(grid[0] / FACTOR)] if low else []), *grid, *([rounded(grid[-1] * FACTOR)] if high else [])]
     raise AssertionError("unreachable")
 
 
@@ -70,15 +74,15 @@ def mean(values: list[float]) -> float:
 def table(comparison: Comparison, run: Trainer) -> pd.DataFrame:
     """``lr.csv``'s rows of one comparison: each arm at each rate it was tuned at."""
     rows = []
+    grid, losses, chosen = tune_arms(comparison.arms, run)
     for arm in comparison.arms:
-        grid, losses, chosen = tune_arm(arm, run)
         length, width = arm.resolved("tiny")
         for rate in grid:
             rows.append({"comparison": comparison.id, "task": arm.task, "encoding": arm.encoding,
                          "train_len": arm.train_length or length, "d_model": arm.d_model or width,
                          "steps": comparison.budget, "grid": " ".join(f"{r:g}" for r in grid), "lr": rate,
-                         "validation_loss": mean(losses[rate]), "seeds": len(losses[rate]), "chosen": rate == chosen,
-                         "at_edge": rate == chosen and rate in (grid[0], grid[-1])})
+                         "validation_loss": mean(losses[arm][rate]), "seeds": len(losses[arm][rate]),
+                         "chosen": rate == chosen[arm], "at_edge": rate == chosen[arm] and rate in (grid[0], grid[-1])})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -31,17 +31,20 @@ def test_the_grid_is_the_default_and_a_factor_three_either_side():
     assert tune.SEEDS == (0, 1, 2) and max(tune.SEEDS) < comparisons.load().seed_rule.first_seed
 
 
+ROPE = ArmSpec("scan", "rope")
+
+
 def test_an_inner_best_is_chosen_at_once_on_three_seeds_per_rate():
     run, calls = valley(0.003)
-    grid, losses, chosen = tune.tune_arm(ArmSpec("scan", "rope"), run)
-    assert (grid, chosen) == ([0.001, 0.003, 0.009], 0.003) and len(calls) == 9
-    assert losses[0.003] == pytest.approx([0.0, 0.01, 0.02])
+    grid, losses, chosen = tune.tune_arms((ROPE,), run)
+    assert (grid, chosen) == ([0.001, 0.003, 0.009], {ROPE: 0.003}) and len(calls) == 9
+    assert losses[ROPE][0.003] == pytest.approx([0.0, 0.01, 0.02])
 
 
 def test_a_best_at_an_edge_grows_the_grid_at_most_twice():
     run, _ = valley(0.0003)  # two steps below the grid: found after two extensions
-    grid, _, chosen = tune.tune_arm(ArmSpec("scan", "rope"), run)
-    assert grid == [0.0001111, 0.0003333, 0.001, 0.003, 0.009] and chosen == 0.0003333
+    grid, _, chosen = tune.tune_arms((ROPE,), run)
+    assert grid == [0.0001111, 0.0003333, 0.001, 0.003, 0.009] and chosen == {ROPE: 0.0003333}
     run, _ = valley(1e-6)  # far below: still at the edge after two extensions, and marked so
     table = tune.table(SCAN, run)
     rope = table[table["encoding"] == "rope"]
@@ -53,8 +56,25 @@ def test_a_best_at_an_edge_grows_the_grid_at_most_twice():
 
 def test_a_diverged_rate_is_never_chosen():
     run, _ = valley(0.02, diverge_above=0.005)  # the best would be above the grid, where the runs diverge
-    grid, losses, chosen = tune.tune_arm(ArmSpec("scan", "rope"), run)
-    assert chosen == 0.003 and math.isinf(tune.mean(losses[0.009])) and grid == [0.001, 0.003, 0.009]
+    grid, losses, chosen = tune.tune_arms((ROPE,), run)
+    assert chosen == {ROPE: 0.003} and math.isinf(tune.mean(losses[ROPE][0.009])) and grid == [0.001, 0.003, 0.009]
+
+
+def test_an_edge_of_either_arm_grows_the_one_grid_of_both():
+    """rope's best lies below the grid, sinusoidal's above: each extension adds a rate at both ends, and both
+    arms train at every rate (5 rates × 3 seeds × 2 arms), each chosen inside the grid."""
+    calls = []
+
+    def run(arm: ArmSpec, rate: float, seed: int) -> float:
+        calls.append((arm.encoding, rate))
+        return abs(math.log(rate / (0.0003333 if arm.encoding == "rope" else 0.027), 3)) + seed / 100
+
+    table = tune.table(SCAN, run)
+    assert set(table["grid"]) == {"0.0001111 0.0003333 0.001 0.003 0.009 0.027 0.081"}  # both best at an edge twice
+    chosen = table[table["chosen"]].set_index("encoding")
+    assert chosen.loc["rope", "lr"] == 0.0003333 and chosen.loc["sinusoidal", "lr"] == 0.027
+    assert not chosen["at_edge"].any()
+    assert len(calls) == 2 * 3 * 7 and len(set(calls)) == 2 * 7
 
 
 def test_the_workflow_trains_each_tuned_arm_at_its_chosen_rate(tmp_path):
