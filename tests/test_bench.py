@@ -122,6 +122,7 @@ def test_bench_arguments_fail_in_one_line(argv, message, capsys):
 
 def test_decode_part_times_each_encoding_against_none_at_each_context(monkeypatch, tmp_path):
     monkeypatch.setattr(targets, "timed", lambda: {"none": targets.REFERENCE, "alibi": targets.LOGIT_BIAS})
+    monkeypatch.setattr(decode_overhead, "JUDGED_FROM", 32)  # 16 cached tokens: reported, not judged
     options = base.BenchOptions(parts=("decode",), rounds=2, warmup=0, decode_contexts=(16, 32))
     result = decode_overhead.run(options, tmp_path)
     ratios = {row.item: row.value for row in result.rows if row.metric == "ratio"}
@@ -129,8 +130,13 @@ def test_decode_part_times_each_encoding_against_none_at_each_context(monkeypatc
     assert ratios["none C=16"] == ratios["none C=32"] == 1.0 and ratios["alibi C=32"] > 0
     assert {name: len(s) for name, s in result.samples.items()} == {
         "none@16": 2, "alibi@16": 2, "none@32": 2, "alibi@32": 2}
-    target = next(row for row in result.rows if row.item == "alibi C=16" and row.metric == "ratio")
-    assert target.target == "<= 1.1" and target.meets == (target.value <= 1.10)
+    rows = {(row.item, row.metric): row for row in result.rows}
+    judged, reported = rows["alibi C=32", "ratio"], rows["alibi C=16", "ratio"]
+    assert judged.target == "<= 1.1" and judged.meets == (judged.value <= 1.10)
+    assert reported.target == "" and reported.meets is None
+    extra = rows["alibi C=16", "extra per layer"]
+    alibi, none = result.samples["alibi@16"], result.samples["none@16"]
+    assert extra.unit == "µs" and extra.value == (base.median(alibi) - base.median(none)) * 1000 / base.BASE["n_layers"]
 
 
 def test_train_tasks_are_the_default_sweeps():
@@ -272,7 +278,8 @@ def test_self_timed_steps_keep_their_own_milliseconds_in_rotating_order():
     assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then the order rotating each round
 
 
-def test_decode_part_rows_for_every_encoding_against_none(tmp_path):
+def test_decode_part_rows_for_every_encoding_against_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_overhead, "JUDGED_FROM", 16)
     options = base.BenchOptions(parts=("decode",), rounds=2, warmup=1, decode_contexts=(16,))
     result = decode_overhead.run(options, tmp_path)
     rows = {(row.item, row.metric): row for row in result.rows}

@@ -38,7 +38,7 @@ class BenchOptions:
     scale_budget_seconds: float = 150.0  # don't try a length whose forward is estimated longer
     threads: int = 2
     flex: bool = False
-    decode_contexts: tuple[int, ...] = (1024, 4096)  # P7: tokens in the KV cache
+    decode_contexts: tuple[int, ...] = (256, 1024, 4096)  # P7: tokens in the KV cache (judged from 1,024 on)
     decode_new_tokens: int = 32  # P7 peer: tokens each generate call produces after the prompt
     train_tasks: tuple[str, ...] = ("lm_prose", "passkey", "mosaic_qa")  # config.yaml train.tasks
     train_encodings: tuple[str, ...] = ("sinusoidal",)

@@ -24,7 +24,7 @@ CONTEXTS = "positive integers, comma-separated"
 
 
 def contexts(text: str) -> tuple[int, ...]:
-    """P7's context lengths: ``1024,4096``."""
+    """P7's context lengths: ``256,1024,4096``."""
     try:
         chosen = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
