@@ -70,9 +70,9 @@ def appended(cached: torch.Tensor | None, room: torch.Tensor | None, new: torch.
     dim %= new.dim()
     held = 0 if cached is None else cached.shape[dim]
     needed = held + new.shape[dim]
-    shape = list(new.shape)
-    if not fits(room, cached, shape, dim, needed):
+    if not fits(room, cached, new, dim, needed):
         needed = int(needed)  # a traced shape is a tensor
+        shape = list(new.shape)
         shape[dim] = reserve if needed <= reserve else 1 << needed.bit_length()
         room = new.new_empty(shape)
         if cached is not None:
@@ -81,12 +81,12 @@ def appended(cached: torch.Tensor | None, room: torch.Tensor | None, new: torch.
     return room.narrow(dim, 0, needed), room
 
 
-def fits(room: torch.Tensor | None, cached: torch.Tensor | None, shape: list[int], dim: int, needed: int) -> bool:
-    """Whether ``room`` can take ``needed`` entries along ``dim`` of tensors shaped like ``shape`` elsewhere,
+def fits(room: torch.Tensor | None, cached: torch.Tensor | None, new: torch.Tensor, dim: int, needed: int) -> bool:
+    """Whether ``room`` can take ``needed`` entries along ``dim`` of tensors shaped like ``new`` elsewhere,
     and ``cached`` (if any) is its own first entries (not a tensor someone put in the cache by hand)."""
     if room is None or room.shape[dim] < needed:
         return False
-    same_elsewhere = all(a == b for i, (a, b) in enumerate(zip(room.shape, shape)) if i != dim)
+    same_elsewhere = all(a == b for i, (a, b) in enumerate(zip(room.shape, new.shape)) if i != dim)
     return same_elsewhere and (cached is None or cached.data_ptr() == room.data_ptr())
 
 
