@@ -239,16 +239,18 @@ class GeneralBlockedMask(Mask):
 
 
 class RelativeMask(Mask):
-    """Block masks are views of one ``(h, 2k − 1)`` table, with the block's queries reversed."""
+    """Block masks are views of one ``(h, 2k − 1)`` table, with the block's queries reversed. A decode step's
+    one query is the last token: its offsets are ``1 − k … 0``, none of them a future key, so the table is
+    those ``k`` columns, already the step's mask row (no reversal, no ``-inf``), built once for all layers."""
 
     path = "relative"
 
     def __init__(self, encoding, query, key, causal, dtype):
         super().__init__(encoding, query, key, causal, dtype)
-        k_len = self.k_len
-        offsets = torch.arange(1 - k_len, k_len, device=key.ids.device)  # j − i
-        table = encoding.relative_bias(offsets, k_len - 1).to(dtype)  # (h, 2k − 1), column k − 1 is offset 0
-        if causal:  # offsets j − i > 0 are future keys
+        k_len, decoding = self.k_len, self.q_len == 1
+        offsets = torch.arange(1 - k_len, 1 if decoding else k_len, device=key.ids.device)  # j − i
+        table = encoding.relative_bias(offsets, k_len - 1).to(dtype)  # (h, 2k − 1 or k), column k − 1 is offset 0
+        if causal and not decoding:  # offsets j − i > 0 are future keys
             table = table.masked_fill(offsets > 0, float("-inf"))
         self.table = table.contiguous()
 
@@ -262,7 +264,10 @@ class RelativeMask(Mask):
     def attend(self, q, k, v, layer=None):
         """Reverses the queries once (not per block: each op is a thread-pool round trip): rows
         ``q_len − stop … q_len − start`` of the reversed queries are one block, in the order its
-        mask wants, and the reversed outputs, last block first, flip back in one go."""
+        mask wants, and the reversed outputs, last block first, flip back in one go. One query has no order
+        to reverse: it meets its row as it is."""
+        if self.q_len == 1:
+            return masked_sdpa(q, k, v, self.block_mask(0, 1, self.k_len, q.dtype))
         reversed_queries = q.flip(-2)  # (B, h, q_len, d)
         q_len = self.q_len
         blocks = [masked_sdpa(reversed_queries[..., q_len - stop:q_len - start, :], k, v,
