@@ -361,9 +361,14 @@ def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_th
     assert compared["scan", "rope", "", "800-1600-3200"] == list(range(100, 110))  # SCAN: 10 seeds, 3,200 steps
     assert compared["lm_prose", "sinusoidal", "", "500"] == [0, 1, 2]  # the descriptive arm: its own budget
     assert compared["lm_prose", "sinusoidal", "", "500-1000-2000"] == list(range(100, 107))  # row 3's added arm
+    tuned = pd.read_csv(ROOT / cfg["train"]["lr_table"]).query("chosen")  # the tuning run's choices
+    tuned = {(r.task, r.encoding, r.train_len, r.d_model, str(r.steps)): r.lr for r in tuned.itertuples()}
     for job in jobs:
         default = tasks.get(job["task"]).lr
-        lr = cfg["train"]["lr"].get(job["task"], {}).get(job["encoding"], default)  # compared arms: checked rates
+        arm = (job["task"], job["encoding"], job["train_length"] or tasks.get(job["task"]).train_length,
+               job["d_model"] or 64, job["steps"].split("-")[-1])
+        assert (arm in tuned) == (job["seeds"][0] >= 100)  # every compared arm tuned, no descriptive one
+        lr = tuned.get(arm, cfg["train"]["lr"].get(job["task"], default))  # one rate for a task's descriptive arms
         assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")
     cells = [(c["task"], c["encoding"], c["size"], c["shape_dir"], c["lr"], c["steps"], c["seed"])
              for c in train_cells(cfg)]
@@ -624,6 +629,8 @@ PRESET_JOBS = {
 def test_dry_run_job_counts_of_every_preset(tmp_path, preset):
     cfg = shipped(preset)
     devices, _ = resolve_devices(cfg["devices"])
+    (tmp_path / "results").mkdir()  # the working directory of a checkout: its committed references (the lr table)
+    (tmp_path / "results" / "reference").symlink_to(ROOT / "results" / "reference")
     jobs = dry_run(tmp_path, ROOT / preset)
     counts = {rule: sum(job["rule"] == rule for job in jobs) for rule in ("train", "probe", "profile")}
     expected = PRESET_JOBS[preset]
