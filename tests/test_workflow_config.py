@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import probe_records, profile_records, train_records
 
-from posbench import comparisons, tasks
+from posbench import comparisons, tasks, tune
 from posbench.workflow import (
     DTYPE_DIR,
     TRAIN_RECORD,
@@ -361,12 +361,11 @@ def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_th
     assert compared["scan", "rope", "", "800-1600-3200"] == list(range(100, 110))  # SCAN: 10 seeds, 3,200 steps
     assert compared["lm_prose", "sinusoidal", "", "500"] == [0, 1, 2]  # the descriptive arm: its own budget
     assert compared["lm_prose", "sinusoidal", "", "500-1000-2000"] == list(range(100, 107))  # row 3's added arm
-    tuned = pd.read_csv(ROOT / cfg["train"]["lr_table"]).query("chosen")  # the tuning run's choices
-    tuned = {(r.task, r.encoding, r.train_len, r.d_model, str(r.steps)): r.lr for r in tuned.itertuples()}
+    tuned = tune.chosen_rates(ROOT / cfg["train"]["lr_table"])  # the tuning run's choices
     for job in jobs:
         default = tasks.get(job["task"]).lr
         arm = (job["task"], job["encoding"], job["train_length"] or tasks.get(job["task"]).train_length,
-               job["d_model"] or 64, job["steps"].split("-")[-1])
+               job["d_model"] or 64, int(job["steps"].split("-")[-1]))
         assert (arm in tuned) == (job["seeds"][0] >= 100)  # every compared arm tuned, no descriptive one
         lr = tuned.get(arm, cfg["train"]["lr"].get(job["task"], default))  # one rate for a task's descriptive arms
         assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")

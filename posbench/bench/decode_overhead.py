@@ -36,17 +36,17 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     timed = targets.timed()
     for context in options.decode_contexts:
         prompt = torch.randint(0, 256, (1, context), generator=torch.Generator().manual_seed(0))  # (1, C)
-        none, first_row = step_after(prompt, "none", options.device), len(result.rows)
+        none, none_samples, first_row = step_after(prompt, "none", options.device), [], len(result.rows)
         for name in (n for n in timed if n != "none"):
             steps = {"none": none, name: step_after(prompt, name, options.device)}
             samples = alternate(steps, options.rounds, options.warmup, device=torch.device(options.device))
             result.samples.update({f"{name}@{context}": samples[name], f"none@{context}/{name}": samples["none"]})
+            none_samples += samples["none"]
             item = f"{name} C={context}"
             extra = [Row("decode", item, "extra per layer", per_layer_us(samples[name], samples["none"]), "µs")]
             against_none(out, result, ("decode", item), samples, steps, name,
                          timed[name].decode if context >= JUDGED_FROM else None, extra, device=options.device)
-        pooled = [t for key, pair in result.samples.items() if key.startswith(f"none@{context}/") for t in pair]
-        result.rows[first_row:first_row] = [Row("decode", f"none C={context}", "median", median(pooled), "ms"),
+        result.rows[first_row:first_row] = [Row("decode", f"none C={context}", "median", median(none_samples), "ms"),
                                             Row("decode", f"none C={context}", "ratio", 1.0, "x")]
     result.notes += targets.notes()
     return result
