@@ -24,7 +24,9 @@ and is reversed when it lies wholly outside it. The outcome, in the order it is 
   training length, token accuracy for a metric without one) fails, so nothing beyond it says anything;
 * **reproduced**: every adjacent pair holds;
 * **contradicted**: some pair is reversed;
-* **not shown**: otherwise (an interval across the line, or fewer than 2 seeds in an arm).
+* **not shown**: otherwise (an interval across the line, or fewer than 2 seeds in an arm); such a pair
+  says how many seeds per arm would place its interval on one side at the spread and effect observed
+  (:func:`posbench.evidence.seeds_needed`), the power calculation on this run's seeds as a pilot.
 
 ``length_ratio: beyond`` is Ruoss et al.'s score: each seed's mean over the evaluated lengths past
 the training length (:meth:`posbench.tasks.chomsky.ChomskyTask.beyond_training`).
@@ -225,6 +227,7 @@ class Pair:
     worse: str
     numbers: evidence.Contrast | None  # None: fewer than 2 seeds in an arm
     status: str
+    needs_n: int | None = None  # an unclear pair: seeds per arm that would decide it at the observed spread and effect
 
 
 @dataclass(frozen=True)
@@ -245,7 +248,11 @@ class Judged:
         return "; ".join(f"{p.better} vs {p.worse}: " + (
             "too few seeds" if p.numbers is None else
             f"{p.numbers.effect:+.3g} [{p.numbers.ci_low:+.3g}, {p.numbers.ci_high:+.3g}]") + f" → {p.status}"
-            for p in self.pairs)
+            + (f" (needs n ≈ {p.needs_n} seeds per arm)" if p.needs_n else "") for p in self.pairs)
+
+    def seeds_needed(self) -> int | None:
+        """Seeds per arm that would decide every unclear pair at its observed spread and effect (None: none is)."""
+        return max((p.needs_n for p in self.pairs if p.needs_n), default=None)
 
 
 def metric_column(shape: Shape) -> str:
@@ -292,6 +299,16 @@ def pair_status(numbers: evidence.Contrast | None, shape: Shape) -> str:
     return HOLDS if low > 0 else REVERSED if high < 0 else UNCLEAR
 
 
+def pair_needs(better: np.ndarray, worse: np.ndarray, numbers: evidence.Contrast | None, shape: Shape) -> int | None:
+    """Seeds per arm for 80 % power to decide an unclear pair, taking its observed effect and spread as true:
+    to place the interval on one side of 0, or (a '≈') on one side of the margin's edge nearest the effect."""
+    if numbers is None or pair_status(numbers, shape) != UNCLEAR:
+        return None
+    if shape.relation == EQUIVALENT:
+        return evidence.seeds_needed(better, worse, abs(numbers.effect), shape.margin)
+    return evidence.seeds_needed(better, worse, numbers.effect, 0.0)
+
+
 def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
     """The shape's outcome at ``size`` (see the module's docstring for the rules, in their order)."""
     arms = tuple(arm_result(results, shape, arm, size) for arm in shape.arms)
@@ -308,7 +325,7 @@ def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
         for better, worse in ((b, w) for b in better_rank for w in worse_rank):
             x, y = by_arm[better].values, by_arm[worse].values
             numbers = evidence.contrast(x, y, shape.higher_is_better, 0.0) if min(len(x), len(y)) >= 2 else None
-            pairs.append(Pair(better, worse, numbers, pair_status(numbers, shape)))
+            pairs.append(Pair(better, worse, numbers, pair_status(numbers, shape), pair_needs(x, y, numbers, shape)))
     statuses = [p.status for p in pairs]
     outcome = (REPRODUCED if all(s == HOLDS for s in statuses) else CONTRADICTED if REVERSED in statuses
                else NOT_SHOWN)
@@ -337,10 +354,10 @@ def table(judged: list[Judged], sha256: str) -> pd.DataFrame:
         "shape": j.shape.id, "part": j.shape.part, "paper": j.shape.paper, "figure": j.shape.figure,
         "published": j.shape.published, "task": j.shape.task, "metric": j.shape.metric, "length": j.shape.length,
         "ordering": j.shape.ordering, "relation": j.shape.relation, "margin": j.shape.margin, "size": j.size,
-        "outcome": j.outcome, "ours": j.ours(), "intervals": j.intervals(), "note": j.note,
-        "declaration_sha256": sha256} for j in judged],
+        "outcome": j.outcome, "ours": j.ours(), "intervals": j.intervals(), "seeds_needed": j.seeds_needed(),
+        "note": j.note, "declaration_sha256": sha256} for j in judged],
         columns=["shape", "part", "paper", "figure", "published", "task", "metric", "length", "ordering", "relation",
-                 "margin", "size", "outcome", "ours", "intervals", "note", "declaration_sha256"])
+                 "margin", "size", "outcome", "ours", "intervals", "seeds_needed", "note", "declaration_sha256"])
 
 
 def write(tables_dir: str | Path) -> Path:

@@ -1,12 +1,15 @@
 """Published shapes: every outcome on planted tables (intervals as computed by hand), the shipped
 declaration, and a one-line error for each kind of mistake in a shapes file."""
 
+import math
+
 import pandas as pd
 import pytest
 import yaml
 from scipy import stats
 
 from posbench import shapes, workflow
+from posbench.comparisons import POWER_Z
 
 CHANCE_BITS = 4.7  # lm_prose's unigram chance, about what the tables hold
 
@@ -51,6 +54,11 @@ def test_one_pair_shown_reversed_contradicts_and_an_overlap_is_not_shown():
     assert reversed_.outcome == shapes.CONTRADICTED and reversed_.pairs[0].status == shapes.REVERSED
     overlapping = rows("lm_prose", "rope", {**GOOD, 4: [2.0, 2.3, 2.6]})
     assert judged(shape(ordering=["alibi", "rope"]), alibi, overlapping).outcome == shapes.NOT_SHOWN
+    unclear = judged(shape(ordering=["alibi", "rope"]), alibi, overlapping)
+    # the power calculation on these seeds: spread sqrt((0.1² + 0.3²) / 2), effect 2.3 - 2.2 = 0.1 from the line at 0
+    assert unclear.pairs[0].needs_n == math.ceil(2 * (POWER_Z * math.sqrt(0.05) / 0.1) ** 2) == 79
+    assert unclear.seeds_needed() == 79 and "(needs n ≈ 79 seeds per arm)" in unclear.intervals()
+    assert judged(shape(ordering=["rope", "alibi"]), alibi, rope).pairs[0].needs_n is None  # decided: nothing needed
     one_seed = rows("lm_prose", "rope", {**GOOD, 4: [3.0]})
     few = judged(shape(ordering=["alibi", "rope"]), alibi, one_seed)
     assert few.outcome == shapes.NOT_SHOWN and "too few seeds" in few.intervals()
@@ -81,7 +89,12 @@ def test_an_equivalence_holds_inside_the_margin_and_is_contradicted_outside_it()
     none = rows("lm_prose", "none", {1: [2.00, 2.01, 2.02]})
     assert judged(near, none, rows("lm_prose", "learned", {1: [2.00, 2.01, 2.03]})).outcome == shapes.REPRODUCED
     assert judged(near, none, rows("lm_prose", "learned", {1: [2.30, 2.31, 2.32]})).outcome == shapes.CONTRADICTED
-    assert judged(near, none, rows("lm_prose", "learned", {1: [1.9, 2.0, 2.2]})).outcome == shapes.NOT_SHOWN
+    wide = judged(near, none, rows("lm_prose", "learned", {1: [1.9, 2.0, 2.2]}))
+    assert wide.outcome == shapes.NOT_SHOWN
+    # inside the margin: seeds for the effect's distance to the margin's edge, 0.05 - |2.0333 - 2.01|, at the
+    # arms' pooled spread (variances 0.0001 and 0.0233)
+    spread, distance = math.sqrt((0.0001 + 0.07 / 3) / 2), 0.05 - 0.07 / 3
+    assert wide.seeds_needed() == math.ceil(2 * (POWER_Z * spread / distance) ** 2) == 259
 
 
 def test_beyond_is_each_seeds_mean_past_the_training_length_and_the_gate_reads_token_accuracy_without_chance():
