@@ -2,10 +2,10 @@
 committed reference), and what changed between them.
 
 A verdict that changes is news only when the reader can see why: another comparison decides the row,
-the arms trained longer, more seeds, other code. :func:`table` reads two ``verdicts.csv`` (the judge
-step's, :mod:`posbench.verdicts`) and the two runs' ``meta.json`` and writes one row per guidance row
-(``ledger.csv``); the report prints it. Nothing here judges anything again: both sides are as their
-judge steps wrote them.
+the arms trained longer or at other learning rates, more seeds, other code. :func:`table` reads two
+``verdicts.csv`` (the judge step's, :mod:`posbench.verdicts`) and the two runs' ``meta.json`` and writes
+one row per guidance row (``ledger.csv``); the report prints it. Nothing here judges anything again:
+both sides are as their judge steps wrote them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def effect_text(line) -> str:
 
 def changes(before: pd.DataFrame, after: pd.DataFrame, code: tuple[str, str]) -> list[str]:
     """What differs between a row's deciding comparisons before and after: which comparison decides,
-    its budget, its seeds, the declaration and the measuring code."""
+    its budget, its seeds, its arms' learning rates, the declaration and the measuring code."""
     found = []
     ids = (list(before["comparison"]), list(after["comparison"]))
     if ids[0] != ids[1]:
@@ -48,6 +48,9 @@ def changes(before: pd.DataFrame, after: pd.DataFrame, code: tuple[str, str]) ->
                   (before, after)]
         if values[0] != values[1]:
             found.append(f"{label} {_listed(values[0])} -> {_listed(values[1])}")
+    rates = [_rates(frame) for frame in (before, after)]
+    if rates[0] != rates[1]:
+        found.append(f"learning rates (added/comparator) {_listed(rates[0])} -> {_listed(rates[1])}")
     declarations = [set(frame["declaration_sha256"].str[:12]) if "declaration_sha256" in frame.columns else set()
                     for frame in (before, after)]
     if declarations[0] != declarations[1]:
@@ -55,6 +58,14 @@ def changes(before: pd.DataFrame, after: pd.DataFrame, code: tuple[str, str]) ->
     if code[0] != code[1]:
         found.append(f"measuring code {code[0]} -> {code[1]}")
     return found
+
+
+def _rates(frame: pd.DataFrame) -> list[str]:
+    """Each deciding comparison's two learning rates, ``0.009/0.027`` (added/comparator)."""
+    if not {"lr_added", "lr_comparator"} <= set(frame.columns):
+        return []
+    pairs = frame[["lr_added", "lr_comparator"]].dropna()
+    return sorted({f"{added:g}/{comparator:g}" for added, comparator in pairs.itertuples(index=False)})
 
 
 def _listed(values: list) -> str:

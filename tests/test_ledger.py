@@ -57,24 +57,26 @@ def test_records_older_than_their_declaration_are_named(repository, monkeypatch)
     assert judge.records_of(results, scan, "tiny", 1) == {first, second}  # seed 0 is no deciding seed
 
 
-def verdict_rows(comparison: str, verdict: str, effect: float, steps: float, n: int, sha: str) -> dict:
+def verdict_rows(comparison: str, verdict: str, effect: float, steps: float, n: int, sha: str,
+                 rates: tuple[float, float] = (0.003, 0.003)) -> dict:
     return {"row": "standard_nlp", "comparison": comparison, "decides": True, "row_shown": verdict, "effect": effect,
             "ci_low": effect - 0.05, "ci_high": effect + 0.05, "margin": 0.1, "n_added": n, "n_comparator": n,
-            "steps": steps, "declaration_sha256": sha}
+            "steps": steps, "declaration_sha256": sha, "lr_added": rates[0], "lr_comparator": rates[1]}
 
 
 def test_the_ledger_says_what_changed_between_two_runs():
     before = pd.DataFrame([verdict_rows("scan-rope", "unstable (not supported in 88% of seed resamples)", 0.230,
                                         float("nan"), 10, "a" * 64)])
-    after = pd.DataFrame([verdict_rows("scan-rope", "supported", 0.006, 3200, 7, "b" * 64)])
+    after = pd.DataFrame([verdict_rows("scan-rope", "supported", 0.006, 3200, 7, "b" * 64, rates=(0.009, 0.027))])
     table = ledger.table(before, after, {"code_hashes": ["1" * 64]}, {"code_hashes": ["2" * 64]})
     assert table["row"].tolist() == [row.key for row in guidance.ROWS]
     first = table.iloc[0]
     assert (first["previous_verdict"], first["verdict"]) == ("unstable (not supported in 88% of seed resamples)",
                                                             "supported")
     assert first["previous_effect"] == "+0.230 [+0.180, +0.280] vs δ 0.1 (10/10 seeds)"
-    assert first["changed"] == ("steps not recorded -> 3200; seeds per arm 10 -> 7; declarations aaaaaaaaaaaa -> "
-                                "bbbbbbbbbbbb; measuring code 111111111111 -> 222222222222")
+    assert first["changed"] == ("steps not recorded -> 3200; seeds per arm 10 -> 7; learning rates (added/comparator) "
+                                "0.003/0.003 -> 0.009/0.027; declarations aaaaaaaaaaaa -> bbbbbbbbbbbb; measuring code "
+                                "111111111111 -> 222222222222")
     assert table.iloc[1]["changed"] == "measuring code 111111111111 -> 222222222222"  # no comparison either side
     other = pd.DataFrame([verdict_rows("babi-rope", "supported", 0.01, 3200, 7, "b" * 64)])
     assert ledger.table(after, other, {}, {}).iloc[0]["changed"].startswith(
