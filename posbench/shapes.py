@@ -261,9 +261,13 @@ def metric_column(shape: Shape) -> str:
 
 
 def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmResult:
-    """The arm's rows at ``size`` (its task's training length and the size's width), at the learning rate
-    validation chose, read at the shape's length and gated at the training length."""
+    """The arm's rows at ``size`` (its task's training length and the size's width) and at its task's own
+    budget (what the shapes preset trains: a run that also holds a comparison's longer-trained arms never
+    sets one arm's 2,000 steps against another's 500), at the learning rate validation chose, read at the
+    shape's length and gated at the training length."""
     cell = results[evidence.cell_rows(results, ArmSpec(shape.task, arm), size)]
+    if "steps" in cell.columns:
+        cell = cell[cell["steps"] == tasks.get(shape.task).steps]
     rows, _, _ = evidence.best_rate(cell)
     ok = rows[rows["status"] == "ok"]
     ratios = ok["length_ratio"].astype(float)
@@ -350,7 +354,7 @@ def _pending(shape: Shape) -> str:
 
 def table(judged: list[Judged], sha256: str) -> pd.DataFrame:
     """``shapes.csv``: one row per shape and size — the paper, its figure and numbers, ours, the outcome."""
-    return pd.DataFrame([{
+    frame = pd.DataFrame([{
         "shape": j.shape.id, "part": j.shape.part, "paper": j.shape.paper, "figure": j.shape.figure,
         "published": j.shape.published, "task": j.shape.task, "metric": j.shape.metric, "length": j.shape.length,
         "ordering": j.shape.ordering, "relation": j.shape.relation, "margin": j.shape.margin, "size": j.size,
@@ -358,6 +362,7 @@ def table(judged: list[Judged], sha256: str) -> pd.DataFrame:
         "note": j.note, "declaration_sha256": sha256} for j in judged],
         columns=["shape", "part", "paper", "figure", "published", "task", "metric", "length", "ordering", "relation",
                  "margin", "size", "outcome", "ours", "intervals", "seeds_needed", "note", "declaration_sha256"])
+    return frame.astype({"seeds_needed": "Int64"})  # a count, empty where no pair is unclear
 
 
 def write(tables_dir: str | Path) -> Path:

@@ -8,17 +8,19 @@ import pytest
 import yaml
 from scipy import stats
 
-from posbench import shapes, workflow
+from posbench import shapes, tasks, workflow
 from posbench.comparisons import POWER_Z
 
 CHANCE_BITS = 4.7  # lm_prose's unigram chance, about what the tables hold
 
 
-def rows(task, encoding, values_by_ratio, chance=CHANCE_BITS, lr=0.003, validation_loss=1.0, token=0.9):
-    """Extrapolation-table rows of one arm: ``values_by_ratio`` maps a length ratio to the per-seed values."""
+def rows(task, encoding, values_by_ratio, chance=CHANCE_BITS, lr=0.003, validation_loss=1.0, token=0.9, steps=None):
+    """Extrapolation-table rows of one arm: ``values_by_ratio`` maps a length ratio to the per-seed values;
+    trained for the task's own steps unless ``steps`` says otherwise."""
+    steps = steps or tasks.get(task).steps
     return [{"task": task, "encoding": encoding, "size": "tiny", "seed": seed, "status": "ok", "length_ratio": ratio,
              "value": value, "token_accuracy": token, "chance": chance, "token_chance": 0.25, "lr": lr,
-             "validation_loss": validation_loss}
+             "validation_loss": validation_loss, "steps": steps}
             for ratio, values in values_by_ratio.items() for seed, value in enumerate(values)]
 
 
@@ -115,6 +117,16 @@ def test_beyond_is_each_seeds_mean_past_the_training_length_and_the_gate_reads_t
     learned = [{**row, "greedy_exact_match": 0.9} for row in rows("copy", "none", {1: [0.9] * 3, 2: [0.9] * 3})]
     gated = judged(exact, learned, unlearned)
     assert gated.outcome == shapes.UNREACHABLE and "rope (token_accuracy 0.25 at 1×, chance 0.25)" in gated.note
+
+
+def test_an_arm_is_read_at_its_tasks_own_budget_never_at_a_comparisons_longer_one():
+    # a default-preset run: learned at lm_prose's 500 steps, sinusoidal at 500 and (a comparison's arm) at 2,000,
+    # where validation loss is lower; the shape sets 500 against 500
+    near = shape(ordering=["learned", "sinusoidal"], relation="equivalent", margin=0.05, length_ratio=1, tuned=True)
+    sinusoidal = (rows("lm_prose", "sinusoidal", {1: [2.2, 2.21, 2.22]}, lr=0.027, validation_loss=1.5)
+                  + rows("lm_prose", "sinusoidal", {1: [1.8, 1.81, 1.82]}, lr=0.009, validation_loss=1.3, steps=2000))
+    result = judged(near, rows("lm_prose", "learned", {1: [2.2, 2.21, 2.23]}, lr=0.027), sinusoidal)
+    assert result.arms[1].values.tolist() == [2.2, 2.21, 2.22] and result.outcome == shapes.REPRODUCED
 
 
 def test_a_tuned_arm_is_read_at_the_rate_with_the_lowest_validation_loss():
