@@ -147,10 +147,12 @@ def test_the_shipped_shapes_load_cover_the_issue_and_every_scaling_is_in_the_pre
     preset = workflow.validate_config(yaml.safe_load(open(workflow.ROOT / "workflow" / "shapes.yaml")))
     scalings = {arm.partition("+")[2] for s in declared.shapes for arm in s.arms} - {""}
     assert scalings <= set(preset["train"]["eval_scaling"])
-    assert {s.id for s in declared.shapes if s.tuned} == {"vaswani2017-e", "haviv2022-causal"}
-    # lm_prose's arms at the default preset's rate for the task (the hand check's best at 500 steps), not 0.003
+    assert {s.id for s in declared.shapes if s.tuned} == {"vaswani2017-e", "haviv2022-causal", "haviv2022-mlm"}
+    # lm_prose's arms at the default preset's rate for the task (the hand check's best at 500 steps), not 0.003;
+    # mlm_prose's tuned arms on the same grid
     default = yaml.safe_load(open(workflow.ROOT / "config.yaml"))
     assert preset["train"]["lr"]["lm_prose"] == default["train"]["lr"]["lm_prose"] == 0.027
+    assert preset["train"]["lr"]["mlm_prose"] == 0.027
 
 
 def test_the_judged_table_has_one_row_per_shape_when_nothing_ran():

@@ -588,14 +588,17 @@ def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_
     def cells(cfg):
         return {(job["task"], job["encoding"], job["lr"]) for job in train_jobs(cfg)}
 
-    assert set().union(*map(cells, parts)) == cells(whole) and sum(len(train_jobs(p)) for p in parts) == 35
+    assert set().union(*map(cells, parts)) == cells(whole) and sum(len(train_jobs(p)) for p in parts) == 44
     assert {t for t, _, _ in cells(parts[2])} == {"duplicate_string", "missing_duplicate_string"}
     assert {t for t, _, _ in cells(parts[3])} == {"odds_first", "bucket_sort"}
+    grid = [f * 0.027 for f in (0.111, 0.333, 3)]
     prose = {(e, lr) for t, e, lr in cells(parts[0]) if t == "lm_prose"}
     # every lm_prose arm at the preset's 0.027; the tuned shapes' arms (Vaswani's (E), Haviv's causal) also at
-    # 0.333× and 3× it
+    # 0.111×, 0.333× and 3× it; Haviv's masked arms on the same grid
     assert prose == {(e, 0.027) for e in ("alibi", "rope", "none", "learned", "sinusoidal")} | {
-        (e, lr) for e in ("learned", "sinusoidal", "none") for lr in (0.333 * 0.027, 3 * 0.027)}
+        (e, lr) for e in ("learned", "sinusoidal", "none") for lr in grid}
+    masked = {(e, lr) for t, e, lr in cells(parts[0]) if t == "mlm_prose"}
+    assert masked == {(e, lr) for e in ("learned", "none") for lr in [*grid, 0.027]}
     assert not {t for t, _, _ in cells(whole)} & {"scan"}  # the pending shape (SCAN's length split) trains nothing
     assert {e for t, e, _ in cells(parts[1]) if t == "counting"} == {"cope", "t5", "learned"}  # CoPE's, now it exists
     assert all(job["seeds"] == [0, 1, 2, 3, 4] for job in train_jobs(whole))
