@@ -14,7 +14,8 @@ import pytest
 
 from posbench import claims, comparisons, encodings, evidence, guidance, shapes
 from posbench import verdicts as judge
-from posbench.report import build_report, style
+from posbench.report import build_report, document, style
+from posbench.report import shapes as report_shapes
 from posbench.report import verdicts as words
 from posbench.tables import load
 
@@ -230,6 +231,12 @@ def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     for spec_title in ("Length extrapolation", "Cost against accuracy", "Appendix D"):
         assert squeeze(spec_title) in everything
     assert "CUDAoutofmemory" in text[-1] and "lossbecamenanatstep12" in text[-1]
+
+
+def test_the_shapes_preset_leads_with_its_shapes_page_and_every_other_preset_with_the_verdicts():
+    assert document.page_order("shapes")[0] is report_shapes.page
+    assert document.page_order("default")[0] is document.page_order(None)[0] is document.verdict_page
+    assert sorted(map(id, document.page_order("shapes"))) == sorted(map(id, document.page_order("default")))
 
 
 def test_the_shapes_page_has_one_line_per_declared_shape_and_its_outcome(built_report):

@@ -224,17 +224,24 @@ def run_summary(tables: Tables) -> str:
             f"tables: {tables.folder}")
 
 
+def page_order(preset: str | None) -> list:
+    """The report's leading pages: the guidance verdicts first, but for the shapes preset, which declares no
+    comparison and exists for its published shapes, the page "What this benchmark reproduces" first."""
+    pages = [verdict_page, claims_page, advice.page, shapes.page, projection.page]
+    return [shapes.page, *(p for p in pages if p is not shapes.page)] if preset == "shapes" else pages
+
+
 def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
     """Write the PDF; returns the page count."""
     out.parent.mkdir(parents=True, exist_ok=True)
     footer = f"posbench report · {', '.join(tables.meta.get('machines', [])) or 'unknown machine'}"
     with PdfPages(out, metadata={"Title": "posbench report", "Creator": "posbench"}) as pdf:
         doc = Document(pdf, footer)
-        verdict_page(doc, tables, config, chinese)
-        claims_page(doc, tables)
-        advice.page(doc, tables)
-        shapes.page(doc, tables)
-        projection.page(doc, tables)
+        for page in page_order((config or tables.meta.get("config") or {}).get("preset")):
+            if page is verdict_page:
+                verdict_page(doc, tables, config, chinese)
+            else:
+                page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()
