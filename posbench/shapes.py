@@ -21,7 +21,8 @@ and is reversed when it lies wholly outside it. The outcome, in the order it is 
   an arm of it cannot run yet, and ``pending`` says why);
 * **not reachable at this budget**: an arm did not learn in distribution: its chance gate
   (:func:`posbench.evidence.above_chance`: the headline metric against its chance level at the
-  training length, token accuracy for a metric without one) fails, so nothing beyond it says anything;
+  training length, token accuracy for a metric without one) fails, or, for a shape scored by exact
+  match, it gets no sequence right at the training length; so nothing beyond it says anything;
 * **reproduced**: every adjacent pair holds;
 * **contradicted**: some pair is reversed;
 * **not shown**: otherwise (an interval across the line, or fewer than 2 seeds in an arm); such a pair
@@ -282,7 +283,20 @@ def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmR
     learned = evidence.above_chance(gate_values, chance, higher)
     gate_name = headline.name if gate_column == "value" else gate_column
     read = f"{gate_name} {np.mean(gate_values):.4g} at 1×, chance {chance:.4g}" if len(gate_values) else "no seed at 1×"
+    if learned is not False and sequence_metric(shape.metric):
+        own = per_seed(trained, metric_column(shape))
+        if not evidence.above_chance(own, 0.0, True):
+            return ArmResult(arm, values, False, f"{shape.metric} {np.mean(own) if len(own) else math.nan:.4g} at 1×, "
+                                                 "no sequence right in distribution")
     return ArmResult(arm, values, learned, read)
+
+
+def sequence_metric(name: str) -> bool:
+    """Whether ``name`` scores whole sequences without a chance level (exact match, greedy or teacher-forced):
+    an arm that gets no sequence right at the training length has not learned what its shape is about,
+    whatever its token accuracy, so it is also gated on the metric itself (one-sided 95 % bound above 0)."""
+    metric = metrics.get(name)
+    return metric.denominator == "sequences" and metric.chance is None
 
 
 def per_seed(rows: pd.DataFrame, column: str) -> np.ndarray:

@@ -117,6 +117,17 @@ def test_beyond_is_each_seeds_mean_past_the_training_length_and_the_gate_reads_t
     learned = [{**row, "greedy_exact_match": 0.9} for row in rows("copy", "none", {1: [0.9] * 3, 2: [0.9] * 3})]
     gated = judged(exact, learned, unlearned)
     assert gated.outcome == shapes.UNREACHABLE and "rope (token_accuracy 0.25 at 1×, chance 0.25)" in gated.note
+    # well above token chance, yet no sequence right at 1× (as NoPE on copy): not learned what the shape scores
+    tokens_only = [{**row, "greedy_exact_match": 0.0, "token_accuracy": 0.63}
+                   for row in rows("copy", "rope", {1: [0.0] * 3, 2: [0.0] * 3})]
+    gated = judged(exact, learned, tokens_only)
+    assert gated.outcome == shapes.UNREACHABLE
+    assert "rope (greedy_exact_match 0 at 1×, no sequence right in distribution)" in gated.note
+    some = [{**row, "greedy_exact_match": value, "token_accuracy": 0.9}
+            for row, value in zip(rows("copy", "rope", {1: [0.0] * 3, 2: [0.0] * 3}), [0.2, 0.3, 0.25, 0, 0, 0])]
+    assert judged(exact, learned, some).outcome == shapes.REPRODUCED  # learned at 1×, lost at 2×: none beats it
+    assert [shapes.sequence_metric(m) for m in ("exact_match", "greedy_exact_match", "token_accuracy", "accuracy",
+                                                "bits_per_char")] == [True, True, False, False, False]
 
 
 def test_an_arm_is_read_at_its_tasks_own_budget_never_at_a_comparisons_longer_one():
