@@ -348,7 +348,10 @@ def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
     outcome = (REPRODUCED if all(s == HOLDS for s in statuses) else CONTRADICTED if REVERSED in statuses
                else NOT_SHOWN)
     unknown = [a.arm for a in arms if a.learned is None]
-    note = f"no chance level to gate {', '.join(unknown)}" if unknown else ""
+    # how far above chance each arm got in distribution: a difference between arms that barely learned is
+    # a difference near chance, and the reader should see it beside the outcome
+    gates = "in distribution: " + "; ".join(f"{a.arm} {a.gate}" for a in arms)
+    note = "; ".join([*([f"no chance level to gate {', '.join(unknown)}"] if unknown else []), gates])
     return Judged(shape, size, outcome, arms, tuple(pairs), note)
 
 

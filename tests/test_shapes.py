@@ -47,6 +47,8 @@ def test_every_adjacent_pair_holding_is_reproduced_with_the_welch_interval():
     assert first.effect == pytest.approx(1.0) and (first.ci_low, first.ci_high) == pytest.approx(tuple(welch))
     assert result.ours() == "alibi 2.2 (n = 3); rope 3.2 (n = 3); sinusoidal 4.1 (n = 3)"
     assert [p.status for p in result.pairs] == [shapes.HOLDS, shapes.HOLDS]
+    assert result.note == ("in distribution: alibi bits_per_char 2 at 1×, chance 4.7; rope bits_per_char 2 at 1×, "
+                           "chance 4.7; sinusoidal bits_per_char 2 at 1×, chance 4.7")
 
 
 def test_one_pair_shown_reversed_contradicts_and_an_overlap_is_not_shown():
