@@ -317,11 +317,9 @@ def pair_status(numbers: evidence.Contrast | None, shape: Shape) -> str:
     return HOLDS if low > 0 else REVERSED if high < 0 else UNCLEAR
 
 
-def pair_needs(better: np.ndarray, worse: np.ndarray, numbers: evidence.Contrast | None, shape: Shape) -> int | None:
+def pair_needs(better: np.ndarray, worse: np.ndarray, numbers: evidence.Contrast, shape: Shape) -> int:
     """Seeds per arm for 80 % power to decide an unclear pair, taking its observed effect and spread as true:
     to place the interval on one side of 0, or (a '≈') on one side of the margin's edge nearest the effect."""
-    if numbers is None or pair_status(numbers, shape) != UNCLEAR:
-        return None
     if shape.relation == EQUIVALENT:
         return evidence.seeds_needed(better, worse, abs(numbers.effect), shape.margin)
     return evidence.seeds_needed(better, worse, numbers.effect, 0.0)
@@ -343,7 +341,9 @@ def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
         for better, worse in ((b, w) for b in better_rank for w in worse_rank):
             x, y = by_arm[better].values, by_arm[worse].values
             numbers = evidence.contrast(x, y, shape.higher_is_better, 0.0) if min(len(x), len(y)) >= 2 else None
-            pairs.append(Pair(better, worse, numbers, pair_status(numbers, shape), pair_needs(x, y, numbers, shape)))
+            status = pair_status(numbers, shape)
+            needs = pair_needs(x, y, numbers, shape) if status == UNCLEAR and numbers is not None else None
+            pairs.append(Pair(better, worse, numbers, status, needs))
     statuses = [p.status for p in pairs]
     outcome = (REPRODUCED if all(s == HOLDS for s in statuses) else CONTRADICTED if REVERSED in statuses
                else NOT_SHOWN)

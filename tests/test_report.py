@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -234,9 +235,15 @@ def test_report_pages_hold_every_guidance_row_and_claim(built_report):
 
 
 def test_the_shapes_preset_leads_with_its_shapes_page_and_every_other_preset_with_the_verdicts():
-    assert document.page_order("shapes")[0] is report_shapes.page
-    assert document.page_order("default")[0] is document.page_order(None)[0] is document.verdict_page
-    assert sorted(map(id, document.page_order("shapes"))) == sorted(map(id, document.page_order("default")))
+    verdicts = document.verdict_page
+    assert document.page_order("shapes", verdicts)[0] is report_shapes.page
+    assert document.page_order("default", verdicts)[0] is document.page_order(None, verdicts)[0] is verdicts
+    assert sorted(map(id, document.page_order("shapes", verdicts))) == sorted(
+        map(id, document.page_order("default", verdicts)))
+    recorded = SimpleNamespace(meta={"config": {"preset": "shapes"}})  # tables whose meta.json holds the config
+    assert document.run_preset(recorded, None) == "shapes"
+    assert document.run_preset(recorded, {"preset": "full"}) == "full"  # the config passed wins
+    assert document.run_preset(SimpleNamespace(meta={}), None) is None
 
 
 def test_the_shapes_page_has_one_line_per_declared_shape_and_its_outcome(built_report):

@@ -5,6 +5,8 @@ config, cells that did not finish)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -55,7 +57,7 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
     verdicts_table = tables.get("verdicts")
     hashes = verdicts_table["declaration_sha256"].dropna() if "declaration_sha256" in verdicts_table else []
     declared = hashes.iloc[0][:12] if len(hashes) else "—"  # no comparison has results (e.g. the smoke preset)
-    preset = (config or tables.meta.get("config") or {}).get("preset", "not named in the config")
+    preset = run_preset(tables, config) or "not named in the config"
     doc.paragraph(f"The article's engineering guidance ({section}), row by row, judged by the comparisons declared "
                   f"in posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}); the "
                   "judge step wrote verdicts.csv. Effect: the comparator minus the added encoding, positive when the "
@@ -224,10 +226,16 @@ def run_summary(tables: Tables) -> str:
             f"tables: {tables.folder}")
 
 
-def page_order(preset: str | None) -> list:
-    """The report's leading pages: the guidance verdicts first, but for the shapes preset, which declares no
-    comparison and exists for its published shapes, the page "What this benchmark reproduces" first."""
-    pages = [verdict_page, claims_page, advice.page, shapes.page, projection.page]
+def run_preset(tables: Tables, config: dict | None) -> str | None:
+    """The preset the run was made with: the config passed to the report, else the one the tables recorded."""
+    return (config or tables.meta.get("config") or {}).get("preset")
+
+
+def page_order(preset: str | None, verdicts: Callable[[Document, Tables], None]) -> list:
+    """The report's leading pages, each called with (doc, tables): the guidance ``verdicts`` first, but for the
+    shapes preset, which declares no comparison and exists for its published shapes, the page "What this
+    benchmark reproduces" first."""
+    pages = [verdicts, claims_page, advice.page, shapes.page, projection.page]
     return [shapes.page, *(p for p in pages if p is not shapes.page)] if preset == "shapes" else pages
 
 
@@ -237,11 +245,9 @@ def write(out: Path, tables: Tables, config: dict | None, chinese: bool) -> int:
     footer = f"posbench report · {', '.join(tables.meta.get('machines', [])) or 'unknown machine'}"
     with PdfPages(out, metadata={"Title": "posbench report", "Creator": "posbench"}) as pdf:
         doc = Document(pdf, footer)
-        for page in page_order((config or tables.meta.get("config") or {}).get("preset")):
-            if page is verdict_page:
-                verdict_page(doc, tables, config, chinese)
-            else:
-                page(doc, tables)
+        verdicts = functools.partial(verdict_page, config=config, chinese=chinese)
+        for page in page_order(run_preset(tables, config), verdicts):
+            page(doc, tables)
         figure_sections(doc, tables)
         appendix(doc, tables, config)
         doc.close_page()
