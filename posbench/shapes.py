@@ -29,6 +29,12 @@ and is reversed when it lies wholly outside it. The outcome, in the order it is 
   says how many seeds per arm would place its interval on one side at the spread and effect observed
   (:func:`posbench.evidence.seeds_needed`), the power calculation on this run's seeds as a pilot.
 
+Which seeds a shape reads: its pilot's (the preset's ``train.seeds``, below the comparisons' first
+deciding seed, :func:`fresh_seed`), unless it declares a ``confirm`` stage: then only that stage's, n fresh
+seeds from :func:`fresh_seed` on, sized by the power calculation on the pilot and trained at the rate the
+pilot chose (``lr_factors``, of the preset's rate, for a tuned shape) — the pilot's seeds chose n and the
+rate, so they do not also decide.
+
 ``length_ratio: beyond`` is Ruoss et al.'s score: each seed's mean over the evaluated lengths past
 the training length (:meth:`posbench.tasks.chomsky.ChomskyTask.beyond_training`).
 """
@@ -58,8 +64,24 @@ OUTCOMES = (REPRODUCED, CONTRADICTED, NOT_SHOWN, UNREACHABLE, NOT_RUN)
 HOLDS, REVERSED, UNCLEAR = "holds", "reversed", "unclear"
 FIELDS = {"id": str, "paper": str, "figure": str, "published": str, "task": str, "metric": str,
           "length_ratio": (int, float, str), "ordering": list, "part": str}
-OPTIONAL = {"relation": str, "margin": (int, float), "tuned": bool, "pending": str}
+OPTIONAL = {"relation": str, "margin": (int, float), "tuned": bool, "pending": str, "confirm": dict}
+CONFIRM = {"seeds": int, "pilot": str}  # a confirm stage's keys; a tuned shape's also lr_factors
 TABLE_COLUMNS = ("value", "token_accuracy")  # a metric the extrapolation table has a column for, besides decoded ones
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A shape's confirm stage: ``seeds`` fresh seeds per arm, each arm at ``lr_factors`` × its preset rate."""
+
+    seeds: int
+    pilot: str  # what the pilot found that sized the stage (its effect, interval, the n it said)
+    lr_factors: tuple[tuple[str, float], ...] = ()  # (trained encoding, factor); none: every arm at 1
+
+    def factor(self, encoding: str) -> float:
+        return dict(self.lr_factors).get(encoding, 1.0)
+
+    def seed_list(self) -> tuple[int, ...]:
+        return tuple(range(fresh_seed(), fresh_seed() + self.seeds))
 
 
 @dataclass(frozen=True)
@@ -79,6 +101,7 @@ class Shape:
     margin: float = 0.0  # equivalent only: how close counts as "≈", in the metric's units
     tuned: bool = False  # its arms train at train.lr_factors × their rate, each read at the rate validation chose
     pending: str | None = None  # why an arm cannot run yet (an encoding not yet registered); the shape shows "not run"
+    confirm: Confirmation | None = None  # read fresh seeds, not the pilot's
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -101,8 +124,24 @@ class Shape:
     def trained_arms(self) -> list[ArmSpec]:
         """What the preset trains for it: each arm's encoding (a scaling is evaluated on the plain model);
         nothing for a pending shape, which cannot be judged until it can run whole."""
-        names = [arm.partition("+")[0] for arm in self.arms]
-        return [] if self.pending else [ArmSpec(self.task, name) for name in dict.fromkeys(names)]
+        return [] if self.pending else [ArmSpec(self.task, name) for name in trained_encodings(self.arms)]
+
+    def read_seeds(self, seeds: pd.Series) -> pd.Series:
+        """Which of a table's ``seeds`` this shape reads: its confirm stage's, else the pilot's."""
+        return seeds.isin(self.confirm.seed_list()) if self.confirm else seeds < fresh_seed()
+
+
+def trained_encodings(arms: tuple[str, ...]) -> list[str]:
+    """The encodings that train for ``arms``, each once (a scaling is evaluated on the plain model)."""
+    return list(dict.fromkeys(arm.partition("+")[0] for arm in arms))
+
+
+@functools.cache
+def fresh_seed() -> int:
+    """The first seed no pilot uses: the comparisons' first deciding seed (posbench/comparisons.yaml)."""
+    from posbench import comparisons
+
+    return comparisons.load().seed_rule.first_seed
 
 
 @dataclass(frozen=True)
@@ -111,14 +150,19 @@ class Declaration:
     parts: tuple[str, ...]
     sha256: str
 
-    def arms(self, parts: list[str] | str) -> list[tuple[ArmSpec, bool]]:
-        """``(arm, tuned)`` for every arm the shapes of ``parts`` (or ``"all"``) train, each once."""
+    def runs(self, parts: list[str] | str, pilot_seeds: list[int],
+             lr_factors: list[float]) -> list[tuple[ArmSpec, float, tuple[int, ...]]]:
+        """``(arm, rate factor, seeds)`` the shapes of ``parts`` (or ``"all"``) train: every arm at
+        ``pilot_seeds``, at factor 1 or, for a tuned shape, at each of ``lr_factors`` (an arm of several
+        shapes once); a confirm stage's arms at its fresh seeds and declared factor."""
         chosen = [s for s in self.shapes if parts == "all" or s.part in parts]
-        found: dict[ArmSpec, bool] = {}
+        tuned: dict[ArmSpec, bool] = {}
         for shape in chosen:
             for spec in shape.trained_arms():
-                found[spec] = found.get(spec, False) or shape.tuned
-        return list(found.items())
+                tuned[spec] = tuned.get(spec, False) or shape.tuned
+        pilots = [(spec, f, tuple(pilot_seeds)) for spec, t in tuned.items() for f in (lr_factors if t else [1])]
+        return pilots + [(spec, s.confirm.factor(spec.encoding), s.confirm.seed_list())
+                         for s in chosen if s.confirm for spec in s.trained_arms()]
 
 
 def load(path: str | Path | None = None) -> Declaration:
@@ -163,9 +207,27 @@ def parse(entry, path: Path, parts: tuple[str, ...]) -> Shape:
         raise ValueError(f"{where}: margin must be given, and positive, exactly when relation is {EQUIVALENT}")
     if entry["part"] not in parts:
         raise ValueError(f"{where}: part {entry['part']!r}; allowed: {', '.join(parts)}")
+    tuned = entry.get("tuned", False)
+    confirm = _confirmation(entry["confirm"], ranks, tuned, where) if "confirm" in entry else None
     return Shape(entry["id"], entry["paper"], entry["figure"], entry["published"], task.name, entry["metric"], ratio,
-                 ranks, entry["part"], relation, float(entry.get("margin", 0.0)), entry.get("tuned", False),
-                 entry.get("pending"))
+                 ranks, entry["part"], relation, float(entry.get("margin", 0.0)), tuned, entry.get("pending"), confirm)
+
+
+def _confirmation(value: dict, ranks: tuple[tuple[str, ...], ...], tuned: bool, where: str) -> Confirmation:
+    """A confirm stage: ``seeds`` (at least 2) and ``pilot`` (what sized it); a tuned shape's also
+    ``lr_factors``, the factor its pilot chose for each trained encoding, every one of them."""
+    keys = {**CONFIRM, **({"lr_factors": dict} if tuned else {})}
+    wrong = [k for k, kind in keys.items() if not isinstance(value.get(k), kind) or isinstance(value.get(k), bool)]
+    if set(value) != set(keys) or wrong or value["seeds"] < 2:
+        expected = ", ".join(f"{key} ({_kind_name(kind)})" for key, kind in keys.items())
+        raise ValueError(f"{where}: confirm needs exactly {expected}, seeds at least 2; got {value!r}")
+    factors = value.get("lr_factors", {})
+    trained = trained_encodings(tuple(arm for rank in ranks for arm in rank))
+    bad = [f for f in factors.values() if isinstance(f, bool) or not isinstance(f, (int, float)) or f <= 0]
+    if tuned and (sorted(factors) != sorted(trained) or bad):
+        raise ValueError(f"{where}: confirm.lr_factors must give a positive factor for each of {', '.join(trained)}"
+                         f"; got {factors!r}")
+    return Confirmation(value["seeds"], value["pilot"], tuple((e, float(factors[e])) for e in trained if e in factors))
 
 
 def _ratio(value, task: tasks.Task, where: str) -> float | None:
@@ -262,11 +324,12 @@ def metric_column(shape: Shape) -> str:
 
 
 def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmResult:
-    """The arm's rows at ``size`` (its task's training length and the size's width) and at its task's own
-    budget (what the shapes preset trains: a run that also holds a comparison's longer-trained arms never
-    sets one arm's 2,000 steps against another's 500), at the learning rate validation chose, read at the
-    shape's length and gated at the training length."""
+    """The arm's rows at ``size`` (its task's training length and the size's width), at the seeds the shape
+    reads (:meth:`Shape.read_seeds`) and at its task's own budget (what the shapes preset trains: a run
+    that also holds a comparison's longer-trained arms never sets one arm's 2,000 steps against another's
+    500), at the learning rate validation chose, read at the shape's length and gated at the training length."""
     cell = results[evidence.cell_rows(results, ArmSpec(shape.task, arm), size)]
+    cell = cell[shape.read_seeds(cell["seed"])]
     if "steps" in cell.columns:
         cell = cell[cell["steps"] == tasks.get(shape.task).steps]
     rows, _, _ = evidence.best_rate(cell)
@@ -330,7 +393,8 @@ def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
     arms = tuple(arm_result(results, shape, arm, size) for arm in shape.arms)
     missing = [a.arm for a in arms if not len(a.values)]
     if missing:
-        return Judged(shape, size, NOT_RUN, arms, note=f"no finished seed of {', '.join(missing)}{_pending(shape)}")
+        return Judged(shape, size, NOT_RUN, arms,
+                      note=f"no finished seed of {', '.join(missing)}{_pending(shape)}{_confirming(shape)}")
     unlearned = [a for a in arms if a.learned is False]
     if unlearned:
         return Judged(shape, size, UNREACHABLE, arms,
@@ -352,7 +416,7 @@ def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
     # a difference near chance, and the reader should see it beside the outcome
     gates = "in distribution: " + "; ".join(f"{a.arm} {a.gate}" for a in arms)
     note = "; ".join([*([f"no chance level to gate {', '.join(unknown)}"] if unknown else []), gates])
-    return Judged(shape, size, outcome, arms, tuple(pairs), note)
+    return Judged(shape, size, outcome, arms, tuple(pairs), note + _confirming(shape))
 
 
 def judge(declaration: Declaration, results: pd.DataFrame) -> list[Judged]:
@@ -367,6 +431,16 @@ def judge(declaration: Declaration, results: pd.DataFrame) -> list[Judged]:
 
 def _pending(shape: Shape) -> str:
     return f"; pending: {shape.pending}" if shape.pending else ""
+
+
+def _confirming(shape: Shape) -> str:
+    """What a confirm stage read: its seeds, its rates, and the pilot that sized it."""
+    if not shape.confirm:
+        return ""
+    seeds, factors = shape.confirm.seed_list(), shape.confirm.lr_factors
+    rates = f" at {', '.join(f'{e} {f:g}' for e, f in factors)} × the preset's rate" if factors else ""
+    return (f"; confirm stage: seeds {seeds[0]}–{seeds[-1]} ({len(seeds)} per arm){rates}, the pilot's seeds not "
+            f"read; pilot: {shape.confirm.pilot}")
 
 
 def table(judged: list[Judged], sha256: str) -> pd.DataFrame:

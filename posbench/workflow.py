@@ -396,7 +396,8 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`), ``train.seeds`` and
     ``train.steps`` (or the task's), and so do the sweeps' (``train.sweeps``), at each of their training
     lengths × widths, and the published shapes' arms (``train.shapes``), a tuned shape's at each of
-    ``train.lr_factors``; the comparisons' arms (:func:`comparison_runs`) at their declared seeds and budgets.
+    ``train.lr_factors``, a confirm stage's at its fresh seeds (:func:`shape_runs`); the comparisons' arms
+    (:func:`comparison_runs`) at their declared seeds and budgets.
     An arm asked for twice at one rate, length, width and budget is one job with the union of the seeds;
     a length or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every
     job trains on ``train.device`` in ``train.dtype``."""
@@ -407,8 +408,7 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     plain += [(ArmSpec(sweep["task"], e, length, width), 1, t["seeds"], None) for sweep in t["sweeps"]
               for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
               for width in sweep.get("d_models", [None])]
-    plain += [(spec, f, t["seeds"], None) for spec, tuned in shape_arms(config)
-              for f in (t["lr_factors"] if tuned else [1])]
+    plain += [(spec, f, seeds, None) for spec, f, seeds in shape_runs(config)]
     jobs: dict[tuple, set] = {}
     for (spec, factor, seeds, steps), size in product(plain + comparison_runs(config, second_looks), t["sizes"]):
         steps = steps or str(t["steps"] or tasks.get(spec.task).steps)
@@ -511,12 +511,14 @@ def train_cells(config: dict) -> list[dict]:
             for job in train_jobs(config) for seed in job["seeds"]]
 
 
-def shape_arms(config: dict) -> list[tuple[ArmSpec, bool]]:
-    """``(arm, tuned)`` for the published shapes of ``train.shapes`` (posbench/shapes.yaml; none: nothing)."""
+def shape_runs(config: dict) -> list[tuple[ArmSpec, float, tuple[int, ...]]]:
+    """``(arm, rate factor, seeds)`` for the published shapes of ``train.shapes`` (posbench/shapes.yaml;
+    none: nothing): their pilots at ``train.seeds`` (tuned ones at each of ``train.lr_factors``), their
+    confirm stages at fresh seeds (:meth:`posbench.shapes.Declaration.runs`)."""
     from posbench import shapes
 
-    chosen = config["train"]["shapes"]
-    return [] if chosen == "none" else shapes.load().arms(chosen)
+    t = config["train"]
+    return [] if t["shapes"] == "none" else shapes.load().runs(t["shapes"], t["seeds"], t["lr_factors"])
 
 
 def learning_rate(config: dict, task: str, encoding: str, arm: tuple | None = None) -> float:

@@ -14,14 +14,15 @@ from posbench.comparisons import POWER_Z
 CHANCE_BITS = 4.7  # lm_prose's unigram chance, about what the tables hold
 
 
-def rows(task, encoding, values_by_ratio, chance=CHANCE_BITS, lr=0.003, validation_loss=1.0, token=0.9, steps=None):
-    """Extrapolation-table rows of one arm: ``values_by_ratio`` maps a length ratio to the per-seed values;
-    trained for the task's own steps unless ``steps`` says otherwise."""
+def rows(task, encoding, values_by_ratio, chance=CHANCE_BITS, lr=0.003, validation_loss=1.0, token=0.9, steps=None,
+         first_seed=0):
+    """Extrapolation-table rows of one arm: ``values_by_ratio`` maps a length ratio to the per-seed values
+    (seeds from ``first_seed``); trained for the task's own steps unless ``steps`` says otherwise."""
     steps = steps or tasks.get(task).steps
     return [{"task": task, "encoding": encoding, "size": "tiny", "seed": seed, "status": "ok", "length_ratio": ratio,
              "value": value, "token_accuracy": token, "chance": chance, "token_chance": 0.25, "lr": lr,
              "validation_loss": validation_loss, "steps": steps}
-            for ratio, values in values_by_ratio.items() for seed, value in enumerate(values)]
+            for ratio, values in values_by_ratio.items() for seed, value in enumerate(values, first_seed)]
 
 
 def shape(**changes):
@@ -150,6 +151,42 @@ def test_a_tuned_arm_is_read_at_the_rate_with_the_lowest_validation_loss():
     assert result.arms[0].values.tolist() == [2.0, 2.01, 2.02] and result.outcome == shapes.REPRODUCED
 
 
+CONFIRM = {"seeds": 3, "lr_factors": {"learned": 1, "sinusoidal": 1}, "pilot": "n ≈ 3"}
+
+
+def test_a_confirm_stage_is_judged_on_its_fresh_seeds_alone_and_a_pilot_shape_never_reads_them():
+    # the pilot (seeds 0-2, two rates) put learned far from sinusoidal; the confirm stage (seeds 100-102, the
+    # pilot's rate) finds them within the margin: the stage decides, the pilot's seeds are not read
+    confirmed = shape(ordering=["learned", "sinusoidal"], relation="equivalent", margin=0.05, length_ratio=1,
+                      tuned=True, confirm=CONFIRM)
+    learned = (rows("lm_prose", "learned", {1: [2.5, 2.51, 2.52]}, lr=0.027)
+               + rows("lm_prose", "learned", {1: [2.9, 2.91, 2.92]}, lr=0.009, validation_loss=2.0)
+               + rows("lm_prose", "learned", {1: [2.2, 2.21, 2.22]}, lr=0.027, first_seed=100))
+    sinusoidal = (rows("lm_prose", "sinusoidal", {1: [2.2, 2.21, 2.22]}, lr=0.027)
+                  + rows("lm_prose", "sinusoidal", {1: [2.21, 2.22, 2.23]}, lr=0.027, first_seed=100))
+    result = judged(confirmed, learned, sinusoidal)
+    assert [a.values.tolist() for a in result.arms] == [[2.2, 2.21, 2.22], [2.21, 2.22, 2.23]]
+    assert result.outcome == shapes.REPRODUCED
+    assert result.note.endswith("; confirm stage: seeds 100–102 (3 per arm) at learned 1, sinusoidal 1 × the "
+                                "preset's rate, the pilot's seeds not read; pilot: n ≈ 3")
+    pilot = judged(shape(ordering=["learned", "sinusoidal"], relation="equivalent", margin=0.05, length_ratio=1,
+                         tuned=True), learned, sinusoidal)
+    assert [a.values.tolist() for a in pilot.arms] == [[2.5, 2.51, 2.52], [2.2, 2.21, 2.22]]
+    assert pilot.outcome == shapes.CONTRADICTED
+    unrun = judged(confirmed, learned[:6], sinusoidal)
+    assert unrun.outcome == shapes.NOT_RUN and unrun.note.startswith("no finished seed of learned; confirm stage")
+
+
+def test_the_confirm_stage_trains_each_arm_at_its_declared_factor_and_fresh_seeds():
+    confirmed = shape(ordering=["learned", "sinusoidal"], relation="equivalent", margin=0.05, length_ratio=1,
+                      tuned=True, confirm={**CONFIRM, "lr_factors": {"learned": 3, "sinusoidal": 1}})
+    runs = shapes.Declaration((confirmed,), ("lm",), "sha").runs("all", [0, 1], [0.333, 1, 3])
+    assert [(spec.encoding, factor, seeds) for spec, factor, seeds in runs] == [
+        ("learned", 0.333, (0, 1)), ("learned", 1, (0, 1)), ("learned", 3, (0, 1)),
+        ("sinusoidal", 0.333, (0, 1)), ("sinusoidal", 1, (0, 1)), ("sinusoidal", 3, (0, 1)),
+        ("learned", 3.0, (100, 101, 102)), ("sinusoidal", 1.0, (100, 101, 102))]
+
+
 def test_the_shipped_shapes_load_cover_the_issue_and_every_scaling_is_in_the_preset():
     declared = shapes.load()
     ids = {s.id for s in declared.shapes}
@@ -196,6 +233,12 @@ def test_the_judged_table_has_one_row_per_shape_when_nothing_ran():
     ({"margin": 0.05}, r"margin must be given"),
     ({"part": "z"}, r"part 'z'; allowed: lm"),
     ({"tuned": "yes"}, r"tuned = 'yes' has the wrong type; expected bool"),
+    ({"confirm": {"seeds": 14}}, r"confirm needs exactly seeds \(int\), pilot \(str\), seeds at least 2; got "),
+    ({"confirm": {"seeds": 1, "pilot": "p"}}, r"confirm needs exactly seeds \(int\), pilot \(str\), seeds at least 2"),
+    ({"confirm": {"seeds": 5, "pilot": "p"}, "tuned": True},
+     r"confirm needs exactly seeds \(int\), pilot \(str\), lr_factors \(dict\)"),
+    ({"confirm": {"seeds": 5, "pilot": "p", "lr_factors": {"alibi": 1, "rope": 0}}, "tuned": True},
+     r"confirm.lr_factors must give a positive factor for each of alibi, rope, sinusoidal; got "),
 ])
 def test_a_bad_shape_is_one_line_naming_the_key_and_the_allowed_values(change, message):
     with pytest.raises(ValueError, match=message) as error:

@@ -601,7 +601,10 @@ def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_
     assert masked == {(e, lr) for e in ("learned", "none") for lr in [*grid, 0.027]}
     assert not {t for t, _, _ in cells(whole)} & {"scan"}  # the pending shape (SCAN's length split) trains nothing
     assert {e for t, e, _ in cells(parts[1]) if t == "counting"} == {"cope", "t5", "learned"}  # CoPE's, now it exists
-    assert all(job["seeds"] == [0, 1, 2, 3, 4] for job in train_jobs(whole))
+    # every arm at the pilot's seeds; Vaswani's confirm stage adds 14 fresh ones to its arms at the chosen rate
+    confirmed = {(job["encoding"], job["lr"]): job["seeds"] for job in train_jobs(whole)
+                 if job["seeds"] != [0, 1, 2, 3, 4]}
+    assert confirmed == {(e, 0.027): [0, 1, 2, 3, 4, *range(100, 114)] for e in ("learned", "sinusoidal")}
 
 
 def dry_run(tmp_path: Path, preset: dict | Path) -> list[dict]:
