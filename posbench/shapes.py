@@ -150,6 +150,9 @@ class Declaration:
     parts: tuple[str, ...]
     sha256: str
 
+    def shape(self, shape_id: str) -> Shape:
+        return next(s for s in self.shapes if s.id == shape_id)
+
     def runs(self, parts: list[str] | str, pilot_seeds: list[int],
              lr_factors: list[float]) -> list[tuple[ArmSpec, float, tuple[int, ...]]]:
         """``(arm, rate factor, seeds)`` the shapes of ``parts`` (or ``"all"``) train: every arm at

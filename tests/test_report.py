@@ -555,3 +555,22 @@ def test_no_report_module_judges_it_reads_the_judge_steps_tables():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
         assert not {name for name in imported if name.split(".")[0] in judging or name in judging}, path.name
+
+
+def test_the_learned_vs_sinusoidal_claim_reads_its_arms_as_the_vaswani_shape_does(tmp_path):
+    # the shape's confirm stage (seeds from 100) at 0.027 against its pilot (seeds 0-6) at two rates, and
+    # sinusoidal also at 2,000 steps (a comparison's arm): the claim reads the stage's 500-step seeds only
+    def arm(encoding, values, lr, steps=500, first_seed=100):
+        return [{"task": "lm_prose", "encoding": encoding, "size": "tiny", "seed": seed, "status": "ok",
+                 "length_ratio": 1.0, "value": value, "token_accuracy": 0.5, "chance": 4.7, "token_chance": 0.01,
+                 "lr": lr, "validation_loss": 1.6, "steps": steps}
+                for seed, value in enumerate(values, first_seed)]
+    rows = (arm("learned", [2.2 + 0.01 * k for k in range(7)], 0.027)
+            + arm("learned", [3.0] * 7, 0.009, first_seed=0) + arm("sinusoidal", [2.6] * 7, 0.027, first_seed=0)
+            + arm("sinusoidal", [2.21 + 0.01 * k for k in range(7)], 0.027)
+            + arm("sinusoidal", [1.5] * 7, 0.027, steps=2000))
+    pd.DataFrame(rows).to_csv(tmp_path / "extrapolation.csv", index=False)
+    claim = claims.claim_learned_vs_sinusoidal(load(tmp_path))
+    assert claim.ours.startswith("measured, learned − sinusoidal: lm_prose (tiny, as shape vaswani2017-e reads it): "
+                                 "+0.01 [") and "n = 7/7 → comparator not better by δ" in claim.ours
+    assert claim.verdict == f"cited: {evidence.NOT_SUPPORTED}; ours: {evidence.NOT_SUPPORTED}"
