@@ -63,7 +63,7 @@ from posbench.encodings.base import LayerInput, PositionalEncoding
 from posbench.positions import Positions
 
 PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked", "flex", "contextual_bias",
-         "contextual_logits")
+         "contextual_logits", "window")
 FORCEABLE_PATHS = ("relative", "general_dense", "general_blocked", "flex")
 MASK_PATHS = ("relative", "general_dense", "general_blocked")  # the SDPA paths with a float mask
 CONTEXTUAL_PATHS = ("contextual_bias", "contextual_logits")  # the fourth hook's, per layer
@@ -130,12 +130,19 @@ def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dty
             raise ValueError(f"force_path 'relative' needs a bias that depends on j − i alone, on contiguous "
                              f"positions; {type(encoding).__name__} has a general bias or the positions are not")
         return SETTINGS.force_path
+    if q_len == 1 and causal and contiguous and decodes_in_window(encoding):
+        return "window"
     if SETTINGS.flex_on_cuda and on_cuda(device):
         return "flex"
     if kind == "relative" and contiguous:
         return "relative"
     full_mask_bytes = encoding.n_heads * q_len * k_len * torch.finfo(dtype).bits // 8
     return "general_dense" if full_mask_bytes <= SETTINGS.max_mask_bytes else "general_blocked"
+
+
+def decodes_in_window(encoding) -> bool:
+    """Whether the encoding's bias is a local window (it implements ``decode_window``): read from the class."""
+    return type(encoding).decode_window is not PositionalEncoding.decode_window
 
 
 def layer_paths(model, q_len: int, k_len: int, dtype: torch.dtype = torch.float32,
@@ -276,6 +283,21 @@ class RelativeMask(Mask):
         return torch.cat(blocks, dim=-2).flip(-2)
 
 
+class WindowMask(Mask):
+    """A decode step of local attention: the one query, the last token, attends the keys its window or chunk
+    holds (the encoding's ``decode_window``), the last ones of the cache, unmasked. The keys before them would
+    get −inf, so this is the masked step up to rounding, at the window's cost instead of the whole cache's."""
+
+    path = "window"
+
+    def __init__(self, encoding, query, key, causal, dtype):
+        super().__init__(encoding, query, key, causal, dtype)
+        self.seen = min(self.k_len, encoding.decode_window(query.max_position))
+
+    def attend(self, q, k, v, layer=None):
+        return F.scaled_dot_product_attention(q, k[..., -self.seen:, :], v[..., -self.seen:, :])  # (B, h, 1, d)
+
+
 class FlexMask(Mask):
     """The bias added inside FlexAttention's kernel by a ``score_mod``; causality as a block mask."""
 
@@ -396,7 +418,7 @@ def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor
     return weights @ values + remainder * own
 
 
-MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask, FlexMask,
+MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask, WindowMask, FlexMask,
                                       ContextualBiasMask, ContextualLogitsMask)}
 
 

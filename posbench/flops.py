@@ -226,20 +226,24 @@ def analytic_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, seq
 def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, context: int) -> dict[str, int]:
     """Per-term FLOPs of one generated token per sequence against a KV cache of ``context`` tokens,
     under the module's convention: every per-token term of :func:`analytic_flops` at one token, the
-    attention terms over the ``context + 1`` keys, the bias of one query row built."""
+    attention terms over the ``context + 1`` keys (a local layer's over its window's, unmasked: the
+    ``window`` path of :func:`posbench.attention.choose_path`), the bias of one query row built."""
     _check_arguments(batch_size, context, "infer")
     model = meta_model(cfg_or_model) if isinstance(cfg_or_model, ModelConfig) else cfg_or_model
     cfg, enc, width = model.cfg, model.encoding, model.width
     B, keys, n, h = batch_size, context + 1, cfg.n_layers, cfg.n_heads
     layers = model.layer_encodings
+    windowed = {e for e in layers if cfg.causal and attention.decodes_in_window(e)}
+    seen = [min(keys, layer.decode_window(context)) if layer in windowed else keys for layer in layers]
+    biased = {e: m for e, m in _biases(layers).items() if e not in windowed}
     return {
         "embedding": 2 * B * cfg.patch_dim * enc.token_width if cfg.patch_dim else 0,
         "position_input": B * width if enc.traits.combine == "add" else 0,
         "projections": n * 2 * B * width * 4 * width,
         "rotation": sum(layer.rotation_flops(B, 1, "infer") for layer in layers),
-        "attention_scores": 2 * B * keys * sum(layer.query_key_width for layer in layers),
-        "attention_bias": sum(m * B * h * keys + e.bias_flops(1, keys, "infer") for e, m in _biases(layers).items()),
-        "attention_values": n * 2 * B * keys * width,  # one query: values at their own width
+        "attention_scores": 2 * B * sum(k * layer.query_key_width for k, layer in zip(seen, layers)),
+        "attention_bias": sum(m * B * h * keys + e.bias_flops(1, keys, "infer") for e, m in biased.items()),
+        "attention_values": 2 * B * sum(seen) * width,  # one query: values at their own width
         "position_content": enc.content_flops(B, 1, keys, "infer"),
         "ffn": n * 2 * 2 * B * width * model.d_ff,
         "residual": n * 2 * B * width,

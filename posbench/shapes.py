@@ -234,7 +234,7 @@ def _confirmation(value: dict, ranks: tuple[tuple[str, ...], ...], tuned: bool, 
 
 
 def _ratio(value, task: tasks.Task, where: str) -> float | None:
-    beyond = [f for f in task.eval_factors if f > 1]
+    beyond = [n for n in task.eval_lengths() if n > task.train_length]  # a split's long set too (scan_length's 48)
     if value == BEYOND and beyond:
         return None
     if not isinstance(value, str) and value in task.eval_factors:

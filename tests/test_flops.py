@@ -383,6 +383,27 @@ def test_a_cached_decode_step_is_counted_by_formula_by_every_counter(encoding, n
     assert len(cache) == 37 - new_tokens  # the counted steps left the cache alone
 
 
+@pytest.mark.parametrize("encoding", ["rnope_swa", "irope"])
+def test_a_cached_decode_step_of_local_attention_is_counted_over_its_window_by_every_counter(encoding):
+    """B 2, 36 cached tokens and one new, d 60, 3 heads, 2 layers (a local one, span 128 / 4 = 32; a global
+    one): the local layer's query attends its window's 32 keys (rnope_swa) or its chunk's 36 % 32 + 1 = 5
+    (irope), unmasked; the global one all 37."""
+    from posbench.flops import decode_flops
+    from posbench.model import KVCache
+
+    model = tiny_model(encoding, vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
+    cache = KVCache.empty(2)
+    with torch.no_grad():
+        model(torch.randint(23, (2, 36)), cache=cache)
+    step, tokens = CachedStep(model, cache), torch.randint(23, (2, 1))
+    seen = {"rnope_swa": 32, "irope": 5}[encoding] + 37
+    fvcore, torch_counts = fvcore_by_operator(step, (tokens,)), torch_by_operator(step, (tokens,))
+    assert fvcore["scaled_dot_product_attention"] == 2 * 2 * 2 * 3 * seen * 20
+    assert torch_counts["aten._scaled_dot_product_flash_attention_for_cpu"] == 2 * 2 * 2 * 3 * seen * 20
+    terms = decode_flops(model, 2, 36)
+    assert terms["attention_bias"] == 0 and sum(torch_counts.values()) == sum(terms.values())
+
+
 def test_the_causal_half_by_hand_in_both_modes():
     """Causal, B 2, L 37, width 60, 2 layers: the causal half counts q·kᵀ and attn·v over 37 · 38 / 2 = 703
     logits per (batch, head) instead of 37² = 1,369, 666 fewer; a training step's backward twice that again."""

@@ -130,6 +130,23 @@ def test_cached_decoding_equals_the_full_forward_where_windows_chunks_and_temper
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("name, position, seen", [("rnope_swa", 29, 4), ("rnope_swa", 2, 3), ("irope", 29, 2),
+                                                  ("irope", 31, 4), ("irope", 32, 1)])
+def test_a_decode_step_of_a_local_layer_attends_only_its_window_or_chunk(name, position, seen):
+    """Span 4: a window sees the last 4 keys (fewer at the start); a chunk its own keys up to the query
+    (position 29: 28 and 29; 32 starts a chunk)."""
+    local = net(name, max_len=48, trained_length=16).encoding.local
+    query, key = Positions.arange(1, position), Positions.arange(position + 1)
+    assert choose_path(local, 1, position + 1, True) == "window"
+    assert "window" not in (choose_path(local, 2, position + 1, True), choose_path(local, 1, position + 1, False))
+    mask = build_mask(local, query, key, True)
+    assert mask.seen == seen
+    q, k, v = torch.randn(3, 2, 4, position + 1, 8).unbind()
+    bias = local.attention_bias(query, key)[None]  # (1, h, 1, k): 0 in the window or chunk, −inf before it
+    expected = torch.nn.functional.scaled_dot_product_attention(q[..., -1:, :], k, v, attn_mask=bias)
+    torch.testing.assert_close(attend(q[..., -1:, :], k, v, mask, True), expected, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("options, message", [
     ({"local_attention": "global"}, r"^local_attention 'global'; allowed: sliding, chunked$"),
     ({"period": 1}, r"^period must be an integer >= 2, got 1$"),
@@ -151,7 +168,9 @@ def test_flops_and_memory_count_each_layer_with_its_own_encoding():
         terms = analytic_flops(cfg, 2, L)
         assert terms["rotation"] == 3 * 2 * 3 * 2 * L * w + temperature * 2 * L * w  # RoPE's q and k; q × temperature
         assert terms["attention_bias"] == 3 * 2 * h * L * L  # the mask added in the three local layers
-        assert decode_flops(cfg, 2, L - 1)["attention_bias"] == 3 * 2 * h * L
+        decode = decode_flops(cfg, 2, L - 1)  # the local layers' one query attends its 25 keys (L / 4), unmasked
+        assert decode["attention_bias"] == 0
+        assert decode["attention_scores"] == decode["attention_values"] == 2 * 2 * (3 * 25 + L) * w
     chunked = cell_memory(posbench.ModelConfig.from_size("small", encoding="irope", max_len=L), 1, L)
     window = cell_memory(posbench.ModelConfig.from_size("small", encoding="rnope_swa", max_len=L), 1, L)
     assert chunked["attention_bias"] == 2 * h * L * L * 4  # one (h, L, L) mask and its causal copy, float32

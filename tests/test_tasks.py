@@ -16,7 +16,7 @@ from posbench.tasks.long_range import MOTIFS, to_ids
 ALL = ["babi", "bucket_sort", "code_brackets", "copy", "counting", "digits_2d", "duplicate_string", "dyck",
        "flip_flop", "index_lookup", "lm_code", "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range",
        "missing_duplicate_string", "mlm_prose", "mosaic_qa", "mosaic_resolution", "multikey_niah", "odds_first",
-       "passkey", "reverse", "scan", "selective_copy", "table_lookup", "table_lookup_json", "text_order",
+       "passkey", "reverse", "scan", "scan_length", "selective_copy", "table_lookup", "table_lookup_json", "text_order",
        "text_source", "variable_tracking"]
 
 

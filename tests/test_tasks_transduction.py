@@ -83,6 +83,14 @@ def test_scan_length_split_trains_up_to_22_actions_and_tests_24_and_more():
     assert sum(len(s) for s in sets) == len(set.union(*sets))  # pairwise disjoint
 
 
+def test_scan_length_is_the_length_split_by_name():
+    named, optioned = tasks.get("scan_length"), tasks.get("scan", split="length", train_length=22)
+    assert (named.split, named.train_length, named.eval_lengths()) == ("length", 22, [22, 48])
+    for length in (22, 48):
+        assert np.array_equal(named.commands_of("test", length), optioned.commands_of("test", length))
+    assert np.array_equal(named.commands_of("train"), optioned.commands_of("train"))
+
+
 @pytest.mark.parametrize("options, message", [
     ({"split": "random"}, "unknown split 'random'; allowed: simple, length"),
     ({"split": "length"}, "pass train_length below 48"),

@@ -588,7 +588,7 @@ def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_
     def cells(cfg):
         return {(job["task"], job["encoding"], job["lr"]) for job in train_jobs(cfg)}
 
-    assert set().union(*map(cells, parts)) == cells(whole) and sum(len(train_jobs(p)) for p in parts) == 44
+    assert set().union(*map(cells, parts)) == cells(whole) and sum(len(train_jobs(p)) for p in parts) == 49
     assert {t for t, _, _ in cells(parts[2])} == {"duplicate_string", "missing_duplicate_string"}
     assert {t for t, _, _ in cells(parts[3])} == {"odds_first", "bucket_sort"}
     grid = [f * 0.027 for f in (0.111, 0.333, 3)]
@@ -599,7 +599,7 @@ def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_
         (e, lr) for e in ("learned", "sinusoidal", "none") for lr in grid}
     masked = {(e, lr) for t, e, lr in cells(parts[0]) if t == "mlm_prose"}
     assert masked == {(e, lr) for e in ("learned", "none") for lr in [*grid, 0.027]}
-    assert not {t for t, _, _ in cells(whole)} & {"scan"}  # the pending shape (SCAN's length split) trains nothing
+    assert {e for t, e, _ in cells(parts[1]) if t == "scan_length"} == {"none", "t5", "alibi", "rope", "sinusoidal"}
     assert {e for t, e, _ in cells(parts[1]) if t == "counting"} == {"cope", "t5", "learned"}  # CoPE's, now it exists
     # every arm at the pilot's seeds; Vaswani's confirm stage adds 14 fresh ones to its arms at the chosen rate
     confirmed = {(job["encoding"], job["lr"]): job["seeds"] for job in train_jobs(whole)

@@ -211,6 +211,13 @@ class PositionalEncoding(nn.Module):
         positions reads one ``(h, 2L − 1)`` table as strided views, never building ``(h, L, L)``."""
         return None
 
+    def decode_window(self, position: int) -> int | None:
+        """For a bias that is 0 on a run of keys ending at the query and −inf before it (local attention): how
+        many keys a query at ``position`` sees, itself included; ``None`` (the default) for any other bias. A
+        decode step attends those last keys of the cache alone, unmasked, as a serving stack's window cache
+        does (:class:`posbench.attention.WindowMask`): what the mask gives, up to rounding, at their cost."""
+        return None
+
     # ----- the fourth hook: from content (its design: posbench.encodings.contextual) ---------------
     def content(self, q: torch.Tensor, k: torch.Tensor, layer: LayerInput) -> object | None:
         """Once per layer and forward pass: what the encoding derives from the layer's queries ``q (B, h,

@@ -15,7 +15,9 @@ One registered preset is one :class:`LayerPattern`: it gives each layer its enco
 asking what they are. A local layer is RoPE whose window or chunk is a logit bias (0 inside, −∞ outside):
 a window depends on ``j − i`` alone, so attention reads it as views of one ``(h, 2L − 1)`` table; a
 chunk does not, so it is a general bias. The masked layers run SDPA's masked kernel on every key (no
-kernel here skips keys outside the window), so a window saves no time here; it changes what is seen.
+kernel here skips keys outside the window), so in a forward pass a window saves no time, it changes what
+is seen; a decode step, one query, attends only the keys its window or chunk holds (``decode_window``),
+unmasked, so there a local layer costs its window, not the cache.
 
 **Per model size.** A model with fewer layers than the period shrinks the period to its depth, never
 below 2: tiny (2 layers) is local, global; small and base (4) are local, local, local, global, as Llama 4's
@@ -53,6 +55,9 @@ class SlidingWindowRope(Rope):
         outside = offsets.abs() >= self.span
         return torch.where(outside, float("-inf"), 0.0).expand(self.n_heads, *offsets.shape)  # (h, *offsets)
 
+    def decode_window(self, position: int) -> int:
+        return self.span  # keys position − span + 1 … position
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window={self.span}"
 
@@ -68,6 +73,9 @@ class ChunkedRope(Rope):
     def attention_bias(self, query: Positions, key: Positions) -> torch.Tensor:
         other_chunk = (query.ids // self.span)[:, None] != (key.ids // self.span)[None, :]  # (q, k)
         return torch.where(other_chunk, float("-inf"), 0.0).expand(self.n_heads, *other_chunk.shape)  # (h, q, k)
+
+    def decode_window(self, position: int) -> int:
+        return position % self.span + 1  # its chunk's keys up to it
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, chunk={self.span}"

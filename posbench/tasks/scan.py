@@ -206,3 +206,17 @@ class Scan(Task):
         for start in range(0, len(chosen), self.eval_batch_size):
             batch = [self.example(i) for i in chosen[start:start + self.eval_batch_size]]
             yield pad_right(batch, self.pad_id, self.sequence_length(length))
+
+
+@register
+@dataclass(frozen=True)
+class ScanLength(Scan):
+    """``scan_length``: SCAN's length split as a task of its own, so that a preset names it as it names any
+    task (the train CLI takes no task options): train on commands of at most 22 actions (the paper's cut),
+    test on every longer one, 24 to 48 actions (Lake & Baroni's experiment 2; the split Kazemnejad et al.
+    2023 rank encodings on). Its evaluation sets: the held-out short commands at 22, the long ones at 48."""
+
+    name = "scan_length"
+
+    split: str = "length"
+    train_length: int = 22
