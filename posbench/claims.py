@@ -229,16 +229,21 @@ def claim_alibi_sign(tables: Tables) -> Claim:
 
 # ----- 7. sinusoidal extrapolation ---------------------------------------------------------------
 def claim_sinusoidal_extrapolation(tables: Tables) -> Claim:
-    """Sinusoidal at 2× its training length against itself at 1×: extrapolating means 1× is not better by δ."""
+    """Sinusoidal at 2× its training length against itself at 1×: extrapolating means 1× is not better by δ.
+    One entry per task and budget (a comparison's longer-trained arm is its own entry, never pooled with the
+    task's descriptive one), each at the learning rate validation chose where several ran."""
     rows = tables.ok("extrapolation", "task", "encoding", "metric", "length_ratio", "value")
     rows = rows[(rows["encoding"] == "sinusoidal") & rows["length_ratio"].isin([1.0, 2.0])]
     declared = comparisons.load()
     entries = []
-    for task, cell in rows.groupby("task"):
+    budgets = rows["steps"] if "steps" in rows.columns else pd.Series(0, index=rows.index)  # 0: not recorded
+    for (task, steps), cell in rows.groupby(["task", budgets]):
         margin = declared.margin(task, cell["metric"].iloc[0])
+        cell = evidence.best_rate(cell)[0]
         by = {ratio: seed_values(r) for ratio, r in cell.groupby("length_ratio")}
         if {1.0, 2.0} <= set(by) and margin is not None:
-            entries.append(Entry(task, task, by[1.0], by[2.0], higher_is_better(cell), margin))
+            label = f"{task}, {steps:g} steps" if steps else task
+            entries.append(Entry(task, label, by[1.0], by[2.0], higher_is_better(cell), margin))
     verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES, min_seeds())
     return Claim(
         "Sinusoidal can extrapolate to unseen lengths",

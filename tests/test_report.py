@@ -574,3 +574,22 @@ def test_the_learned_vs_sinusoidal_claim_reads_its_arms_as_the_vaswani_shape_doe
     assert claim.ours.startswith("measured, learned − sinusoidal: lm_prose (tiny, as shape vaswani2017-e reads it): "
                                  "+0.01 [") and "n = 7/7 → comparator not better by δ" in claim.ours
     assert claim.verdict == f"cited: {evidence.NOT_SUPPORTED}; ours: {evidence.NOT_SUPPORTED}"
+
+
+def test_the_extrapolation_claim_reads_each_budget_apart_at_its_chosen_rate(tmp_path):
+    # sinusoidal on lm_prose at 500 steps (two rates; validation prefers 0.027) and, as a comparison's arm, at
+    # 2,000: two entries, never one pool, the 500-step one at 0.027 alone
+    def arm(values_by_ratio, lr, validation_loss, steps):
+        return [{"task": "lm_prose", "encoding": "sinusoidal", "size": "tiny", "seed": seed, "status": "ok",
+                 "metric": "bits_per_char", "higher_is_better": False, "length_ratio": ratio, "value": value, "lr": lr,
+                 "validation_loss": validation_loss, "steps": steps}
+                for ratio, values in values_by_ratio.items() for seed, value in enumerate(values)]
+    rows = (arm({1.0: [2.0] * 7, 2.0: [2.01, 2.02, 2.0, 2.01, 2.02, 2.0, 2.01]}, 0.027, 1.6, 500)
+            + arm({1.0: [2.5] * 7, 2.0: [4.0] * 7}, 0.009, 1.9, 500)
+            + arm({1.0: [1.8] * 7, 2.0: [3.0, 3.1, 3.2, 3.0, 3.1, 3.2, 3.0]}, 0.027, 1.4, 2000))
+    pd.DataFrame(rows).to_csv(tmp_path / "extrapolation.csv", index=False)
+    claim = claims.claim_sinusoidal_extrapolation(load(tmp_path))
+    first, second = claim.ours.split("; ")
+    assert first.endswith("lm_prose, 500 steps: +0.01 [+0.00245, +0.0176] vs δ 0.05, n = 7/7 → "
+                          "comparator not better by δ")
+    assert second.startswith("lm_prose, 2000 steps: +1.29 [") and second.endswith("→ comparator better by more than δ")
