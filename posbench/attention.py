@@ -24,7 +24,11 @@ encodings is only how their logit bias reaches it; :func:`choose_path` names the
                      other than softmax (stick-breaking). Per layer and block of queries the logits
                      ``q·kᵀ/√d`` are materialised (``-inf`` where hidden), the encoding's bias added, and
                      softmax or stick-breaking (:func:`stick_breaking`) turns them into weights for ``v``.
-``flex``             any bias on a CUDA device: FlexAttention (compiled) adds it inside the kernel
+``window``           a decode step (one query, causal, contiguous positions) of a local layer, a bias that is
+                     0 on a window or chunk of keys ending at the query and ``-inf`` before it (the
+                     encoding's ``decode_window``): the query attends those last keys of the cache alone,
+                     unmasked (:class:`WindowMask`); chosen before ``flex`` and the relative and general paths.
+``flex``             any other bias on a CUDA device: FlexAttention (compiled) adds it inside the kernel
                      through a ``score_mod`` that reads the ``(h, 2L − 1)`` table (relative) or the
                      ``(h, L, L)`` bias (general), causality as a block mask, so no mask is copied per
                      block of queries and the fused kernel keeps its memory (a CPU-tuned block path

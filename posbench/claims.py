@@ -103,6 +103,8 @@ def claim_concat_cost(tables: Tables) -> Claim:
 
 # ----- 2. learned vs sinusoidal ------------------------------------------------------------------
 VASWANI = "vaswani2017-e"  # the published shape that reads this claim's arms (posbench/shapes.yaml)
+
+
 def seed_values(rows: pd.DataFrame) -> np.ndarray:
     """Per-seed values of ok rows, in seed order."""
     ok = rows[rows["status"] == "ok"] if "status" in rows.columns else rows
@@ -230,19 +232,18 @@ def claim_alibi_sign(tables: Tables) -> Claim:
 # ----- 7. sinusoidal extrapolation ---------------------------------------------------------------
 def claim_sinusoidal_extrapolation(tables: Tables) -> Claim:
     """Sinusoidal at 2× its training length against itself at 1×: extrapolating means 1× is not better by δ.
-    One entry per task and budget (a comparison's longer-trained arm is its own entry, never pooled with the
-    task's descriptive one), each at the learning rate validation chose where several ran."""
+    One entry per task, model size and budget (a comparison's longer-trained arm is its own entry, never pooled
+    with the task's descriptive one), each at the learning rate validation chose where several ran."""
     rows = tables.ok("extrapolation", "task", "encoding", "metric", "length_ratio", "value")
     rows = rows[(rows["encoding"] == "sinusoidal") & rows["length_ratio"].isin([1.0, 2.0])]
     declared = comparisons.load()
     entries = []
-    budgets = rows["steps"] if "steps" in rows.columns else pd.Series(0, index=rows.index)  # 0: not recorded
-    for (task, steps), cell in rows.groupby(["task", budgets]):
+    for (task, size, steps), cell in rows.groupby(["task", _column(rows, "size", ""), _column(rows, "steps", 0)]):
         margin = declared.margin(task, cell["metric"].iloc[0])
         cell = evidence.best_rate(cell)[0]
         by = {ratio: seed_values(r) for ratio, r in cell.groupby("length_ratio")}
         if {1.0, 2.0} <= set(by) and margin is not None:
-            label = f"{task}, {steps:g} steps" if steps else task
+            label = ", ".join([task, *([size] if size else []), *([f"{steps:g} steps"] if steps else [])])
             entries.append(Entry(task, label, by[1.0], by[2.0], higher_is_better(cell), margin))
     verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES, min_seeds())
     return Claim(
@@ -250,8 +251,14 @@ def claim_sinusoidal_extrapolation(tables: Tables) -> Claim:
         "measured, sinusoidal at 1× − at 2× the training length: "
         + (measured(judged) or "no sinusoidal rows at length ratios 1 and 2 with a declared margin"),
         "", verdict,
-        f"supported when, on every task, the metric at 1× is shown not better than at 2× by the task's declared δ "
-        f"(95 % Welch interval, Holm over tasks, >= {min_seeds()} seeds)")
+        f"supported when, on every task (each size and budget), the metric at 1× is shown not better than at 2× by "
+        f"the task's declared δ (95 % Welch interval, Holm over them, >= {min_seeds()} seeds)")
+
+
+def _column(rows: pd.DataFrame, name: str, missing) -> pd.Series:
+    """``rows[name]`` with ``missing`` where it is empty or absent (a table that does not record it), so a
+    group-by keeps those rows."""
+    return rows[name].fillna(missing) if name in rows.columns else pd.Series(missing, index=rows.index)
 
 
 # ----- 8. information kept -----------------------------------------------------------------------

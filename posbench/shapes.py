@@ -151,7 +151,10 @@ class Declaration:
     sha256: str
 
     def shape(self, shape_id: str) -> Shape:
-        return next(s for s in self.shapes if s.id == shape_id)
+        found = [s for s in self.shapes if s.id == shape_id]
+        if not found:
+            raise KeyError(f"no shape {shape_id!r}; allowed: {', '.join(s.id for s in self.shapes)}")
+        return found[0]
 
     def runs(self, parts: list[str] | str, pilot_seeds: list[int],
              lr_factors: list[float]) -> list[tuple[ArmSpec, float, tuple[int, ...]]]:
@@ -328,13 +331,17 @@ def metric_column(shape: Shape) -> str:
 
 def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmResult:
     """The arm's rows at ``size`` (its task's training length and the size's width), at the seeds the shape
-    reads (:meth:`Shape.read_seeds`) and at its task's own budget (what the shapes preset trains: a run
-    that also holds a comparison's longer-trained arms never sets one arm's 2,000 steps against another's
-    500), at the learning rate validation chose, read at the shape's length and gated at the training length."""
+    reads (:meth:`Shape.read_seeds`; a confirm stage's at the rate its pilot chose) and at its task's own
+    budget (what the shapes preset trains: a run that also holds a comparison's longer-trained arms never
+    sets one arm's 2,000 steps against another's 500), at the learning rate validation chose, read at the
+    shape's length and gated at the training length."""
     cell = results[evidence.cell_rows(results, ArmSpec(shape.task, arm), size)]
-    cell = cell[shape.read_seeds(cell["seed"])]
     if "steps" in cell.columns:
         cell = cell[cell["steps"] == tasks.get(shape.task).steps]
+    pilot_rate = evidence.best_rate(cell[cell["seed"] < fresh_seed()])[1] if shape.confirm else None
+    cell = cell[shape.read_seeds(cell["seed"])]
+    if pilot_rate is not None:  # the confirm stage at the rate its pilot chose: no other run's fresh seeds join it
+        cell = cell[np.isclose(cell["lr"].astype(float), pilot_rate)]
     rows, _, _ = evidence.best_rate(cell)
     ok = rows[rows["status"] == "ok"]
     ratios = ok["length_ratio"].astype(float)

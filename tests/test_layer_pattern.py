@@ -138,7 +138,10 @@ def test_a_decode_step_of_a_local_layer_attends_only_its_window_or_chunk(name, p
     local = net(name, max_len=48, trained_length=16).encoding.local
     query, key = Positions.arange(1, position), Positions.arange(position + 1)
     assert choose_path(local, 1, position + 1, True) == "window"
-    assert "window" not in (choose_path(local, 2, position + 1, True), choose_path(local, 1, position + 1, False))
+    assert "window" not in (choose_path(local, 2, position + 1, True), choose_path(local, 1, position + 1, False),
+                            choose_path(local, 1, position + 1, True, contiguous=False))
+    with configured(force_path="general_dense"):
+        assert choose_path(local, 1, position + 1, True) == "general_dense"
     mask = build_mask(local, query, key, True)
     assert mask.seen == seen
     q, k, v = torch.randn(3, 2, 4, position + 1, 8).unbind()

@@ -558,15 +558,16 @@ def test_no_report_module_judges_it_reads_the_judge_steps_tables():
 
 
 def test_the_learned_vs_sinusoidal_claim_reads_its_arms_as_the_vaswani_shape_does(tmp_path):
-    # the shape's confirm stage (seeds from 100) at 0.027 against its pilot (seeds 0-6) at two rates, and
+    # the shape's confirm stage (seeds from 100) at 0.027, the rate its pilot (seeds 0-6, two rates) chose, and
     # sinusoidal also at 2,000 steps (a comparison's arm): the claim reads the stage's 500-step seeds only
-    def arm(encoding, values, lr, steps=500, first_seed=100):
+    def arm(encoding, values, lr, steps=500, first_seed=100, validation_loss=1.6):
         return [{"task": "lm_prose", "encoding": encoding, "size": "tiny", "seed": seed, "status": "ok",
                  "length_ratio": 1.0, "value": value, "token_accuracy": 0.5, "chance": 4.7, "token_chance": 0.01,
-                 "lr": lr, "validation_loss": 1.6, "steps": steps}
+                 "lr": lr, "validation_loss": validation_loss, "steps": steps}
                 for seed, value in enumerate(values, first_seed)]
-    rows = (arm("learned", [2.2 + 0.01 * k for k in range(7)], 0.027)
-            + arm("learned", [3.0] * 7, 0.009, first_seed=0) + arm("sinusoidal", [2.6] * 7, 0.027, first_seed=0)
+    rows = (arm("learned", [2.2 + 0.01 * k for k in range(7)], 0.027) + arm("learned", [2.5] * 7, 0.027, first_seed=0)
+            + arm("learned", [3.0] * 7, 0.009, first_seed=0, validation_loss=1.9)
+            + arm("sinusoidal", [2.6] * 7, 0.027, first_seed=0)
             + arm("sinusoidal", [2.21 + 0.01 * k for k in range(7)], 0.027)
             + arm("sinusoidal", [1.5] * 7, 0.027, steps=2000))
     pd.DataFrame(rows).to_csv(tmp_path / "extrapolation.csv", index=False)
@@ -590,6 +591,7 @@ def test_the_extrapolation_claim_reads_each_budget_apart_at_its_chosen_rate(tmp_
     pd.DataFrame(rows).to_csv(tmp_path / "extrapolation.csv", index=False)
     claim = claims.claim_sinusoidal_extrapolation(load(tmp_path))
     first, second = claim.ours.split("; ")
-    assert first.endswith("lm_prose, 500 steps: +0.01 [+0.00245, +0.0176] vs δ 0.05, n = 7/7 → "
+    assert first.endswith("lm_prose, tiny, 500 steps: +0.01 [+0.00245, +0.0176] vs δ 0.05, n = 7/7 → "
                           "comparator not better by δ")
-    assert second.startswith("lm_prose, 2000 steps: +1.29 [") and second.endswith("→ comparator better by more than δ")
+    assert second.startswith("lm_prose, tiny, 2000 steps: +1.29 [") and second.endswith("→ comparator better by more "
+                                                                                       "than δ")

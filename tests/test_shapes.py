@@ -175,6 +175,9 @@ def test_a_confirm_stage_is_judged_on_its_fresh_seeds_alone_and_a_pilot_shape_ne
     assert pilot.outcome == shapes.CONTRADICTED
     unrun = judged(confirmed, learned[:6], sinusoidal)
     assert unrun.outcome == shapes.NOT_RUN and unrun.note.startswith("no finished seed of learned; confirm stage")
+    # another run's fresh seeds at a rate the pilot did not choose (a comparison's, say) never join the stage
+    other = rows("lm_prose", "learned", {1: [1.0, 1.0, 1.0]}, lr=0.081, validation_loss=0.5, first_seed=100)
+    assert judged(confirmed, learned + other, sinusoidal).arms[0].values.tolist() == [2.2, 2.21, 2.22]
 
 
 def test_the_confirm_stage_trains_each_arm_at_its_declared_factor_and_fresh_seeds():

@@ -26,7 +26,7 @@ VECTOR_OR_ROTATION = Targets(1.05, 1.10)  # an input vector, or a rotation of q 
 LOGIT_BIAS = Targets(1.25, 1.10)  # a bias added to every head's logits: within 25 %
 PAIRWISE_MLP = Targets(2.0, 2.0)  # FIRE: an MLP over every (query, key) pair's distance: within 2×
 TWICE_WIDE_SCORES = Targets(2.0, 1.5)  # PoPE: q·kᵀ (values padded to it) and the key cache at twice the head width
-LOCAL_LAYERS = Targets(1.25, 1.10)  # a layer pattern: a window or chunk mask in 3 of 4 layers, as a logit bias
+LOCAL_LAYERS = Targets(1.25, 1.10)  # a layer pattern: a window or chunk mask in 3 of 4 layers (decoding: its keys)
 # The fourth hook (position from content), written before the first measurement: per layer it materialises
 # the logits of each causal block and runs a dozen elementwise passes over them (sigmoid, a reversed
 # cumulative sum, two gathers, the interpolation) where none's fused kernel never writes a logit, plus q·e
