@@ -132,9 +132,8 @@ def claim_learned_vs_sinusoidal(tables: Tables) -> Claim:
     or also trains a comparison's longer arm would otherwise set one arm's mixture against the other's."""
     shape = shapes.load().shape(VASWANI)
     results = tables.get("extrapolation")
-    sizes = sorted(set(results.loc[results["task"] == shape.task, "size"].dropna())) if "size" in results else []
     entries = []
-    for size in sizes:
+    for size in shapes.sizes_with_results(results, shape.task):
         learned, sinusoidal = (shapes.arm_result(results, shape, arm, size).values for arm in ("learned", "sinusoidal"))
         if len(learned) and len(sinusoidal):
             label = f"{shape.task} ({size}, as shape {shape.id} reads it)"

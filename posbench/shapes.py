@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from posbench import encodings, evidence, metrics, tasks
+from posbench import comparisons, encodings, evidence, metrics, tasks
 from posbench.comparisons import ArmSpec
 
 PATH = Path(__file__).with_name("shapes.yaml")
@@ -128,7 +128,7 @@ class Shape:
 
     def read_seeds(self, seeds: pd.Series) -> pd.Series:
         """Which of a table's ``seeds`` this shape reads: its confirm stage's, else the pilot's."""
-        return seeds.isin(self.confirm.seed_list()) if self.confirm else seeds < fresh_seed()
+        return seeds.isin(self.confirm.seed_list()) if self.confirm else pilot_seeds(seeds)
 
 
 def trained_encodings(arms: tuple[str, ...]) -> list[str]:
@@ -139,9 +139,19 @@ def trained_encodings(arms: tuple[str, ...]) -> list[str]:
 @functools.cache
 def fresh_seed() -> int:
     """The first seed no pilot uses: the comparisons' first deciding seed (posbench/comparisons.yaml)."""
-    from posbench import comparisons
-
     return comparisons.load().seed_rule.first_seed
+
+
+def pilot_seeds(seeds: pd.Series) -> pd.Series:
+    """Which of ``seeds`` a pilot trains: those below :func:`fresh_seed`."""
+    return seeds < fresh_seed()
+
+
+def sizes_with_results(results: pd.DataFrame, task: str) -> list[str]:
+    """The model sizes ``results`` holds rows of ``task`` at, sorted; none for a table without them."""
+    if not len(results) or "size" not in results:
+        return []
+    return sorted(set(results.loc[results["task"] == task, "size"].dropna()))
 
 
 @dataclass(frozen=True)
@@ -338,7 +348,7 @@ def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmR
     cell = results[evidence.cell_rows(results, ArmSpec(shape.task, arm), size)]
     if "steps" in cell.columns:
         cell = cell[cell["steps"] == tasks.get(shape.task).steps]
-    pilot_rate = evidence.best_rate(cell[cell["seed"] < fresh_seed()])[1] if shape.confirm else None
+    pilot_rate = evidence.best_rate(cell[pilot_seeds(cell["seed"])])[1] if shape.confirm else None
     cell = cell[shape.read_seeds(cell["seed"])]
     if pilot_rate is not None:  # the confirm stage at the rate its pilot chose: no other run's fresh seeds join it
         cell = cell[np.isclose(cell["lr"].astype(float), pilot_rate)]
@@ -433,8 +443,7 @@ def judge(declaration: Declaration, results: pd.DataFrame) -> list[Judged]:
     """Every shape at every model size its task has results for; a shape whose task has none: not run."""
     judged = []
     for shape in declaration.shapes:
-        sizes = sorted(set(results.loc[results["task"] == shape.task, "size"].dropna())) if len(results) else []
-        judged += [judge_shape(shape, results, size) for size in sizes] or [
+        judged += [judge_shape(shape, results, size) for size in sizes_with_results(results, shape.task)] or [
             Judged(shape, "", NOT_RUN, note=f"no results on {shape.task}{_pending(shape)}")]
     return judged
 
