@@ -460,8 +460,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
         return attend(q, k, padded, mask, causal, layer)[..., :d_head]
     if mask is None:
         q_len, k_len = q.shape[-2], k.shape[-2]
+        if causal and q_len == 1:  # one query after a cache (a decode step) sees every key: no mask to build
+            return F.scaled_dot_product_attention(q, k, v)
         if causal and q_len != k_len:  # queries after a cache: SDPA's is_causal aligns top-left, they sit bottom-right
             sees = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=None if q_len == 1 else sees)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=sees)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return mask.attend(q, k, v, layer)

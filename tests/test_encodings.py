@@ -4,12 +4,14 @@ import math
 
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from posbench import encodings
 from posbench.encodings import PositionalEncoding
 from posbench.encodings.alibi import alibi_slopes
 from posbench.encodings.grid import Rope2D, Sinusoidal2D
 from posbench.encodings.t5 import relative_position_bucket
+from posbench.flops import TORCH_FORMULAS
 from posbench.positions import Positions
 
 P = Positions.arange
@@ -980,6 +982,23 @@ def test_p_rope_turns_its_pairs_as_rope_and_leaves_the_slowest_unturned(float64)
     torch.testing.assert_close(build("rope_p50", d_model=64, n_heads=2).angles.inv_freq,
                                10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16))
     assert half.extra_repr() == "d_model=64, n_heads=2, max_len=64, base=10000, rotated=16, ladder=32"
+
+
+@pytest.mark.parametrize("name", ["rope_p50", "p_rope", "p_rope_25"])
+def test_a_partial_rotation_multiplies_the_whole_head_by_turns_of_one_on_its_passing_pairs(name):
+    """One complex multiply over every pair of a head (no split and join): the rows are ``(L, d_head/2)``, exactly
+    1 after the rotated pairs, and the counted work is RoPE's over the whole head, as the counter sees it."""
+    partial, full = build(name, d_model=64, n_heads=2), build("rope", d_model=64, n_heads=2)
+    query_rows, key_rows = partial.rows(P(40))
+    pairs = partial.rotated // 2
+    assert query_rows.shape == key_rows.shape == (40, 16)
+    assert torch.equal(query_rows[:, pairs:], torch.ones(40, 16 - pairs, dtype=torch.complex64))
+    assert partial.rotation_flops(3, 40, "train") == full.rotation_flops(3, 40, "train") == 2 * 3 * 3 * 40 * 64 * 2
+    q, k = torch.randn(2, 2, 40, 32), torch.randn(2, 2, 40, 32)
+    counter = FlopCounterMode(display=False, custom_mapping=TORCH_FORMULAS)
+    with torch.no_grad(), counter:
+        partial.rotate(q, k, P(40))
+    assert counter.get_total_flops() == partial.rotation_flops(2, 40, "infer") == 2 * 3 * 2 * 40 * 64
 
 
 def test_p_rope_scales_the_full_width_ladder_and_keeps_its_top(float64):

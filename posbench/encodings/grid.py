@@ -16,7 +16,7 @@ import torch
 from posbench.encodings.absolute import AbsoluteEncoding, sinusoid_table
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
-from posbench.encodings.rope import ROPE_BASE, RotaryAngles, rotate_leading
+from posbench.encodings.rope import ROPE_BASE, RotaryAngles, rotate_heads
 from posbench.positions import Positions, once_per_positions
 
 
@@ -85,7 +85,7 @@ class Rope2D(GridMixin, PositionalEncoding):
         return turns, turns
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_leading(q, k, *self.rows(positions))
+        return rotate_heads(q, k, *self.rows(positions))
 
 
 register("sinusoidal_2d")(Sinusoidal2D)

@@ -10,8 +10,8 @@ same frequencies.
 ``rope``'s ``rotary_fraction`` (HF's ``partial_rotary_factor``) differs: it lays a whole ladder, from
 ``base^0`` down to ``base^(-(r-2)/r)``, over the ``r`` rotated dimensions, so its slowest pair turns
 about as slowly as full RoPE's. Here the slowest kept pair turns at ``base^(-2(k-1)/d_head)``, far
-faster. The rotation itself is RoPE's (:func:`~posbench.encodings.rope.rotate_leading` on the first
-``2k`` dimensions of each head); only the ladder differs.
+faster. The rotation itself is RoPE's (:func:`~posbench.encodings.rope.rotate_heads`: the first ``2k``
+dimensions of each head turn, the rest are multiplied by 1); only the ladder differs.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import torch
 from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import build, register
-from posbench.encodings.rope import rotate_leading
+from posbench.encodings.rope import rotate_heads
 from posbench.positions import IMAGE, Positions
 
 ALLOWED = ("two input encodings with the same combine and widths (e.g. sinusoidal + sinusoidal_2d), "
@@ -101,8 +101,8 @@ class PerModalityRotary(PerModality):
             return self.image.rotate(q, k, positions)
         text, image, is_image = self.split(positions)
         (text_query, text_key), (image_query, image_key) = self.text.rows(text), self.image.rows(image)  # (L, pairs)
-        return rotate_leading(q, k, torch.where(is_image, image_query, text_query),
-                              torch.where(is_image, image_key, text_key))
+        return rotate_heads(q, k, torch.where(is_image, image_query, text_query),
+                            torch.where(is_image, image_key, text_key))
 
 
 def per_modality(d_model: int, n_heads: int, max_len: int, causal: bool = False, *, text: str, image: str,
