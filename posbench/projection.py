@@ -11,8 +11,9 @@ What it reads
 * What an encoding adds, from the registry alone (:func:`position_work`): the encoding is built on the
   meta device at the shape's width, heads and context, and its :class:`~posbench.encodings.base.Traits`
   and hooks say the rest — the widths (a naive concat widens the residual stream), the dimensions its
-  rotation turns (:attr:`rotated_width`), its own parameters, the tables it holds (its buffers: a
-  sinusoid table, rotation angles, ALiBi's penalties) and its logit bias. A logit bias with trained
+  rotation multiplies (its ``rotation_flops``: a partial rotation's whole head), its own parameters, the
+  tables it holds (its buffers: a sinusoid table, rotation angles, ALiBi's penalties, T5's bucket of each
+  offset, integers at their own width) and its logit bias. A logit bias with trained
   parameters (T5, FIRE, KERPLE) is materialised as one ``(h, L_q, L_k)`` tensor per forward, shared by
   the layers (as T5 implementations do, and as a kernel must for a learned function); a fixed one
   (ALiBi) is applied inside the attention kernel from per-head slopes (flash-attention's
@@ -187,7 +188,8 @@ class PositionWork:
     width: int  # residual stream (d + d_p for a naive concat)
     token_width: int  # the token embedding's
     parameters: int  # the encoding's own
-    table_elements: int  # the tensors it holds (buffers) at the context
+    table_elements: int  # the float tensors it holds (buffers) at the context, stored in the model's dtype
+    index_bytes: int  # the integer tensors it holds (T5's bucket of each offset), at their own width
     materialised_bias: bool  # a trained logit bias: an (h, L_q, L_k) tensor per forward
     adds_input: bool  # E + P at the input
 
@@ -196,8 +198,9 @@ class PositionWork:
         return attention.bias_kind(self.encoding) is not None
 
     def rotated(self, shape: Shape) -> tuple[int, int]:
-        """Dimensions turned per token in q (all heads) and k (the kv heads only)."""
-        q = self.encoding.rotated_width
+        """Dimensions turned per token in q (all heads) and k (the kv heads only): what the encoding's rotation
+        multiplies, 3 FLOPs an element (RoPE's family: the whole head, its passing pairs turned by 1)."""
+        q = self.encoding.rotation_flops(1, 1, "infer") // (2 * 3)
         return q, q * shape.num_key_value_heads // shape.num_attention_heads
 
     def bias_flops(self, q_len: int, k_len: int) -> int:
@@ -232,7 +235,9 @@ def position_work(name: str, shape: Shape, context: int) -> PositionWork:
     traits = encoding.traits
     return PositionWork(name=name, encoding=encoding, width=encoding.model_width, token_width=encoding.token_width,
                         parameters=sum(p.numel() for p in encoding.parameters()),
-                        table_elements=sum(b.numel() for b in encoding.buffers()),
+                        table_elements=sum(b.numel() for b in encoding.buffers() if b.is_floating_point()),
+                        index_bytes=sum(b.numel() * b.element_size() for b in encoding.buffers()
+                                        if not b.is_floating_point()),
                         materialised_bias=traits.hook == "logits" and traits.trained,
                         adds_input=traits.combine == "add")
 
@@ -362,7 +367,7 @@ def position_bytes(shape: Shape, work: PositionWork, context: int, dtype: str = 
     """The position tensors the encoding materialises at ``context``: its tables, and a materialised
     bias's ``(h, L, L)`` tensor in a prefill of ``context`` tokens."""
     bias = shape.num_attention_heads * context * context if work.materialised_bias else 0
-    return (work.table_elements + bias) * TORCH_DTYPES[dtype].itemsize
+    return (work.table_elements + bias) * TORCH_DTYPES[dtype].itemsize + work.index_bytes
 
 
 # ----- one projection ----------------------------------------------------------------------------

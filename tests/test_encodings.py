@@ -511,6 +511,33 @@ def test_t5_family_options_reach_the_buckets(causal):
     assert max(buckets.values()) == 15
 
 
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("num_buckets, max_distance", [(8, 5), (10, 300), (64, 200), (4, 3)])
+def test_t5_bucket_table_equals_the_rule_for_every_offset_inside_and_beyond_it(causal, num_buckets, max_distance):
+    """The bucket of each offset is read from a table of ±max_distance: against the reference rule on ±400."""
+    enc = encodings.build("t5", d_model=32, n_heads=2, max_len=401, causal=causal, num_buckets=num_buckets,
+                          max_distance=max_distance)
+    buckets = bucket_of_each_offset(enc, 401)
+    assert buckets == {offset: reference_t5_bucket(offset, not causal, num_buckets, max_distance)
+                       for offset in buckets}
+    assert enc.bucket_of_offset.shape == (2 * max_distance + 1,)
+    assert "bucket_of_offset" not in enc.state_dict()  # rebuilt from the options: checkpoints are unchanged
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"num_buckets": 1, "causal": True}, r"^num_buckets must be an integer >= 2 .*got 1$"),
+    ({"num_buckets": 3, "causal": False}, r"^num_buckets must be an integer >= 4 .*got 3$"),
+    ({"max_distance": 16, "causal": True}, r"^max_distance must be an integer > 16, the exact distances of 32 "
+                                            r"buckets, got 16$"),
+    ({"max_distance": 8, "causal": False}, r"^max_distance must be an integer > 8, .*got 8$"),
+    ({"max_distance": 100.0, "causal": True}, r"^max_distance must be an integer > 16, .*got 100.0$")])
+def test_t5_options_without_a_log_range_fail_in_one_line_naming_the_key(options, message):
+    """``max_distance`` within the exact distances made negative buckets (log of a ratio below 1) or divided
+    by zero; no exact bucket divided by zero: each is refused in one line."""
+    with pytest.raises(ValueError, match=message):
+        encodings.build("t5", d_model=32, n_heads=2, max_len=64, **options)
+
+
 @pytest.mark.parametrize("name, std", [("t5", 0.02), *[(name, 1.0) for name in encodings.names()
                                                         if name.startswith("learned")]])
 def test_learned_position_parameters_start_at_their_scale(name, std):

@@ -70,7 +70,8 @@ def test_what_each_encoding_materialises_follows_its_traits():
     bytes_of = {name: projection.position_bytes(LLAMA_3_8B, projection.position_work(name, LLAMA_3_8B, context),
                                                 context) for name in ("none", "t5", "fire", "alibi", "rope")}
     assert bytes_of["none"] == 0
-    assert bytes_of["t5"] == bytes_of["fire"] == heads * context**2 * 2  # a trained bias: (h, L, L) in bf16
+    assert bytes_of["fire"] == heads * context**2 * 2  # a trained bias: (h, L, L) in bf16
+    assert bytes_of["t5"] == heads * context**2 * 2 + (2 * 128 + 1) * 8  # and its bucket of each offset, int64
     assert bytes_of["alibi"] == (heads + heads * (2 * context - 1)) * 2  # slopes and its penalty table
     assert bytes_of["rope"] == context * 64 * 2 * 2  # angle turns: (L, d_head / 2, 2)
 

@@ -43,13 +43,27 @@ class T5Bias(PositionalEncoding):
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  num_buckets: int = 32, max_distance: int = 128):
         super().__init__(d_model, n_heads, max_len, causal)
+        exact = num_buckets // (1 if causal else 2) // 2  # distances with a bucket each, per direction
+        if not isinstance(num_buckets, int) or exact < 1:
+            raise ValueError(f"num_buckets must be an integer >= {2 if causal else 4} (one exact distance per "
+                             f"direction at least), got {num_buckets!r}")
+        if not isinstance(max_distance, int) or max_distance <= exact:
+            raise ValueError(f"max_distance must be an integer > {exact}, the exact distances of {num_buckets} "
+                             f"buckets, got {max_distance!r}")
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.bias = nn.Embedding(num_buckets, n_heads)  # (buckets, h)
         nn.init.normal_(self.bias.weight, std=0.02)
+        offsets = torch.arange(-max_distance, max_distance + 1)  # every bucket saturates from ±max_distance on
+        self.register_buffer("bucket_of_offset", relative_position_bucket(offsets, not causal, num_buckets,
+                                                                          max_distance), persistent=False)
 
     def relative_bias(self, offsets: torch.Tensor, max_distance: int) -> torch.Tensor:
-        buckets = relative_position_bucket(offsets, not self.causal, self.num_buckets, self.max_distance)
+        """The bucket of each offset read from a table of the offsets ±``max_distance`` (the family option),
+        built once: a decode step's row is a gather, where the bucket rule is a dozen passes over every key."""
+        if max_distance > self.max_distance:  # the host bound says some offsets lie beyond the table
+            offsets = offsets.clamp(-self.max_distance, self.max_distance)
+        buckets = self.bucket_of_offset[offsets + self.max_distance]
         return self.bias.weight.t()[:, buckets]  # (h, *offsets.shape)
 
     def extra_repr(self) -> str:
