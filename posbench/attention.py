@@ -24,6 +24,11 @@ encodings is only how their logit bias reaches it; :func:`choose_path` names the
                      other than softmax (stick-breaking). Per layer and block of queries the logits
                      ``q·kᵀ/√d`` are materialised (``-inf`` where hidden), the encoding's bias added, and
                      softmax or stick-breaking (:func:`stick_breaking`) turns them into weights for ``v``.
+``carried``          a decode step (one causal query after a cache) of an encoding whose cached keys each token
+                     rewrites (PaTH: the keys carried through the new token's ``H``): the encoding rewrites
+                     the cached keys in place (``carry_keys``), after which its logits are the plain ``q·kᵀ``,
+                     so the step is one SDPA call with no mask and no materialised logits
+                     (:class:`CarriedKeysMask`).
 ``window``           a decode step (one query, causal, contiguous positions) of a local layer, a bias that is
                      0 on a window or chunk of keys ending at the query and ``-inf`` before it (the
                      encoding's ``decode_window``): the query attends those last keys of the cache alone,
@@ -67,7 +72,7 @@ from posbench.encodings.base import LayerInput, PositionalEncoding
 from posbench.positions import Positions
 
 PATHS = ("is_causal", "unmasked", "relative", "general_dense", "general_blocked", "flex", "contextual_bias",
-         "contextual_logits", "window")
+         "contextual_logits", "carried", "window")
 FORCEABLE_PATHS = ("relative", "general_dense", "general_blocked", "flex")
 MASK_PATHS = ("relative", "general_dense", "general_blocked")  # the SDPA paths with a float mask
 CONTEXTUAL_PATHS = ("contextual_bias", "contextual_logits")  # the fourth hook's, per layer
@@ -125,7 +130,7 @@ def choose_path(encoding, q_len: int, k_len: int, causal: bool, dtype: torch.dty
     This is the function the model itself uses, so profiling can record which path ran.
     """
     if encoding.hook == "contextual":
-        return contextual_path(encoding)
+        return contextual_path(encoding, q_len, k_len, causal)
     kind = bias_kind(encoding)
     if kind is None:
         return "is_causal" if causal else "unmasked"
@@ -158,12 +163,22 @@ def layer_paths(model, q_len: int, k_len: int, dtype: torch.dtype = torch.float3
     return ",".join(dict.fromkeys(paths))
 
 
-def contextual_path(encoding) -> str:
+def contextual_path(encoding, q_len: int, k_len: int, causal: bool) -> str:
     """A softmax over logits plus a bias from the layer's input goes through SDPA with the bias as its mask;
-    a bias that reads the logits themselves, or weights that are not a softmax, need the logits materialised."""
+    a bias that reads the logits themselves, or weights that are not a softmax, need the logits materialised,
+    unless the encoding carries its cached keys (a decode step of one causal query after a cache): then the
+    plain logits are its own."""
+    if causal and q_len == 1 and k_len > 1 and carries_keys(encoding):
+        return "carried"
     if encoding.reads == "input" and encoding.attention == "softmax":
         return "contextual_bias"
     return "contextual_logits"
+
+
+def carries_keys(encoding) -> bool:
+    """Whether the encoding rewrites a decode step's cached keys so that the plain logits are its own (it
+    implements ``carry_keys``): read from the class."""
+    return type(encoding).carry_keys is not PositionalEncoding.carry_keys
 
 
 def mask_future(bias: torch.Tensor, q_start: int) -> torch.Tensor:
@@ -302,6 +317,20 @@ class WindowMask(Mask):
         return F.scaled_dot_product_attention(q, k[..., -self.seen:, :], v[..., -self.seen:, :])  # (B, h, 1, d)
 
 
+class CarriedKeysMask(Mask):
+    """A decode step of an encoding that carries its cached keys (PaTH): the encoding rewrites them in the cache,
+    in place, through the new token (:meth:`~posbench.encodings.base.PositionalEncoding.carry_keys`), and the one
+    query attends every key by SDPA, unmasked: the cached keys are then what its logits need, and its own key
+    is last, as it is. Before, the step materialised the logits, built the carried keys as a new tensor and
+    copied them into a new buffer (P7: PaTH 2.2× none's step at 1,024 cached tokens)."""
+
+    path = "carried"
+
+    def attend(self, q, k, v, layer=None):
+        self.encoding.carry_keys(k, layer)  # k (B, h, T + 1, d): the first T rewritten in the cache's buffer
+        return F.scaled_dot_product_attention(q, k, v)  # (B, h, 1, d)
+
+
 class FlexMask(Mask):
     """The bias added inside FlexAttention's kernel by a ``score_mod``; causality as a block mask."""
 
@@ -423,7 +452,7 @@ def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor
 
 
 MASKS = {mask.path: mask for mask in (GeneralDenseMask, GeneralBlockedMask, RelativeMask, WindowMask, FlexMask,
-                                      ContextualBiasMask, ContextualLogitsMask)}
+                                      ContextualBiasMask, ContextualLogitsMask, CarriedKeysMask)}
 
 
 def build_mask(encoding, query: Positions, key: Positions, causal: bool,

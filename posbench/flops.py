@@ -16,6 +16,7 @@ The convention
 --------------
 * FLOPs = 2 × multiply-adds for every matmul: the q/k/v and output projections, ``q·kᵀ``,
   ``attn·v``, the feed-forward, the output head and (patch inputs) the patch embedding.
+* ``baddbmm`` (``input + α · a @ b``, PaTH's decode step): its matmul and one add per output element.
 * Floating-point elementwise arithmetic between two tensors (``add``, ``sub``, ``mul``) costs one
   FLOP per real output element; a complex multiply costs 6 (4 real multiplies, 2 adds), a complex
   add 2. In this model that is exactly the encoding's own work (the embedding add ``E + P``, RoPE's
@@ -292,6 +293,13 @@ def _attention_flops(q_shape, k_shape, v_shape, bias_shape) -> int:
     return _attention_matmul_flops(q_shape, k_shape, v_shape) + (logits if _is_tensor(bias_shape) else 0)
 
 
+def _baddbmm_flops(a_shape, b_shape) -> int:
+    """``input + α · a @ b`` of ``(b, n, k)`` and ``(b, k, m)``: the batched matmul and one add per output element
+    (the scale by a constant ``α`` is free)."""
+    batch, n, k = a_shape
+    return 2 * batch * n * k * b_shape[-1] + batch * n * b_shape[-1]
+
+
 def _elementwise_flops(a_shape, b_shape, out_shape, per_element: int) -> int:
     """``per_element`` FLOPs per output element when both operands are tensors; a constant operand is free."""
     return math.prod(out_shape) * per_element if _is_tensor(a_shape) and _is_tensor(b_shape) else 0
@@ -335,6 +343,8 @@ _aten = torch.ops.aten
 TORCH_FORMULAS = {
     **{getattr(_aten, name + inplace): _torch_elementwise(name)
        for name in ELEMENTWISE_OPS for inplace in ("", "_")},
+    _aten.baddbmm: lambda input, a, b, *args, out_shape=None, **kwargs: _baddbmm_flops(a, b),
+    _aten.baddbmm_: lambda input, a, b, *args, out_shape=None, **kwargs: _baddbmm_flops(a, b),
     **{op: _torch_attention for op in (
         _aten._scaled_dot_product_flash_attention_for_cpu, _aten._scaled_dot_product_flash_attention,
         _aten._scaled_dot_product_efficient_attention, _aten._scaled_dot_product_cudnn_attention)},
@@ -390,6 +400,8 @@ FVCORE_HANDLES = {
         ("aten::matmul", matmul_flop_jit), ("aten::mm", matmul_flop_jit), ("aten::linear", linear_flop_jit))},
     **{f"aten::{name}{inplace}": _fvcore_elementwise(name) for name in ELEMENTWISE_OPS for inplace in ("", "_")},
     "aten::scaled_dot_product_attention": _fvcore_attention,
+    **{f"aten::baddbmm{inplace}": lambda inputs, outputs: _baddbmm_flops(get_shape(inputs[1]), get_shape(inputs[2]))
+       for inplace in ("", "_")},
 }  # complete: fvcore's defaults are cleared first, which drops its layer-norm count
 
 

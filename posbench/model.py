@@ -111,8 +111,9 @@ class KVCache:
 
     A contextual encoding keeps what it derives from each token per layer in ``states`` (FoX: the
     cumulative forget gates), token axis last, so that truncating the cache truncates them too. One
-    whose cached keys change as tokens arrive (PaTH, ``rewrites_cache``) replaces them (:meth:`rewrite_keys`):
-    no earlier state is kept, so such a cache refuses to be cut back to a shorter one.
+    whose cached keys change as tokens arrive (PaTH, ``rewrites_cache``) replaces them (:meth:`rewrite_keys`) or
+    rewrites them in place (:meth:`keys_carried`): no earlier state is kept, so such a cache refuses to be cut
+    back to a shorter one.
     """
 
     keys: list[torch.Tensor | None]  # per layer (B, h, T, d_head); PoPE: 2 · d_head
@@ -130,16 +131,20 @@ class KVCache:
     def __len__(self) -> int:
         return 0 if self.positions is None else len(self.positions)
 
-    def truncate(self, length: int) -> None:
-        """Forget every token after the first ``length`` (views: nothing is copied)."""
-        if self.rewritten and 0 < length < len(self):
+    def truncate(self, length: int, carried: bool = False) -> None:
+        """Forget every token after the first ``length`` (views: nothing is copied). ``carried``: cut back a cache
+        whose keys later tokens rewrote anyway, its keys as they were carried and its states whole (a rewriting
+        encoding's are not per token): a cache of the same length, not of the same tokens, for timing the same
+        work step after step (:func:`posbench.profile.decode_step`)."""
+        if self.rewritten and not carried and 0 < length < len(self):
             raise ValueError(f"cannot truncate to {length} tokens: later tokens rewrote the cached keys "
                              f"(an encoding with rewrites_cache); allowed: 0 or {len(self)}")
         self.rewritten = self.rewritten and length > 0
         self.keys = [None if k is None else k[..., :length, :] for k in self.keys]
         self.values = [None if v is None else v[..., :length, :] for v in self.values]
         self.positions = None if self.positions is None else self.positions[:length]
-        self.states = [{name: t[..., :length] for name, t in state.items()} for state in self.states]
+        if not carried:
+            self.states = [{name: t[..., :length] for name, t in state.items()} for state in self.states]
 
     def nbytes(self) -> int:
         """Memory the cache holds, all layers: its buffers (the views of a cache built without them)."""
@@ -160,6 +165,10 @@ class KVCache:
         through the tokens that arrived since (PaTH's state)."""
         self.keys[layer] = k
         self.buffers.pop(("keys", layer), None)  # k is a tensor of its own: the next append moves it to a new buffer
+        self.rewritten = True
+
+    def keys_carried(self) -> None:
+        """The cached keys were rewritten in place by a later token (PaTH's carried decode step)."""
         self.rewritten = True
 
     def extend_state(self, layer: int, name: str, new: torch.Tensor) -> torch.Tensor:

@@ -27,12 +27,13 @@ than its device holds, the estimate as the reason.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
 import torch
@@ -406,38 +407,58 @@ def make_step(model: torch.nn.Module, config: ProfileConfig):
 
 
 def decode_step(model: torch.nn.Module, prompt: torch.Tensor):
-    """Generation's unit of work: the prompt ``(B, L)`` is prefilled into a KV cache once (untimed); a
-    step feeds one more token at position L and then cuts the cache back to the L prompt tokens, so
-    every timed step sees the same context. A cache that cannot be cut back (its encoding ``rewrites_cache``:
-    PaTH carries the cached keys through each new token) is left as prefilled: each step runs on a shallow
-    copy of it (new lists of the same tensors, nothing copied)."""
+    """Generation's unit of work: the prompt ``(B, L)`` is prefilled into a KV cache once (untimed); a step feeds
+    one token at position L (the prompt's tokens in turn, its last first) and then cuts the cache back to the L
+    prompt tokens, so every timed step sees the same context length and does the same work.
+
+    A cache whose keys each token rewrites (its encoding ``rewrites_cache``: PaTH carries every cached key through
+    the token's ``H``, in place) is cut back with its keys as carried: a context of L keys, though not the
+    prompt's. Every L steps it goes back to the prefill's keys and states, before keys carried on and on shrink
+    towards subnormal numbers, whose arithmetic is far slower on a CPU. So the first step, and every L-th after
+    it, is the full forward's next token for every encoding; the copy back is one step in L (none in a bench of
+    fewer rounds)."""
     model.eval()
-    cache = KVCache.empty(model.cfg.n_layers, reserve=prompt.shape[1] + 1)  # the prompt and the step's token
+    length = prompt.shape[1]
+    cache = KVCache.empty(model.cfg.n_layers, reserve=length + 1)  # the prompt and the step's token
     with torch.inference_mode():
         model(prompt, cache=cache)
-    context = len(cache)
-    next_token = prompt[:, -1:]  # (B, 1)
     rewrites = model.encoding.rewrites_cache
+    prefill = (CacheContents.of(cache) if rewrites else None)
+    steps = itertools.count()
 
     def step():
-        current = unchanged(cache) if rewrites else cache
+        count = next(steps)
+        if rewrites and count and count % length == 0:
+            prefill.restore(cache)
+        token = prompt.narrow(1, (count - 1) % length, 1)  # (B, 1)
         with torch.inference_mode():
-            logits = model(next_token, cache=current)  # (B, 1, vocab)
-        if not rewrites:
-            cache.truncate(context)
+            logits = model(token, cache=cache)  # (B, 1, vocab)
+        cache.truncate(length, carried=rewrites)
         return logits
 
     step.cache = cache
     return step
 
 
-def unchanged(cache: KVCache) -> KVCache:
-    """A cache that a forward pass extends (and an encoding may rewrite) without changing ``cache``: its lists
-    and its map of buffers new, its tensors shared. A pass replaces the keys it rewrites and writes its new
-    entries past the ``T`` cached ones (:meth:`~posbench.model.KVCache.extend`), so ``cache``'s own stay as
-    prefilled."""
-    return replace(cache, keys=list(cache.keys), values=list(cache.values),
-                   states=[dict(state) for state in cache.states], buffers=dict(cache.buffers))
+@dataclass(frozen=True)
+class CacheContents:
+    """A copy of a cache's keys and states, to put back into it in place."""
+
+    keys: list[torch.Tensor | None]
+    states: list[dict[str, torch.Tensor]]
+
+    @classmethod
+    def of(cls, cache: KVCache) -> CacheContents:
+        with torch.inference_mode():
+            return cls([None if k is None else k.clone() for k in cache.keys],
+                       [{name: t.clone() for name, t in state.items()} for state in cache.states])
+
+    def restore(self, cache: KVCache) -> None:
+        with torch.inference_mode():
+            for cached, saved in zip(cache.keys, self.keys):
+                if saved is not None:
+                    cached.copy_(saved)
+        cache.states = [dict(state) for state in self.states]  # the encoding replaces a state, never writes into it
 
 
 def measure_memory(step, device: torch.device, nvml: measure.Nvml | None, context: int | None) -> dict:

@@ -1,10 +1,12 @@
 """The fourth hook (position from content): CoPE, FoX, stick-breaking and PaTH attention against written-out loop
 references that follow their public implementations, through the model's own attention paths."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
+from fvcore.nn import FlopCountAnalysis
 
 import posbench
 from posbench import KVCache, attention, encodings, flops
@@ -254,9 +256,24 @@ def test_path_decodes_as_the_full_forward_and_its_cache_cannot_be_truncated(monk
     torch.testing.assert_close(again, full[:, :9], atol=1e-5, rtol=0)
 
 
-def test_a_path_decode_step_is_counted_by_formula_and_its_flops_at_full_length():
-    """The torch counter sees one cached step exactly as ``decode_flops`` has it (the key state's rank-one update
-    included); PaTH's chunked count is not quadratic in L, so count_flops never extrapolates it."""
+class PathStep(torch.nn.Module):
+    """One token after a filled cache, on a shallow copy of it (its lists and maps new, its tensors shared)."""
+
+    def __init__(self, model, cache):
+        super().__init__()
+        self.model, self.cache = model, cache
+
+    def forward(self, tokens):
+        cache = dataclasses.replace(self.cache, keys=list(self.cache.keys), values=list(self.cache.values),
+                                    states=[dict(state) for state in self.cache.states],
+                                    buffers=dict(self.cache.buffers))
+        return self.model(tokens, cache=cache)
+
+
+def test_a_path_decode_step_is_counted_by_formula_by_both_counters_and_its_flops_at_full_length():
+    """fvcore and the torch counter see one cached step exactly as ``decode_flops`` has it (the carried path: the
+    cached keys' rank-one update, one ``baddbmm`` per layer); PaTH's chunked count is not quadratic in L, so
+    count_flops never extrapolates it."""
     from posbench.flops import count_flops, decode_flops
 
     torch.manual_seed(0)
@@ -265,17 +282,61 @@ def test_a_path_decode_step_is_counted_by_formula_and_its_flops_at_full_length()
     cache = KVCache.empty(2)
     with torch.no_grad():
         model(torch.randint(23, (2, 36)), cache=cache)
+    step, token = PathStep(model, cache), torch.randint(23, (2, 1))
+    assert attention.layer_paths(model, 1, 37) == "carried"
     counter = torch.utils.flop_counter.FlopCounterMode(display=False, custom_mapping=flops.TORCH_FORMULAS)
     with torch.no_grad(), counter:
-        model(torch.randint(23, (2, 1)), cache=cache)
+        step(token)
+    analysis = FlopCountAnalysis(step, (token,)).clear_op_handles().set_op_handle(**flops.FVCORE_HANDLES)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    with torch.no_grad():
+        fvcore = int(analysis.total())
     terms = decode_flops(model, 2, 36)
-    # per layer: 2 maps (2·B·d·(64 + h)), the convolution (5·B·d), w's normalisation (2·B·d), the chunk of one
-    # token (β·w, five (1, 1, 20) and two (1, 1, 1) matmuls, two subtractions of 20, the state's logits and their
-    # subtraction over 36 keys, the carry: 2·20 and 4·36·20 thin matmuls, two subtractions), the bias add per key
-    chunk = 2 * (5 * 20 + 2 + 36 * 20) + 2 * 20 + 36 + 2 * 20 + 4 * 36 * 20 + 20 + 36 * 20
-    assert terms["position_content"] == 2 * (2 * 2 * 60 * 67 + 5 * 2 * 60 + 2 * 2 * 60 + 2 * 3 * chunk + 2 * 3 * 37)
-    assert counter.get_total_flops() == sum(terms.values())
+    # per layer: 2 maps (2·B·d·(64 + h)), the convolution (5·B·d), w's normalisation (2·B·d), β·w (B·d), each
+    # cached key against w (2·B·36·d) and its update (the matmul 2·B·36·d and an add per element, B·36·d)
+    carry = 2 * 60 + 2 * 2 * 36 * 60 + 3 * 2 * 36 * 60
+    assert terms["position_content"] == 2 * (2 * 2 * 60 * 67 + 5 * 2 * 60 + 2 * 2 * 60 + carry)
+    assert counter.get_total_flops() == fvcore == sum(terms.values())
     assert count_flops(model, 1, 100, max_run_len=64).counted_at == (100,)
+
+
+def test_a_path_decode_step_on_the_carried_path_equals_the_materialised_logits_path(float64, monkeypatch):
+    """The same step, the cached keys carried in place and one SDPA call, against the ``contextual_logits`` path
+    (the chunk of one token, its bias on the materialised logits): the same output and the same rewritten keys;
+    a step that autograd would record is refused in one line."""
+    torch.manual_seed(0)
+    model = posbench.build_model(posbench.ModelConfig.from_size("tiny", encoding="path", vocab_size=11,
+                                                                max_len=64)).eval()
+    prompt, token = torch.randint(0, 11, (2, 30)), torch.randint(0, 11, (2, 1))
+    caches, outputs = [], []
+    for carried in (True, False):
+        cache = KVCache.empty(2)
+        with torch.no_grad():
+            model(prompt, cache=cache)
+            if carried:
+                outputs.append(model(token, cache=cache))
+            else:
+                with monkeypatch.context() as patched:
+                    patched.setattr(attention, "carries_keys", lambda encoding: False)
+                    outputs.append(model(token, cache=cache))
+        caches.append(cache)
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-12, rtol=0)
+    for carried_keys, materialised_keys in zip(caches[0].keys, caches[1].keys):
+        torch.testing.assert_close(carried_keys, materialised_keys, atol=1e-12, rtol=0)
+    with pytest.raises(RuntimeError, match=r"^PaTH's decode step rewrites the cached keys in place; run it under "
+                                           r"torch.no_grad\(\) or torch.inference_mode\(\)$"):
+        model(token, cache=caches[0])
+
+
+def test_only_one_causal_query_after_a_cache_of_an_encoding_that_carries_keys_takes_the_carried_path():
+    path_encoding = build("path", True)
+    assert attention.choose_path(path_encoding, 1, 37, causal=True) == "carried"
+    assert attention.choose_path(path_encoding, 2, 37, causal=True) == "contextual_logits"  # two queries
+    assert attention.choose_path(path_encoding, 1, 1, causal=True) == "contextual_logits"  # no cached key
+    assert attention.choose_path(build("path", False), 1, 37, causal=False) == "contextual_logits"  # bidirectional
+    for name in ("cope", "stick_breaking", "fox"):  # their caches are kept as they are
+        assert attention.choose_path(encodings.build(name, d_model=64, n_heads=4, max_len=64, causal=True, n_layers=2),
+                                     1, 37, causal=True) != "carried"
 
 
 @pytest.mark.parametrize("mode", ["infer", "train"])

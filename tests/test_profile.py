@@ -352,18 +352,38 @@ def test_training_cells_below_float32_are_mixed_precision_with_float32_master_we
 
 
 # ----- decode: one token against a KV cache -------------------------------------------------------
-@pytest.mark.parametrize("encoding", ["rope", "alibi", "learned", "path"])  # path: its cache is never truncated
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "learned"])
 def test_a_decode_step_is_the_next_token_of_the_full_forward_at_a_fixed_context(encoding):
+    """Each step feeds the prompt's tokens in turn, its last first, after the same 40 cached tokens."""
     config = ProfileConfig(encoding=encoding, size="tiny", seq_len=40, mode="decode")
     assert config.max_len == 41  # the generated token's position needs a row too
     model = build_model(profile.model_config(config))
     step = profile.make_step(model, config)
     prompt = torch.randint(model.cfg.vocab_size, (1, 41), generator=torch.Generator().manual_seed(0))[:, :-1]
-    with torch.no_grad():
-        expected = model(torch.cat([prompt, prompt[:, -1:]], dim=1))[:, -1]
-    for _ in range(3):  # every step sees the same 40 cached tokens
+    for token in (39, 0, 1):
+        with torch.no_grad():
+            expected = model(torch.cat([prompt, prompt[:, token:token + 1]], dim=1))[:, -1]
         torch.testing.assert_close(step()[:, -1], expected, atol=1e-5, rtol=0)
         assert len(step.cache) == 40
+
+
+def test_a_path_decode_step_keeps_its_carried_keys_and_goes_back_to_the_prefill_every_context_steps():
+    """PaTH's cache is cut back with its keys as carried (each step carries them in place, so later steps see a
+    context of 12 keys, not the prompt's), and every 12 steps goes back to the prefill: steps 0 and 12 are the full
+    forward's next token; the keys stay normal numbers."""
+    config = ProfileConfig(encoding="path", size="tiny", seq_len=12, mode="decode")
+    model = build_model(profile.model_config(config))
+    step = profile.make_step(model, config)
+    prompt = torch.randint(model.cfg.vocab_size, (1, 13), generator=torch.Generator().manual_seed(0))[:, :-1]
+    with torch.no_grad():
+        expected = model(torch.cat([prompt, prompt[:, -1:]], dim=1))[:, -1]
+    logits = [step()[:, -1] for _ in range(13)]
+    torch.testing.assert_close(logits[0], expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits[12], expected, atol=1e-5, rtol=0)
+    assert not torch.allclose(logits[1], logits[0], atol=1e-3)  # another token, other keys
+    assert len(step.cache) == 12 and step.cache.rewritten
+    tiny = torch.finfo(torch.float32).tiny
+    assert all(bool((keys.abs().amax(-1) > tiny).all()) for keys in step.cache.keys)
 
 
 def test_a_decode_cell_records_latency_cache_memory_path_and_analytic_flops(tmp_path):

@@ -234,6 +234,14 @@ class PositionalEncoding(nn.Module):
         attention hides a key); ``None``: no bias (the default)."""
         return None
 
+    def carry_keys(self, k: torch.Tensor, layer: LayerInput) -> None:
+        """A decode step's keys ``k (B, h, T + 1, d_head)``, the cache's own (its new token's last): an encoding
+        whose logit of a cached key is the plain ``q·kᵀ`` once the key is transformed by the new token (PaTH's
+        ``H_i``) rewrites the first ``T`` in place and marks the cache (``KVCache.keys_carried``); attention then
+        runs the ``carried`` path (:func:`posbench.attention.choose_path`). Not implemented by default: the
+        encoding keeps its cached keys."""
+        raise NotImplementedError
+
     def content_flops(self, batch_size: int, q_len: int, k_len: int, mode: str) -> int:
         """FLOPs of the fourth hook in a forward pass over all layers (``mode="train"``: and its backward),
         under :mod:`posbench.flops`' convention: whatever its path adds to the attention matmuls."""

@@ -31,10 +31,13 @@ machine): not judged here. A small model's training step at L = 512, batch 8, pe
 memory (none 0.41, stick-breaking 1.12, CoPE 1.65).
 
 Decoding: the cache holds the key state itself. When a token arrives, every cached key is carried through
-its ``H`` (the reference's ``rank_one_update`` of ``past_k``) and its own key is appended as it is
-(:meth:`~posbench.model.KVCache.rewrite_keys`); an earlier state cannot be recovered from that, so such a
-cache cannot be truncated (``rewrites_cache``). A bidirectional model, which the reference does not define,
-runs the same computation on the reversed sequence for the keys after the query: ``q_iᵀ H_i ⋯ H_{j−1} k_j``.
+its ``H`` (the reference's ``rank_one_update`` of ``past_k``) and its own key is appended as it is: a prompt's
+chunks replace the cached keys (:meth:`~posbench.model.KVCache.rewrite_keys`), a decode step of one token
+rewrites them in place in the cache's buffer (:meth:`Path.carry_keys`, the ``carried`` attention path), after
+which the plain ``q·kᵀ`` is PaTH's logit, the query's ``H_i`` being in every one of them. An earlier state
+cannot be recovered from that, so such a cache cannot be truncated (``rewrites_cache``). A bidirectional model,
+which the reference does not define, runs the same computation on the reversed sequence for the keys after the
+query: ``q_iᵀ H_i ⋯ H_{j−1} k_j``.
 Its FLOPs are not a quadratic in ``L`` (64-token chunks), so the counters run it at full length
 (``quadratic_flops``).
 """
@@ -125,6 +128,21 @@ class Path(ContextualEncoding):
             return forward, None
         return forward, chunks(q.flip(-2), k.flip(-2), w.flip(-2), beta.flip(-1), carry=False)[0]
 
+    def carry_keys(self, k, layer):
+        """A decode step (the ``carried`` path): the cached keys ``k[..., :-1, :]`` carried through the new token's
+        ``H = I − β w wᵀ`` in place, ``k_j − β (k_j·w) w``, one batched rank-one update per head in the cache's
+        buffer; the new key, last, stays as it is. Refused where autograd records: a graph cannot hold a tensor
+        rewritten in place."""
+        if torch.is_grad_enabled():
+            raise RuntimeError("PaTH's decode step rewrites the cached keys in place; run it under torch.no_grad() "
+                               "or torch.inference_mode()")
+        w, beta = self.directions(layer)  # (B, h, 1, d), (B, h, 1)
+        B, h, keys, d = k.shape
+        cached = k[..., :-1, :].view(B * h, keys - 1, d)  # a view of the cache's buffer: the update lands there
+        w = w.view(B * h, 1, d)
+        cached.baddbmm_(cached @ w.mT, beta.view(B * h, 1, 1) * w, alpha=-1)  # (B·h, T, 1) @ (B·h, 1, d)
+        layer.cache.keys_carried()
+
     def content_bias(self, content, logits, start, stop, keys):
         forward, backward = content
         bias = chunk_bias(forward, logits, start, stop, keys)
@@ -156,8 +174,11 @@ class Path(ContextualEncoding):
         vectors, logits = B * h * q_len, B * h * q_len * k_len
         tokens = B * q_len * self.d_model
         maps = 2 * tokens * (2 * LOW_RANK + h)
+        directions = maps + (2 * CONV_SIZE - 1) * tokens + 2 * vectors * d
+        if self.causal and q_len == 1 and cached:  # a decode step on the carried path: β·w, k·w, the update
+            return self.n_layers * (directions + vectors * d + 2 * vectors * cached * d + 3 * vectors * cached * d)
         chunked = chunk_flops(B * h, q_len, cached, d, cached > 0, mode)
-        forward = maps + (2 * CONV_SIZE - 1) * tokens + 2 * vectors * d + (1 + reverse) * (chunked + logits)
+        forward = directions + (1 + reverse) * (chunked + logits)
         if mode == "infer":
             return self.n_layers * forward
         convolution = (2 * CONV_SIZE + 4) * tokens + (CONV_SIZE - 1) * (B * (q_len + CONV_SIZE - 1) * self.d_model
