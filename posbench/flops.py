@@ -234,7 +234,7 @@ def decode_flops(cfg_or_model: ModelConfig | Transformer, batch_size: int, conte
     cfg, enc, width = model.cfg, model.encoding, model.width
     B, keys, n, h = batch_size, context + 1, cfg.n_layers, cfg.n_heads
     layers = model.layer_encodings
-    windowed = {e for e in layers if cfg.causal and attention.decodes_in_window(e)}
+    windowed = {e for e in layers if attention.choose_path(e, 1, keys, cfg.causal) == "window"}
     seen = [min(keys, layer.decode_window(context)) if layer in windowed else keys for layer in layers]
     biased = {e: m for e, m in _biases(layers).items() if e not in windowed}
     return {

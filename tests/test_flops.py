@@ -404,6 +404,26 @@ def test_a_cached_decode_step_of_local_attention_is_counted_over_its_window_by_e
     assert terms["attention_bias"] == 0 and sum(torch_counts.values()) == sum(terms.values())
 
 
+@pytest.mark.parametrize("encoding", ["rnope_swa", "irope"])
+def test_a_decode_step_of_local_attention_on_a_forced_path_is_counted_over_every_key(encoding):
+    """A forced mask path runs the local layer's query against all 37 keys with its window as a mask: decode_flops
+    asks choose_path which layers decode in their window, so it counts what runs (before, it counted the window)."""
+    from posbench.flops import decode_flops
+    from posbench.model import KVCache
+
+    model = tiny_model(encoding, vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
+    cache = KVCache.empty(2)
+    with torch.no_grad():
+        model(torch.randint(23, (2, 36)), cache=cache)
+    step, tokens = CachedStep(model, cache), torch.randint(23, (2, 1))
+    with attention.configured(force_path="general_dense"):
+        torch_counts = torch_by_operator(step, (tokens,))
+        terms = decode_flops(model, 2, 36)
+    assert terms["attention_scores"] == 2 * 2 * 2 * 37 * 60  # both layers over every key
+    assert terms["attention_bias"] == 2 * 3 * 37  # the local layer's window, added as a mask
+    assert sum(torch_counts.values()) == sum(terms.values())
+
+
 def test_the_causal_half_by_hand_in_both_modes():
     """Causal, B 2, L 37, width 60, 2 layers: the causal half counts q·kᵀ and attn·v over 37 · 38 / 2 = 703
     logits per (batch, head) instead of 37² = 1,369, 666 fewer; a training step's backward twice that again."""

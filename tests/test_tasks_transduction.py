@@ -83,6 +83,11 @@ def test_scan_length_split_trains_up_to_22_actions_and_tests_24_and_more():
     assert sum(len(s) for s in sets) == len(set.union(*sets))  # pairwise disjoint
 
 
+def test_scan_length_refuses_another_split_in_one_line():
+    with pytest.raises(ValueError, match=r"^scan_length: split is the task's own, got 'simple'; allowed: length "):
+        tasks.get("scan_length", split="simple")
+
+
 def test_scan_length_is_the_length_split_by_name():
     named, optioned = tasks.get("scan_length"), tasks.get("scan", split="length", train_length=22)
     assert (named.split, named.train_length, named.eval_lengths()) == ("length", 22, [22, 48])

@@ -220,3 +220,9 @@ class ScanLength(Scan):
 
     split: str = "length"
     train_length: int = 22
+
+    def __post_init__(self):
+        if self.split != "length":
+            raise ValueError(f"scan_length: split is the task's own, got {self.split!r}; allowed: length (the "
+                             f"simple split is the task scan)")
+        super().__post_init__()
