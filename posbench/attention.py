@@ -67,7 +67,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from posbench.devices import CPU, on_cuda
+from posbench.devices import CPU, converted, on_cuda
 from posbench.encodings.base import LayerInput, PositionalEncoding
 from posbench.positions import Positions
 
@@ -217,8 +217,8 @@ class Mask:
     def attend(self, q, k, v, layer: LayerInput | None = None) -> torch.Tensor:
         """``q (B, h, q_len, d)``, ``k, v (B, h, k_len, d)`` -> ``(B, h, q_len, d)``, block by block; ``layer``:
         what the fourth hook reads (the other paths ignore it)."""
-        return torch.cat([masked_sdpa(q[..., start:stop, :], k, v, self.block_mask(start, stop, key_stop, q.dtype))
-                          for start, stop, key_stop in self.blocks()], dim=-2)
+        return joined([masked_sdpa(q[..., start:stop, :], k, v, self.block_mask(start, stop, key_stop, q.dtype))
+                       for start, stop, key_stop in self.blocks()])
 
     def general_block(self, start: int, stop: int, key_stop: int, dtype: torch.dtype) -> torch.Tensor:
         """The encoding's bias hook on one block's query and key positions, causal ``-inf`` included."""
@@ -237,9 +237,18 @@ def mask_rows(path: str, n_heads: int, q_len: int, k_len: int, causal: bool, dty
 
 
 def masked_sdpa(q_block, k, v, mask) -> torch.Tensor:
-    """SDPA of a block of queries against the first ``mask.shape[-1]`` keys."""
+    """SDPA of a block of queries against the first ``mask.shape[-1]`` keys (all of them: no slicing, which is
+    a dispatch of its own per layer in a decode step)."""
     key_stop = mask.shape[-1]
-    return F.scaled_dot_product_attention(q_block, k[..., :key_stop, :], v[..., :key_stop, :], attn_mask=mask)
+    if key_stop < k.shape[-2]:
+        k, v = k[..., :key_stop, :], v[..., :key_stop, :]
+    return F.scaled_dot_product_attention(q_block, k, v, attn_mask=mask)
+
+
+def joined(blocks: list[torch.Tensor]) -> torch.Tensor:
+    """The blocks' outputs ``(B, h, rows, d)`` joined along the queries; one block (a decode step's) as it is,
+    not copied by ``torch.cat``."""
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=-2)
 
 
 class GeneralDenseMask(Mask):
@@ -252,7 +261,7 @@ class GeneralDenseMask(Mask):
         self.full = self.general_block(0, self.q_len, self.k_len, dtype)  # (1, h, q, k)
 
     def block_mask(self, start, stop, key_stop, dtype):
-        return self.full[:, :, start:stop, :key_stop].to(dtype)
+        return converted(self.full[:, :, start:stop, :key_stop], dtype)
 
 
 class GeneralBlockedMask(Mask):
@@ -279,11 +288,12 @@ class RelativeMask(Mask):
         if causal and not decoding:  # offsets j − i > 0 are future keys
             table = table.masked_fill(offsets > 0, float("-inf"))
         self.table = table.contiguous()
+        self.decode_row = self.table[None, :, None, :] if decoding else None  # (1, h, 1, k): every layer's mask
 
     def block_mask(self, start, stop, key_stop, dtype):
         """Rows in *reverse* query order: row r is query i = s − 1 − r (s: token index of
         ``stop``), so ``table[j − i + k − 1] = table[r + j + k − s]``, a view with strides (1, 1)."""
-        table = self.table.to(dtype)
+        table = converted(self.table, dtype)
         offset = table.storage_offset() + self.k_len - (self.first_query + stop)
         return table.as_strided((1, table.shape[0], stop - start, key_stop), (0, table.stride(0), 1, 1), offset)
 
@@ -293,7 +303,7 @@ class RelativeMask(Mask):
         mask wants, and the reversed outputs, last block first, flip back in one go. One query has no order
         to reverse: it meets its row as it is."""
         if self.q_len == 1:
-            return masked_sdpa(q, k, v, self.block_mask(0, 1, self.k_len, q.dtype))
+            return masked_sdpa(q, k, v, converted(self.decode_row, q.dtype))
         reversed_queries = q.flip(-2)  # (B, h, q_len, d)
         q_len = self.q_len
         blocks = [masked_sdpa(reversed_queries[..., q_len - stop:q_len - start, :], k, v,
@@ -387,8 +397,8 @@ class ContextualMask(Mask):
 
     def attend(self, q, k, v, layer=None):
         content = self.encoding.content(q, k, layer)
-        return torch.cat([self.attend_block(q, k, v, content, start, stop, key_stop)
-                          for start, stop, key_stop in self.blocks()], dim=-2)
+        return joined([self.attend_block(q, k, v, content, start, stop, key_stop)
+                       for start, stop, key_stop in self.blocks()])
 
     def attend_block(self, q, k, v, content, start, stop, key_stop) -> torch.Tensor:
         """``(B, h, stop − start, d)``: queries ``start … stop`` against the first ``key_stop`` keys."""

@@ -96,6 +96,11 @@ def present() -> tuple[list[str], list[str]]:
             [f"{kind} ({reason})" for kind, reason in missing.items() if reason is not None])
 
 
+def converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` in ``dtype``: itself when it already is (a no-op ``.to`` is still a dispatch, per layer when decoding)."""
+    return x if x.dtype == dtype else x.to(dtype)
+
+
 def autocast(device: torch.device, dtype: str):
     """A forward's precision: below float32 autocast to ``dtype`` on ``device``; float32 changes nothing."""
     lower = TORCH_DTYPES[dtype]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from posbench.devices import converted
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
 from posbench.positions import Positions, once_per_positions
@@ -245,11 +246,6 @@ class RotaryAngles(nn.Module):
         pairs = torch.view_as_complex(converted(x, exact).unflatten(-1, (-1, 2)))  # (…, L, width/2)
         turned = torch.view_as_real(pairs * converted(rows, pairs.dtype)).flatten(-2)  # (…, L, width)
         return converted(turned, x.dtype)
-
-
-def converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``x`` in ``dtype``: itself when it already is."""
-    return x if x.dtype == dtype else x.to(dtype)
 
 
 def rotate_heads(q: torch.Tensor, k: torch.Tensor, query_rows: torch.Tensor,
