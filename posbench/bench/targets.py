@@ -41,7 +41,8 @@ STICK_BREAKING = Targets(3.0, 1.5)
 # PaTH: the materialised logits of each causal block (CoPE's path) plus, per layer, the chunks' matmuls (the key
 # state carried chunk by chunk, L²·d²/64, and the turned queries against it, about one more q·kᵀ: ~1.5 q·kᵀ in
 # all at d_head 32) and three elementwise passes over the logits (the plain ones subtracted, the bias added, the
-# block's zero padding): within 4×; decoding, one rank-one update of every cached key and a second q·kᵀ: 2×
+# block's zero padding): within 4×; decoding, one rank-one update of every cached key (k·w and its update, about two
+# more passes over the keys than q·kᵀ's one; the `carried` path): 2×
 HOUSEHOLDER_PATH = Targets(4.0, 2.0)
 UNDECLARED = Targets(None, None)  # an encoding this table does not know: timed, not judged
 
