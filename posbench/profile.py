@@ -423,7 +423,7 @@ def decode_step(model: torch.nn.Module, prompt: torch.Tensor):
     with torch.inference_mode():
         model(prompt, cache=cache)
     rewrites = model.encoding.rewrites_cache
-    prefill = (CacheContents.of(cache) if rewrites else None)
+    prefill = CacheContents.of(cache) if rewrites else None
     steps = itertools.count()
 
     def step():

@@ -530,7 +530,8 @@ def test_t5_bucket_table_equals_the_rule_for_every_offset_inside_and_beyond_it(c
     ({"max_distance": 16, "causal": True}, r"^max_distance must be an integer > 16, the exact distances of 32 "
                                             r"buckets, got 16$"),
     ({"max_distance": 8, "causal": False}, r"^max_distance must be an integer > 8, .*got 8$"),
-    ({"max_distance": 100.0, "causal": True}, r"^max_distance must be an integer > 16, .*got 100.0$")])
+    ({"max_distance": 100.0, "causal": True}, r"^max_distance must be an integer > 16, .*got 100.0$"),
+    ({"num_buckets": "32", "causal": True}, r"^num_buckets must be an integer >= 2 .*got '32'$")])
 def test_t5_options_without_a_log_range_fail_in_one_line_naming_the_key(options, message):
     """``max_distance`` within the exact distances made negative buckets (log of a ratio below 1) or divided
     by zero; no exact bucket divided by zero: each is refused in one line."""

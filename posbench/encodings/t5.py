@@ -43,10 +43,11 @@ class T5Bias(PositionalEncoding):
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  num_buckets: int = 32, max_distance: int = 128):
         super().__init__(d_model, n_heads, max_len, causal)
-        exact = num_buckets // (1 if causal else 2) // 2  # distances with a bucket each, per direction
-        if not isinstance(num_buckets, int) or exact < 1:
-            raise ValueError(f"num_buckets must be an integer >= {2 if causal else 4} (one exact distance per "
+        fewest = 2 if causal else 4  # one exact distance per direction
+        if not isinstance(num_buckets, int) or num_buckets < fewest:
+            raise ValueError(f"num_buckets must be an integer >= {fewest} (one exact distance per "
                              f"direction at least), got {num_buckets!r}")
+        exact = num_buckets // (1 if causal else 2) // 2  # distances with a bucket each, per direction
         if not isinstance(max_distance, int) or max_distance <= exact:
             raise ValueError(f"max_distance must be an integer > {exact}, the exact distances of {num_buckets} "
                              f"buckets, got {max_distance!r}")
