@@ -21,7 +21,8 @@ between CUDA events and closed by a synchronize; the other parts measure the hos
 refused there. Without a visible GPU the command says so in one line and writes nothing.
 
 Contenders of a part are timed in alternation, round by round (the order rotating), so a load
-change on a shared machine hits all of them; each reports the median and the ratio of medians.
+change on a shared machine hits all of them; each reports the median, the ratio of medians and the
+median of each round's ratio (the paired ratio), which is what a target judges.
 A contender that misses its target is profiled (``torch.profiler``) and the table saved beside
 the results, so the note can say what limits it, measured. Measured results and the bench's history
 are in ``results/reference/bench-cpu-amd-epyc-2core/``.

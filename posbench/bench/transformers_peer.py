@@ -17,10 +17,9 @@ from posbench.bench.base import (
     PartResult,
     Row,
     median,
-    paired_ratio,
     posbench_model,
+    ratio_rows,
     save_profile,
-    verdict,
 )
 from posbench.measure import alternate
 from posbench.model import count_params
@@ -118,17 +117,15 @@ def run(options: BenchOptions, out: Path) -> PartResult:
         result.samples.update({f"{key}@{context}": s for key, s in samples.items()})
         for name, peer in DECODE_PEERS.items():
             ours, theirs = samples[f"{name}/posbench"], samples[f"{name}/transformers"]
-            ratio = median(ours) / median(theirs)
-            target, meets = verdict(ratio, DECODE_PEER_TARGET, at_most=True)
             item = f"{name} vs {peer} C={context}"
+            ratios = ratio_rows("decode_peer", item, ours, theirs, DECODE_PEER_TARGET)
             result.rows += [Row("decode_peer", item, "posbench", median(ours), "ms"),
                             Row("decode_peer", item, "transformers", median(theirs), "ms"),
                             Row("decode_peer", item, "params", params[name][0]),
                             Row("decode_peer", item, "params diff",
                                 100 * (params[name][1] - params[name][0]) / params[name][0], "%"),
-                            Row("decode_peer", item, "paired ratio", paired_ratio(ours, theirs), "x"),
-                            Row("decode_peer", item, "ratio", ratio, "x", target, meets)]
-            if meets is False:
+                            *ratios]
+            if ratios[-1].meets is False:
                 save_profile(out, result, f"decode_peer_{name}_{context}",
                              {key: steps[f"{name}/{key}"] for key in ("posbench", "transformers")})
     result.notes += [

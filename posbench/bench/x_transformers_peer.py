@@ -18,10 +18,9 @@ from posbench.bench.base import (
     Row,
     forward_step,
     median,
-    paired_ratio,
     posbench_model,
+    ratio_rows,
     save_profile,
-    verdict,
 )
 from posbench.measure import alternate
 from posbench.model import count_params
@@ -67,15 +66,13 @@ def run(options: BenchOptions, out: Path) -> PartResult:
     result.samples = alternate(steps, options.rounds, options.warmup)
     for name, target_value in PEER_TARGETS.items():
         ours, theirs = result.samples[f"{name}/posbench"], result.samples[f"{name}/x-transformers"]
-        ratio = median(ours) / median(theirs)
-        target, meets = verdict(ratio, target_value, at_most=True)
+        ratios = ratio_rows("peer", name, ours, theirs, target_value)
         result.rows += [Row("peer", name, "posbench", median(ours), "ms"),
                         Row("peer", name, "x-transformers", median(theirs), "ms"),
                         Row("peer", name, "params diff",
                             100 * (params[name][1] - params[name][0]) / params[name][0], "%"),
-                        Row("peer", name, "paired ratio", paired_ratio(ours, theirs), "x"),
-                        Row("peer", name, "ratio", ratio, "x", target, meets)]
-        if meets is False:
+                        *ratios]
+        if ratios[-1].meets is False:
             save_profile(out, result, f"peer_{name}", {key: steps[f"{name}/{key}"]
                                                         for key in ("posbench", "x-transformers")})
     result.notes.append(f"x-transformers runs {', '.join(sorted(X_TRANSFORMERS_NO_FLASH))} without its SDPA "
