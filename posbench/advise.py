@@ -28,11 +28,13 @@ The rule, in order:
    :mod:`posbench.projection`'s roofline at the deployment length, labelled "projected" wherever it shows.
 5. **Rank** per task, in tiers: the best mean leads tier 1, every encoding whose 95 % Welch interval of
    the difference to the leader (:func:`posbench.evidence.contrast`) holds 0 is tied with it; the best
-   of the rest leads tier 2, and so on. Over the ranking tasks: by mean tier over the tasks an encoding
-   was measured on, those measured on fewer after; equal standings are ties, which the fill-in tasks'
-   standing breaks where every tied encoding has fill-in evidence; within a tie, lower overhead (latency
-   vs sinusoidal) first. Where two ranking tasks order a pair of encodings oppositely, the advice says the
-   tasks disagree and shows each task's ranking.
+   of the rest leads tier 2, and so on. Over the ranking tasks, pair by pair: of two encodings, the one
+   in better tiers on the tasks both were measured on (the sum of their tier differences) ranks above;
+   each ranks by the encodings it ranks above less those it ranks below (:func:`_standings`), so a task
+   only some encodings ran orders only those, and measuring more tasks promotes nobody. Equal standings
+   are ties, which the fill-in tasks' standing breaks where every tied encoding has fill-in evidence;
+   within a tie, lower overhead (latency vs sinusoidal) first. Where two ranking tasks order a pair of
+   encodings oppositely, the advice says the tasks disagree and shows each task's ranking.
 6. **Why and how sure.** Each encoding shows its metric rows, the comparisons of the matching guidance
    rows that involve it (``verdicts.csv`` as written, never recomputed here), its overhead ratio and
    extra parameters; its confidence is the weakest of the evidence it is ranked on: measured at this
@@ -75,7 +77,8 @@ RULE = ("Left out: encodings that do not beat chance or break a budget. Ranked b
         "the longest measured), over the kind's tasks measured there (mean over seeds, 95 % t interval kept inside "
         "the metric's range); tasks measured only at other lengths fill in, labelled: they break ties and place "
         "encodings without evidence at that length last. Encodings whose 95 % Welch interval of the difference to "
-        "the leader holds 0 are tied with it; within a tie, lower overhead first.")
+        "the leader holds 0 are tied with it; over several tasks, of two encodings the one in better tiers on the "
+        "tasks both were measured on ranks above; within a tie, lower overhead first.")
 
 
 class MissingTable(ValueError):
@@ -591,14 +594,16 @@ def _rank(candidates: list[Candidate]) -> list[str]:
     by_task = _tiers(candidates)
     ranking = [t for t, rows in by_task.items() if not next(iter(rows.values())).fills_in]
     filling = [t for t in by_task if t not in ranking]
-    key = {c.encoding: (0, *_standing(c.ranking_rows, ranking)) if not c.ranking_rows[0].fills_in
-           else (1, *_standing(c.rows, filling)) for c in candidates}  # evidence at the asked length first
+    at_length = [c for c in candidates if not c.ranking_rows[0].fills_in]  # evidence at the asked length first
+    key = {e: (0, *standing) for e, standing in _standings(at_length, fills_in=False).items()}
+    key |= {e: (1, *standing) for e, standing in _standings([c for c in candidates if c not in at_length],
+                                                             fills_in=True).items()}
     groups: dict[tuple, list[Candidate]] = {}
     for c in candidates:
         groups.setdefault(key[c.encoding], []).append(c)
     for standing, group in groups.items():  # tied at the asked length: the fill-in tasks break it where they can
-        fills = {c.encoding: _standing([r for r in c.rows if r.fills_in], filling) for c in group}
-        if standing[0] == 0 and all(fills.values()) and len(set(fills.values())) > 1:
+        fills = _standings(group, fills_in=True)
+        if standing[0] == 0 and all(f[0] is not None for f in fills.values()) and len(set(fills.values())) > 1:
             for c in group:
                 key[c.encoding] += fills[c.encoding]
                 c.notes.append(f"tied at the asked length with {', '.join(o.encoding for o in group if o is not c)}; "
@@ -637,9 +642,30 @@ def _tiers(candidates: list[Candidate]) -> dict[str, dict[str, Row]]:
     return by_task
 
 
-def _standing(rows: list[Row], tasks: list[str]) -> tuple:
-    """Measured on more of ``tasks`` first, then the lower mean tier; () without rows."""
-    return (len(tasks) - len(rows), float(np.mean([r.tier for r in rows]))) if rows else ()
+def _standings(candidates: list[Candidate], fills_in: bool) -> dict[str, tuple]:
+    """Encoding -> its standing among ``candidates`` over their ranking or their fill-in tasks (lower first):
+    ``(compared with none, −(encodings it ranks above − encodings it ranks below))``. Two encodings are
+    ordered by the tasks both were measured on (the sum of their tier differences there), so a task that
+    measured some encodings and not others orders only those: measuring more tasks promotes nobody (the
+    shapes tables measure ``none`` and ``learned`` on a masked-LM task the others never ran). An encoding
+    that shares no task with another has ``compared with none`` true and comes after the rest; without rows
+    of that kind, ``(None,)``."""
+    tiers = {c.encoding: {r.task: r.tier for r in c.rows if r.fills_in == fills_in} for c in candidates}
+    standings = {}
+    for encoding, mine in tiers.items():
+        if not mine:
+            standings[encoding] = (None,)
+            continue
+        orders = [_order(mine, theirs) for other, theirs in tiers.items()
+                  if other != encoding and mine.keys() & theirs.keys()]
+        standings[encoding] = (not orders, -sum(orders))
+    return standings
+
+
+def _order(mine: dict[str, int], theirs: dict[str, int]) -> int:
+    """+1 where task -> tier ``mine`` ranks above ``theirs`` on the tasks both hold, −1 below, 0 level."""
+    lead = sum(theirs[task] - mine[task] for task in mine.keys() & theirs.keys())
+    return (lead > 0) - (lead < 0)
 
 
 def _disagreement(by_task: dict[str, dict[str, Row]], ranking: list[str]) -> tuple[list[str], set[str]]:

@@ -295,6 +295,19 @@ def test_an_encoding_measured_only_at_other_lengths_ranks_last_and_says_so(table
     assert advice.leaders()[0].encoding == "alibi"
 
 
+def test_a_task_only_some_encodings_ran_orders_only_those(tables, tmp_path):
+    """none alone measured on a second ranking task (as the shapes tables measure Haviv's masked LM for none
+    and learned): it orders no pair, so none still follows alibi and rope, which beat it on lm_prose."""
+    def none_on_mlm(frame: pd.DataFrame) -> pd.DataFrame:
+        none = frame[(frame["task"] == "lm_prose") & (frame["encoding"] == "none")]
+        return pd.concat([frame, none.assign(task="mlm_prose")], ignore_index=True)
+
+    advice = ask(advise.load(variant(tables, tmp_path / "t", none_on_mlm)), task="nlp", train_len=256, deploy_len=1024)
+    assert advice.basis[0] == "ranked at 4× the training length on lm_prose at 4×, mlm_prose at 4×"
+    assert [c.encoding for c in advice.ranked[:3]] == ["alibi", "rope", "none"]  # 2.32, 2.60, 2.70 at 4×
+    assert [c.rank for c in advice.ranked[:3]] == [1, 2, 3]
+
+
 def test_beyond_every_measured_length_the_longest_ranks_and_says_so(inputs):
     advice = ask(inputs, task="nlp", train_len=64, deploy_len=1024)
     assert advice.basis[0] == "ranked at 16× the training length on lm_prose at 8× (the longest measured: no task " \
