@@ -197,7 +197,7 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
         # split on the (B, L, 3, h, d_head) layout: backward stacks the gradients straight into it (no copy)
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # 3 × (B, h, L, d_head)
-        q, k = encoding.rotate(q, k, positions)
+        q, k = encoding.rotate_in_place(q, k, positions)  # q and k are this projection's own
         return q, k, v
 
     def forward(self, x, encoding, positions, mask, causal, layer: int, cache: KVCache | None = None):

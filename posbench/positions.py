@@ -84,6 +84,14 @@ class Positions:
         """One axis as 1-D positions (its bound is the bound of all axes)."""
         return replace(self, ids=self.ids[:, index], contiguous=False)
 
+    def rows_of(self, table: torch.Tensor) -> torch.Tensor:
+        """The rows of a per-position ``table (max_len, …)`` at these ids ``(L, …)``: a view of ``L`` rows from
+        ``offset`` where the ids are contiguous (a decode step's one position: no gather), else gathered.
+        The same values either way; ids must lie within the table."""
+        if self.contiguous:
+            return table.narrow(0, self.offset, len(self))
+        return table[self.ids]
+
     def then(self, later: Positions) -> Positions:
         """These positions followed by ``later`` ones (a cache's keys, then the new tokens')."""
         contiguous = self.contiguous and later.contiguous and later.offset == self.offset + len(self)

@@ -1012,6 +1012,26 @@ def test_p_rope_turns_its_pairs_as_rope_and_leaves_the_slowest_unturned(float64)
     assert half.extra_repr() == "d_model=64, n_heads=2, max_len=64, base=10000, rotated=16, ladder=32"
 
 
+@pytest.mark.parametrize("name", ["rope", "xpos", "rope_p50", "mrope", "rope_2d", "rope_per_modality", "irope"])
+def test_the_attention_turns_its_own_q_and_k_in_place_bit_for_bit_and_only_without_a_gradient(name):
+    """``rotate_in_place``: the attention's own q and k turn in place (no new tensor per layer in a decode step),
+    the same multiply as a new tensor's; q and k that record a gradient, or that ``rotate``'s caller keeps, are
+    left alone."""
+    enc = build(name, d_model=64, n_heads=2)
+    positions = enc.positions(12)
+    q, k = torch.randn(3, 2, 12, 32), torch.randn(3, 2, 12, 32)
+    kept = q.clone(), k.clone()
+    turned = enc.rotate(q, k, positions)
+    assert torch.equal(q, kept[0]) and torch.equal(k, kept[1])  # the default leaves them as they were
+    with torch.no_grad():
+        overwritten = enc.rotate_in_place(q, k, positions)
+    assert overwritten[0] is q and overwritten[1] is k
+    assert all(torch.equal(a, b) for a, b in zip(overwritten, turned))
+    grads = [t.clone().requires_grad_() for t in kept]
+    with_grad = enc.rotate_in_place(*grads, positions)
+    assert torch.equal(grads[0].detach(), kept[0]) and all(torch.equal(a, b) for a, b in zip(with_grad, turned))
+
+
 @pytest.mark.parametrize("name", ["rope_p50", "p_rope", "p_rope_25"])
 def test_a_partial_rotation_multiplies_the_whole_head_by_turns_of_one_on_its_passing_pairs(name):
     """One complex multiply over every pair of a head (no split and join): the rows are ``(L, d_head/2)``, exactly

@@ -25,6 +25,21 @@ def test_lm_shapes_and_dtype(name):
     assert torch.isfinite(logits).all()
 
 
+def test_without_a_gradient_the_attention_turns_its_projections_queries_and_keys_in_place(monkeypatch):
+    """Every layer hands its fresh q and k to ``rotate_in_place`` (a decode step then makes no new q and k),
+    and the logits equal those of the hook that turns copies, bit for bit."""
+    model, turned = tiny("rope"), []
+    rope, rotate_in_place = type(model.encoding), type(model.encoding).rotate_in_place
+    tokens = torch.randint(0, 11, (2, 16))
+    with torch.no_grad():
+        monkeypatch.setattr(rope, "rotate_in_place", lambda self, q, k, p: turned.append(q) or rotate_in_place(
+            self, q, k, p))
+        in_place = model(tokens)
+        monkeypatch.setattr(rope, "rotate_in_place", rope.rotate)  # turns copies
+        copies = model(tokens)
+    assert len(turned) == model.cfg.n_layers and torch.equal(in_place, copies)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_classifier_on_patches(name):
     model = tiny(name, causal=False, n_classes=10, patch_dim=4)

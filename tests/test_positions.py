@@ -109,6 +109,16 @@ def test_then_joins_a_cache_and_new_tokens():
     assert cache.then(tagged).modality.tolist() == [0, 0, 0, 5]
 
 
+def test_rows_of_a_table_are_a_view_for_contiguous_ids_and_gathered_otherwise():
+    table = torch.arange(40.0).view(20, 2)  # (max_len, 2): row n holds 2n, 2n + 1
+    step = Positions.arange(1, offset=7)  # a decode step's one position
+    gathered = Positions.from_ids(torch.tensor([7, 3, 12]))
+    assert torch.equal(step.rows_of(table), table[[7]]) and step.rows_of(table).data_ptr() == table[7].data_ptr()
+    assert torch.equal(Positions.arange(5, offset=2)[1:4].rows_of(table), table[3:6])
+    assert torch.equal(gathered.rows_of(table), table[[7, 3, 12]])
+    assert gathered.rows_of(table).data_ptr() != table.data_ptr()  # a copy: ids that are not a run
+
+
 def test_a_slice_of_gathered_ids_keeps_their_bound_and_offset():
     positions = Positions.from_ids(torch.tensor([9, 2, 5, 1]), offset=6)
     block = positions[1:3]

@@ -110,7 +110,7 @@ class Sinusoidal(AbsoluteEncoding):
 
     def lookup(self, positions: Positions) -> torch.Tensor:
         if positions.max_position < self.max_len:
-            return self.cached[positions.ids]
+            return positions.rows_of(self.cached)
         return sinusoid_table(positions.ids, self.d_pos).to(self.cached.device)
 
 

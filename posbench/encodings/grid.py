@@ -16,7 +16,7 @@ import torch
 from posbench.encodings.absolute import AbsoluteEncoding, sinusoid_table
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
-from posbench.encodings.rope import ROPE_BASE, RotaryAngles, rotate_heads
+from posbench.encodings.rope import ROPE_BASE, RotaryAngles, TurnedByRows
 from posbench.positions import Positions, once_per_positions
 
 
@@ -58,7 +58,7 @@ class Sinusoidal2D(GridMixin, AbsoluteEncoding):
         return self.lookup(Positions.grid(rows * cols, cols)).reshape(rows, cols, self.d_pos)
 
 
-class Rope2D(GridMixin, PositionalEncoding):
+class Rope2D(GridMixin, TurnedByRows, PositionalEncoding):
     """Axial RoPE; ``d_head`` must be divisible by 4. Family options: ``grid``, ``base``."""
 
     hook = "qk"
@@ -83,9 +83,6 @@ class Rope2D(GridMixin, PositionalEncoding):
         by_row, by_col = self.angles.rows(positions.axis(0)), self.angles.rows(positions.axis(1))  # (L, d_head/4) each
         turns = torch.cat([by_row, by_col], dim=-1)  # (L, d_head/2)
         return turns, turns
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_heads(q, k, *self.rows(positions))
 
 
 register("sinusoidal_2d")(Sinusoidal2D)

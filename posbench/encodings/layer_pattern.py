@@ -153,6 +153,10 @@ class LayerPattern(PositionalEncoding):
         """As the local layers rotate (a one-layer model has only those); a model runs each layer's own."""
         return self.local.rotate(q, k, positions)
 
+    def rotate_in_place(self, q: torch.Tensor, k: torch.Tensor,
+                        positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.local.rotate_in_place(q, k, positions)
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, period={self.period}, trained_length={self.trained_length}"
 

@@ -28,7 +28,7 @@ import torch
 from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import build, register
-from posbench.encodings.rope import rotate_heads
+from posbench.encodings.rope import TurnedByRows
 from posbench.positions import IMAGE, Positions
 
 ALLOWED = ("two input encodings with the same combine and widths (e.g. sinusoidal + sinusoidal_2d), "
@@ -85,7 +85,7 @@ class PerModalityInput(PerModality):
         return self.text.combine_vectors(tokens, vectors)  # (B, L, model_width)
 
 
-class PerModalityRotary(PerModality):
+class PerModalityRotary(TurnedByRows, PerModality):
     """Queries and keys turned by their own modality's rotary turns."""
 
     hook = "qk"
@@ -94,15 +94,15 @@ class PerModalityRotary(PerModality):
     def rotated_width(self) -> int:
         return self.text.rotated_width
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+    def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Turns of queries and of keys ``(L, d_head/2)``: each token's from its own modality's encoding."""
         if positions.axes == 1:
-            return self.text.rotate(q, k, positions)
+            return self.text.rows(positions)
         if positions.axes == 2:
-            return self.image.rotate(q, k, positions)
+            return self.image.rows(positions)
         text, image, is_image = self.split(positions)
         (text_query, text_key), (image_query, image_key) = self.text.rows(text), self.image.rows(image)  # (L, pairs)
-        return rotate_heads(q, k, torch.where(is_image, image_query, text_query),
-                            torch.where(is_image, image_key, text_key))
+        return torch.where(is_image, image_query, text_query), torch.where(is_image, image_key, text_key)
 
 
 def per_modality(d_model: int, n_heads: int, max_len: int, causal: bool = False, *, text: str, image: str,

@@ -74,7 +74,7 @@ class Pope(PositionalEncoding):
         """Turns of queries ``(L, d_head)`` and of keys ``(h, L, d_head)`` (``δ`` is per head), complex:
         ``√2·e^{inθ}`` and ``e^{i(nθ + δ)}``."""
         if positions.max_position < self.max_len:
-            cached = self.turns[positions.ids]  # (L, d_head, 2)
+            cached = positions.rows_of(self.turns)  # (L, d_head, 2)
             query = torch.view_as_complex(cached.to(torch.promote_types(cached.dtype, torch.float32)))
         else:
             query = self._query_turns(positions.ids, self.turns.dtype)

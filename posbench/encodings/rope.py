@@ -206,7 +206,7 @@ class RotaryAngles(nn.Module):
             inv_freq, _ = self.frequencies(positions.max_position + 1)
             return self._turns(positions.ids, self.turns.dtype, inv_freq)
         if positions.max_position < self.max_len:
-            cached = self.turns[positions.ids]  # (L, width/2, 2), in the model's dtype
+            cached = positions.rows_of(self.turns)  # (L, width/2, 2), in the model's dtype
             return torch.view_as_complex(converted(cached, torch.promote_types(cached.dtype, torch.float32)))
         return self._turns(positions.ids, self.turns.dtype)
 
@@ -236,26 +236,31 @@ class RotaryAngles(nn.Module):
         return rows, rows
 
     @staticmethod
-    def turn(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def turn(x: torch.Tensor, rows: torch.Tensor, overwrite: bool = False) -> torch.Tensor:
         """Rotate ``x (…, L, width)`` by ``rows (L, width/2)``: each pair ``(x_2i, x_2i+1)`` turns by its angle.
 
         Half precision is rotated in float32 (complex numbers need it) and returned in its own dtype. A
         conversion runs only where a dtype differs: each no-op ``.to`` is a dispatch of its own, about a third
-        of a decode step's turn of q and k."""
+        of a decode step's turn of q and k. ``overwrite`` (``x`` is the caller's to change): a float32 or
+        float64 ``x`` that records no gradient is turned in place and returned, the same multiply bit for bit
+        without a new tensor (:meth:`PositionalEncoding.rotate`)."""
         exact = torch.promote_types(x.dtype, torch.float32)
         pairs = torch.view_as_complex(converted(x, exact).unflatten(-1, (-1, 2)))  # (…, L, width/2)
+        if overwrite and x.dtype == exact and not x.requires_grad:
+            pairs.mul_(converted(rows, pairs.dtype))
+            return x
         turned = torch.view_as_real(pairs * converted(rows, pairs.dtype)).flatten(-2)  # (…, L, width)
         return converted(turned, x.dtype)
 
 
-def rotate_heads(q: torch.Tensor, k: torch.Tensor, query_rows: torch.Tensor,
-                 key_rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rotate_heads(q: torch.Tensor, k: torch.Tensor, query_rows: torch.Tensor, key_rows: torch.Tensor,
+                 overwrite: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Turn every pair of each head of ``q, k (…, L, d_head)`` by per-token complex turns ``(L, d_head/2)``; a
     pair that passes through (partial rotation) has the turn 1 (:func:`whole_head`). Every rotary encoding
     rotates this way, so turns chosen per token (one modality's here, another's there) are applied in one
     pass, and a partial rotation is one multiply over the head where splitting q and k and joining them
     again copied each twice more (a decode step's turn of q and k: 113 -> 36 µs a layer, d_head 32)."""
-    return RotaryAngles.turn(q, query_rows), RotaryAngles.turn(k, key_rows)
+    return RotaryAngles.turn(q, query_rows, overwrite), RotaryAngles.turn(k, key_rows, overwrite)
 
 
 def whole_head(pairs: int, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -292,8 +297,8 @@ class XPosAngles(RotaryAngles):
     def query_key_rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.max_position < self.max_len and not self._grows_with(positions):
             exact = torch.promote_types(self.query_turns.dtype, torch.float32)
-            return (torch.view_as_complex(converted(self.query_turns[positions.ids], exact)),
-                    torch.view_as_complex(converted(self.key_turns[positions.ids], exact)))
+            return (torch.view_as_complex(converted(positions.rows_of(self.query_turns), exact)),
+                    torch.view_as_complex(converted(positions.rows_of(self.key_turns), exact)))
         rows = self.rows(positions)  # the angles (dynamic frequencies included), length 1 or the attention factor
         centre = positions.max_position // 2
         power = (positions.ids.to(torch.float64) - centre)[:, None] / self.scale_base  # (L, 1)
@@ -301,7 +306,19 @@ class XPosAngles(RotaryAngles):
         return rows * decay, rows / decay
 
 
-class Rope(PositionalEncoding):
+class TurnedByRows:
+    """The query/key hook of an encoding whose ``rows(positions)`` gives per-token complex turns of the
+    queries' and the keys' pairs ``(L, d_head/2)`` each: one :func:`rotate_heads` for every rotary scheme."""
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        return rotate_heads(q, k, *self.rows(positions))
+
+    def rotate_in_place(self, q: torch.Tensor, k: torch.Tensor,
+                        positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        return rotate_heads(q, k, *self.rows(positions), overwrite=True)
+
+
+class Rope(TurnedByRows, PositionalEncoding):
     """RoPE. Family options: ``base`` (θ, default 10000), ``rotary_fraction`` (the first
     ``⌊f·d_head/2⌋`` pairs of each head rotate, frequencies over the rotated width — HF's
     ``partial_rotary_factor``; the rest pass through) and ``scaling`` (a dict with HF's keys)."""
@@ -346,9 +363,6 @@ class Rope(PositionalEncoding):
     def whole_head(self, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Turns of the rotated pairs ``(L, rotated/2)`` -> ``(L, d_head/2)``, the passing pairs' turned by 1."""
         return whole_head(self.d_model // self.n_heads // 2, *rows)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_heads(q, k, *self.rows(positions))
 
     def rotation_flops(self, batch_size: int, seq_len: int, mode: str) -> int:
         """RoPE's count over the whole head: the pairs that pass through are multiplied too, by 1
