@@ -185,7 +185,8 @@ def mask_future(bias: torch.Tensor, q_start: int) -> torch.Tensor:
     """``bias (h, q, k)`` for query tokens ``q_start …`` -> the same with ``-inf`` where key > query. A bias
     that every head shares (a view with stride 0 over heads: a chunk mask) is masked once and stays a view.
     ``torch.where`` writes the masked bias in one pass; ``masked_fill`` copied the bias, then masked the copy
-    (a 1,024-token, 8-head float32 bias: 47 -> 29 ms on a 2-core Xeon, a fifth of FIRE's forward overhead)."""
+    (8 × 1,024² float32: 47 -> 29 ms in a timeit on a 2-core Xeon; FIRE's forward at 1,024 tokens against none's,
+    paired: 2.062 -> 2.031 and 2.025 -> 2.016 in two alternated runs there)."""
     if bias.shape[0] > 1 and bias.stride(0) == 0:
         return mask_future(bias[:1], q_start).expand_as(bias)
     i = torch.arange(q_start, q_start + bias.shape[-2], device=bias.device)
