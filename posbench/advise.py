@@ -595,9 +595,9 @@ def _rank(candidates: list[Candidate]) -> list[str]:
     ranking = [t for t, rows in by_task.items() if not next(iter(rows.values())).fills_in]
     filling = [t for t in by_task if t not in ranking]
     at_length = [c for c in candidates if not c.ranking_rows[0].fills_in]  # evidence at the asked length first
+    elsewhere = [c for c in candidates if c.ranking_rows[0].fills_in]
     key = {e: (0, *standing) for e, standing in _standings(at_length, fills_in=False).items()}
-    key |= {e: (1, *standing) for e, standing in _standings([c for c in candidates if c not in at_length],
-                                                             fills_in=True).items()}
+    key |= {e: (1, *standing) for e, standing in _standings(elsewhere, fills_in=True).items()}
     groups: dict[tuple, list[Candidate]] = {}
     for c in candidates:
         groups.setdefault(key[c.encoding], []).append(c)
