@@ -226,7 +226,8 @@ class Mask:
     def general_block(self, start: int, stop: int, key_stop: int, dtype: torch.dtype) -> torch.Tensor:
         """The encoding's bias hook on one block's query and key positions, causal ``-inf`` included."""
         bias = self.encoding.attention_bias(self.query[start:stop], self.key[:key_stop]).to(dtype)  # (h, q, k)
-        return (mask_future(bias, self.first_query + start) if self.causal else bias)[None]
+        masked = self.causal and not self.encoding.hides_future_keys
+        return (mask_future(bias, self.first_query + start) if masked else bias)[None]
 
 
 def mask_rows(path: str, n_heads: int, q_len: int, k_len: int, causal: bool, dtype: torch.dtype) -> int:

@@ -26,7 +26,8 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   step writes its entries in place.
 * ``attention_bias``: what the attention path (:func:`posbench.attention.choose_path`, the model's own
   choice) holds of the logit bias: the ``(h, 2L − 1)`` table of a relative bias; a general bias whole,
-  ``(h, L, L)``, or one block of query rows, with its causal copy and what building it holds besides
+  ``(h, L, L)``, or one block of query rows, with its causal copy (none where the bias is ``-inf`` at
+  future keys already: FIRE's) and what building it holds besides
   (:meth:`~posbench.encodings.base.PositionalEncoding.bias_build_elements`, FIRE's MLP). In training
   every mask a layer uses is kept for the backward (every layer's blocks, on the blocked path), and a
   trained bias gets a gradient of its size.
@@ -132,7 +133,8 @@ def _attention_elements(enc: PositionalEncoding, n_layers: int, batch_size: int,
     if kind == "relative" and path in ("relative", "flex"):
         return h * (2 * L - 1) * (1 + causal), scores  # the table and its causal copy
     held = rows if path == "general_blocked" else L  # query rows of the bias built at once
-    copies = 1 + (causal and path != "flex")  # flex masks the future with a block mask, not a copy
+    # a causal copy, unless flex masks the future (a block mask) or the bias has -inf there already (FIRE)
+    copies = 1 + (causal and path != "flex" and not enc.hides_future_keys)
     one = copies * h * held * L + enc.bias_build_elements(held, L, trained)  # one mask (or block) and its making
     if mode != "train":
         return one, scores

@@ -1127,41 +1127,51 @@ def test_fire_bidirectional_reads_the_absolute_offset():
 
 def fire_over_every_pair(enc, query, key):
     """FIRE's bias as it was built before it ran its MLP once per visible pair: the features of all
-    ``(q, k)`` pairs, the MLP over every one of them."""
+    ``(q, k)`` pairs, the MLP over every one of them; causal, ``-inf`` at keys after the query's token
+    (the queries are the last keys), as attention would have masked it."""
     c = enc.c.abs()
     i = query.ids.to(c.dtype)[:, None]  # (q, 1)
     distance = i - key.ids.to(c.dtype)[None, :]  # (q, k)
     distance = distance.abs() if not enc.causal else distance.clamp(min=0)
     normaliser = torch.log1p(c * torch.maximum(i, enc.threshold.abs()))  # (q, 1)
-    return enc.mlp((torch.log1p(c * distance) / normaliser)[..., None]).movedim(-1, 0)  # (h, q, k)
+    bias = enc.mlp((torch.log1p(c * distance) / normaliser)[..., None]).movedim(-1, 0)  # (h, q, k)
+    if not enc.causal:
+        return bias
+    later = torch.arange(len(key))[None, :] > torch.arange(len(key) - len(query), len(key))[:, None]  # (q, k)
+    return bias.masked_fill(later, float("-inf"))
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("length, cached", [(1, 0), (37, 0), (300, 0), (5, 40), (1, 99), (1100, 0)])
 def test_fire_bias_equals_the_mlp_over_every_pair(causal, length, cached):
     """Running the MLP on the pairs a query sees (causal: the lower triangle, keys after a cache
-    included) and gathering gives the same bias, contiguous so attention reads it without copying;
-    1100 queries take more than one slice of the MLP."""
+    included) and gathering gives the same bias, ``-inf`` at future keys included, contiguous so attention
+    reads it without copying; in slices into one buffer without autograd (1100 queries take more than one
+    slice), in one call with it."""
     torch.manual_seed(2)
     enc = build("fire", n_heads=5, causal=causal, init_threshold=50.0)
     enc.mlp[0].bias.data.uniform_(-1, 1)  # kinks of the ReLU inside [0, 1], where the features lie
     query, key = P(length, cached), P(cached + length)
-    bias = enc.attention_bias(query, key)
-    assert bias.shape == (5, length, cached + length) and bias.is_contiguous()
-    torch.testing.assert_close(bias, fire_over_every_pair(enc, query, key), rtol=1e-6, atol=1e-6)
     ids = Positions.from_ids(torch.tensor([0, 3, 4, 9, 30, 31, 70, 200]))  # randomized positions, in order
-    torch.testing.assert_close(enc.attention_bias(ids, ids), fire_over_every_pair(enc, ids, ids), rtol=1e-6, atol=1e-6)
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad):
+            bias = enc.attention_bias(query, key)
+            assert bias.shape == (5, length, cached + length) and bias.is_contiguous()
+            torch.testing.assert_close(bias, fire_over_every_pair(enc, query, key), rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(enc.attention_bias(ids, ids), fire_over_every_pair(enc, ids, ids),
+                                       rtol=1e-6, atol=1e-6)
+    assert bool(torch.isinf(bias).any()) == (causal and length > 1)  # a key after a query: only then
 
 
 def test_fire_counts_the_mlp_over_the_pairs_it_runs_on():
-    """The analytic FLOPs of one bias: per pair (causal: each query up to its own token) a subtraction and
-    2 · hidden · (1 + h) for the MLP; training adds twice the matmuls, two multiplies a pair and one a query."""
+    """The analytic FLOPs of one bias: per pair (causal: each query up to its own token) 2 · hidden · (1 + h)
+    for the MLP; training adds twice the matmuls, two multiplies per query and key and one per query."""
     causal, both_ways = build("fire", n_heads=3, causal=True), build("fire", n_heads=3)
     mlp = 2 * 32 * (1 + 3)
-    assert causal.bias_flops(37, 37, "infer") == 703 * (1 + mlp)  # 37 · 38 / 2 pairs
-    assert causal.bias_flops(5, 45, "infer") == (5 * 45 - 10) * (1 + mlp)  # after a cache of 40: 41 … 45 keys
-    assert both_ways.bias_flops(37, 37, "infer") == 37 * 37 * (1 + mlp)
-    assert causal.bias_flops(37, 37, "train") == 703 * (1 + mlp) + 2 * 703 * mlp + 2 * 703 + 37
+    assert causal.bias_flops(37, 37, "infer") == 703 * mlp  # 37 · 38 / 2 pairs
+    assert causal.bias_flops(5, 45, "infer") == (5 * 45 - 10) * mlp  # after a cache of 40: 41 … 45 keys
+    assert both_ways.bias_flops(37, 37, "infer") == 37 * 37 * mlp
+    assert causal.bias_flops(37, 37, "train") == 3 * 703 * mlp + 2 * 37 * 37 + 37
 
 
 def test_fire_defaults_are_the_documented_ones():

@@ -240,8 +240,8 @@ def test_decode_flops_of_one_token_against_a_cache_by_hand():
         "sinusoidal": {**common, "position_input": 2 * 60, "rotation": 0, "attention_bias": 0},
         # rope: 3 FLOPs per rotated element of q and k
         "rope": {**common, "position_input": 0, "rotation": 2 * 2 * 3 * 2 * 60, "attention_bias": 0},
-        # n · B · h · keys bias adds, plus FIRE's one query row: 37 subtractions and 2 · 32 · (1 + 3) · 37 MLP FLOPs
-        "fire": {**common, "position_input": 0, "rotation": 0, "attention_bias": 2 * 2 * 3 * 37 + 37 + 2 * 32 * 4 * 37},
+        # n · B · h · keys bias adds, plus FIRE's one query row: 2 · 32 · (1 + 3) · 37 MLP FLOPs (integer distances)
+        "fire": {**common, "position_input": 0, "rotation": 0, "attention_bias": 2 * 2 * 3 * 37 + 2 * 32 * 4 * 37},
         # per layer: q·e against the 38 positions 37 keys can count (2 · B · h · d_head · 38), 4 per logit
         "cope": {**common, **plain, "position_content": 2 * (2 * 2 * 3 * 20 * 38 + 4 * logits)},
         # per layer: the gates' map (2 · B · d · h), a subtraction and the mask's add per logit, the new λ's add

@@ -53,15 +53,17 @@ def test_the_terms_of_known_cells():
     assert train["activations"] == 1000 * (n * (11 * w + 2 * f + 2 * w) + 2 * w + 2 * f + 3 * v) * 4
     alibi = cell_memory(ModelConfig(**tiny, encoding="alibi", max_len=1000), 1, 1000, "infer")
     assert alibi["attention_bias"] == h * 1999 * 2 * 4  # the (h, 2L − 1) table and its causal copy
-    # FIRE: the mask and its causal copy, then per pair its MLP runs on (the causal half) the input and the
-    # output twice (1 + 2h), and one slice of 8192 pairs' hidden layer (32) before and after the ReLU
+    # FIRE: the mask, -inf at future keys already (no causal copy); the features of every query and key and of
+    # the pairs its MLP runs on (the causal half), its output with the -inf column, one slice's hidden layer
     fire = cell_memory(ModelConfig(**tiny, encoding="fire", max_len=1000), 1, 1000, "infer")  # general_dense
-    assert fire["attention_bias"] == (2 * h * 1000 * 1000 + 1000 * 1001 // 2 * (1 + 2 * h) + 2 * 8192 * 32) * 4
+    pairs = 1000 * 1001 // 2
+    assert fire["attention_bias"] == (h * 1000 * 1000 + 1000 * 1000 + pairs + h * (pairs + 1) + 8192 * 32) * 4
     blocked = cell_memory(ModelConfig(**tiny, encoding="fire", max_len=8192), 1, 8192, "infer")  # 256 rows
     last_block = 256 * 8192 - 256 * 255 // 2  # the last 256 queries, each up to its own token
-    assert blocked["attention_bias"] == (2 * h * 256 * 8192 + last_block * (1 + 2 * h) + 2 * 8192 * 32) * 4
+    assert blocked["attention_bias"] == (h * 256 * 8192 + 256 * 8192 + last_block + h * (last_block + 1)
+                                         + 8192 * 32) * 4
     trained = cell_memory(ModelConfig(**tiny, encoding="fire", max_len=1000), 1, 1000, "train")
-    assert trained["attention_bias"] == (2 * h * 1000 * 1000 + 1000 * 1001 // 2 * (1 + 2 * 32)) * 4 * 2  # and grads
+    assert trained["attention_bias"] == (h * 1000 * 1000 + pairs * (1 + 2 * 32)) * 4 * 2  # and grads
     t5 = cell_memory(ModelConfig(**tiny, encoding="t5", max_len=1000), 1, 1000, "train")
     logits = 256 * 256 * (3 * 4 // 2) + 232 * 1000  # 3 full causal blocks of 256 queries, then 232 queries
     assert t5["attention_scores"] == n * h * logits * 4  # SDPA's math kernel: the bias needs a gradient
@@ -74,7 +76,7 @@ def test_the_estimate_grows_as_the_cell_does():
     assert described(terms) == "10.4 TiB (activations 10.2 TiB, weights 119 GiB)"
     half = cell_memory(base.replace(max_len=5 * 10**8), 1, 5 * 10**8)
     assert half["activations"] * 2 == terms["activations"]
-    one_slice = 2 * 8192 * 32 * 4  # FIRE's hidden layer of one MLP slice, before and after its ReLU
+    one_slice = 8192 * 32 * 4  # FIRE's hidden layer of one MLP slice (its ReLU in place)
     fire = [cell_memory(ModelConfig.from_size("tiny", encoding="fire", max_len=n), 1, n)["attention_bias"] - one_slice
             for n in (512, 1024)]
     assert 3.99 < fire[1] / fire[0] < 4  # quadratic: the dense bias and FIRE's MLP over the causal half

@@ -90,6 +90,7 @@ class PositionalEncoding(nn.Module):
     per_layer = False  # parameters of its own in every layer: the registry passes the model's depth, n_layers
     rewrites_cache = False  # changes cached keys as tokens arrive (PaTH): a KV cache of it cannot be cut back
     quadratic_flops = True  # its FLOPs are a quadratic in the sequence length (count_flops may extrapolate them)
+    hides_future_keys = False  # causal, its attention_bias is -inf at keys after the query: attention masks nothing
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False):
         super().__init__()

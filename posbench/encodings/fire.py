@@ -7,10 +7,12 @@ heads, ReLU), ``c`` and the threshold ``L`` (both used as absolute values, so th
 bidirectional models read ``|i − j|``.
 
 The MLP acts on each pair's feature alone, so it runs once per pair a query can see (causal: the lower
-triangle) rather than over all ``q × k``, in slices that keep its hidden layer in cache, and the bias is
-gathered contiguous so that every layer's attention reads the one mask as it is: P1 (``bench --parts
-overhead``) had FIRE at 3.4× NoPE's forward when the MLP ran over every pair and each layer copied a
-heads-innermost mask.
+triangle) rather than over all ``q × k``, in slices that keep its hidden layer in cache and write into
+buffers made once, and the bias is gathered contiguous, ``-inf`` at future keys included, so that every
+layer's attention reads the one mask as it is. P1 (``bench --parts overhead``, L = 1,024) had FIRE at 3.4×
+NoPE's forward when the MLP ran over every pair and each layer copied a heads-innermost mask; at 1.91× on a
+2-core Xeon when each slice still made new tensors and attention masked a copy of the bias (1.58 and 1.70
+after, the same machine, paired over 20 rounds).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Fire(PositionalEncoding):
 
     hook = "logits"
     trained_positions = True
+    hides_future_keys = True
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  hidden: int = 32, init_c: float = 0.1, init_threshold: float = 512.0):
@@ -42,50 +45,64 @@ class Fire(PositionalEncoding):
     def attention_bias(self, query: Positions, key: Positions) -> torch.Tensor:
         """The MLP runs once per pair a query can see (causal: keys up to its own token, the lower
         triangle; else every pair) and the ``(h, q, k)`` bias is gathered from its outputs, contiguous so
-        that attention reads it without copying. A key after the query (masked anyway) reads the query's
-        own offset 0, as ``max(i − j, 0)`` gives on ordered ids. Queries are the last ``len(query)`` keys."""
+        that attention reads it without copying, with ``-inf`` already at the keys after the query
+        (:attr:`hides_future_keys`): no masked copy of the bias. Queries are the last ``len(query)`` keys."""
         q_len, k_len = len(query), len(key)
         last_key = k_len - q_len if self.causal else k_len  # row r sees keys up to r + last_key (or all)
-        whole_grid = last_key >= k_len - 1  # every query sees every key (a decode step, bidirectional)
+        features = self.features(query, key).flatten()  # (q·k,)
+        if last_key >= k_len - 1:  # every query sees every key (a decode step, bidirectional)
+            return self.mlp_over_slices(features, hidden_key=False).view(self.n_heads, q_len, k_len)  # (h, q, k)
         index_dtype = torch.int32 if q_len * k_len < 2**31 else torch.long  # half the memory of int64 indices
-        values = self.mlp_over_slices(self.features(query, key, last_key, whole_grid, index_dtype))  # (h, pairs)
-        if whole_grid:
-            return values.view(self.n_heads, q_len, k_len)  # (h, q, k)
+        rows, cols = torch.tril_indices(q_len, k_len, last_key, device=key.ids.device, dtype=index_dtype)
+        values = self.mlp_over_slices(features[rows * k_len + cols], hidden_key=True)  # (h, pairs + 1)
         index = self.pair_index(q_len, k_len, last_key, key.ids.device, index_dtype)  # (q, k)
         return values.index_select(1, index.flatten()).view(self.n_heads, q_len, k_len)  # (h, q, k)
 
-    def features(self, query: Positions, key: Positions, last_key: int, whole_grid: bool,
-                 index_dtype: torch.dtype) -> torch.Tensor:
-        """``ψ(i − j) / ψ(max(L, i))`` of the pairs ``tril_indices(q, k, last_key)``, row-major: in [0, 1] up
-        to the threshold. The whole grid broadcasts instead: no index tensors (a decode step's few ops)."""
+    def features(self, query: Positions, key: Positions) -> torch.Tensor:
+        """``ψ(i − j) / ψ(max(L, i))`` of every query and key ``(q, k)``: in [0, 1] up to the threshold. On the
+        whole grid by broadcasting (a few passes over ``q·k``) rather than per pair of the causal half
+        (gathers of ids by pair, slower); the distance is integer arithmetic, free under the FLOP convention."""
         c = self.c.abs()
-        i, j = query.ids.to(c.dtype), key.ids.to(c.dtype)  # (q,), (k,)
-        normaliser = torch.log1p(c * torch.maximum(i, self.threshold.abs()))  # (q,)
-        if whole_grid:
-            i, j, normaliser = i[:, None], j[None, :], normaliser[:, None]  # (q, 1), (1, k), (q, 1)
-        else:
-            rows, cols = torch.tril_indices(len(query), len(key), last_key, device=key.ids.device, dtype=index_dtype)
-            i, j, normaliser = i[rows], j[cols], normaliser[rows]  # (pairs,) each
-        distance = i - j
-        distance = distance.abs() if not self.causal else distance.clamp(min=0)
-        return (torch.log1p(c * distance) / normaliser).flatten()  # (pairs,)
+        distance = query.ids[:, None] - key.ids[None, :]  # (q, k) integer
+        distance = (distance.abs() if not self.causal else distance.clamp(min=0)).to(c.dtype)
+        normaliser = torch.log1p(c * torch.maximum(query.ids.to(c.dtype), self.threshold.abs()))  # (q,)
+        return torch.log1p(c * distance) / normaliser[:, None]  # (q, k)
 
-    def mlp_over_slices(self, features: torch.Tensor) -> torch.Tensor:
-        """``(pairs,)`` -> ``(h, pairs)``, :data:`MLP_SLICE` pairs per call: over all pairs at once the
-        hidden layer is hundreds of MB, written and read back through memory three times. Under autograd
-        in one call: the backward keeps every hidden layer anyway, and slices would add up their weight
-        gradients (adds the FLOP count would have to follow, in steps of the slice, not of the length)."""
-        parts = (features,) if features.requires_grad else features.split(MLP_SLICE)
-        return torch.cat([self.mlp(part[:, None]).T for part in parts], dim=1)  # joined and transposed in one copy
+    def mlp_over_slices(self, features: torch.Tensor, hidden_key: bool) -> torch.Tensor:
+        """``(pairs,)`` -> ``(h, pairs)``, and a last column of ``-inf`` if ``hidden_key`` (what the keys after a
+        query gather). Without autograd, :data:`MLP_SLICE` pairs at a time: each slice's hidden layer
+        ``(hidden, slice)`` is written into one buffer, which stays in a core's cache, and its output into
+        its columns of the result, by ``addmm`` with ``out=``. Over all pairs at once the hidden layer is
+        hundreds of MB, and new tensors per slice cost a page fault per 4 KiB on first touch: the slices'
+        ``cat``, ReLU and bias copies took 98 of FIRE's 165 ms over NoPE's forward at L = 1,024 (2-core
+        Xeon). Under autograd in one call: the backward keeps every hidden layer anyway, and slices would
+        add up their weight gradients (adds the FLOP count would have to follow)."""
+        first, second = self.mlp[0], self.mlp[2]  # Linear(1, hidden), ReLU, Linear(hidden, h)
+        if features.requires_grad:
+            columns = [self.mlp(features[:, None]).T]  # (h, pairs)
+            if hidden_key:
+                columns.append(features.new_full((self.n_heads, 1), float("-inf")))
+            return torch.cat(columns, dim=1)  # joined and transposed in one copy
+        pairs = len(features)
+        values = features.new_empty(self.n_heads, pairs + hidden_key)  # (h, pairs [+ 1])
+        values[:, pairs:] = float("-inf")
+        hidden = features.new_empty(self.hidden, min(pairs, MLP_SLICE))  # (hidden, slice)
+        for start in range(0, pairs, MLP_SLICE):
+            part = features[None, start:start + MLP_SLICE]  # (1, slice)
+            layer = hidden[:, :part.shape[1]]
+            torch.addmm(first.bias[:, None], first.weight, part, out=layer).relu_()
+            torch.addmm(second.bias[:, None], second.weight, layer, out=values[:, start:start + part.shape[1]])
+        return values
 
     @staticmethod
     def pair_index(q_len: int, k_len: int, last_key: int, device, dtype: torch.dtype) -> torch.Tensor:
         """``(q, k)`` position in ``tril_indices(q, k, last_key)``'s row-major pairs of each query and key;
-        keys past a row's last one point at that last one (causal: the query's own token, offset 0)."""
+        keys past a row's last one point past every pair, at :meth:`mlp_over_slices`' ``-inf`` column."""
         r = torch.arange(q_len, device=device, dtype=dtype)[:, None]  # (q, 1)
         seen = (r + last_key + 1).clamp(max=k_len)  # (q, 1) keys row r sees
         start = seen.cumsum(0, dtype=dtype) - seen  # (q, 1) where row r's pairs begin
-        return start + torch.arange(k_len, device=device, dtype=dtype).clamp(max=seen - 1)  # (q, k)
+        key = torch.arange(k_len, device=device, dtype=dtype)  # (k,)
+        return torch.where(key < seen, start + key, start[-1] + seen[-1])  # (q, k)
 
     @staticmethod
     def pairs(q_len: int, k_len: int, causal: bool) -> int:
@@ -93,25 +110,25 @@ class Fire(PositionalEncoding):
         return q_len * k_len - (q_len * (q_len - 1) // 2 if causal else 0)
 
     def bias_flops(self, q_len: int, k_len: int, mode: str) -> int:
-        """Per pair the MLP runs on (:meth:`pairs`): the ``i − j`` subtraction and the MLP's two matmuls
-        (``2·hidden`` and ``2·hidden·h``); multiplies by the scalar ``c`` are free under the convention. The
-        backward: twice the matmuls, two multiplies per pair and one per query (``c``'s gradient through
-        the distance and the normaliser). The gathers of pairs and of ``(h, q, k)`` are free."""
-        pairs = self.pairs(q_len, k_len, self.causal)
-        matmuls = 2 * self.hidden * (1 + self.n_heads) * pairs
-        forward = pairs + matmuls
-        return forward if mode == "infer" else forward + 2 * matmuls + 2 * pairs + q_len
+        """The MLP's two matmuls (``2·hidden`` and ``2·hidden·h``) per pair it runs on (:meth:`pairs`); the
+        features are free under the convention (integer distances, multiplies by the scalar ``c``, a
+        division). The backward: twice the matmuls, and two multiplies per query and key and one per
+        query (``c``'s gradient through the distance, the division's through its normaliser, and ``c``'s
+        through the normaliser). The gathers of pairs and of ``(h, q, k)`` are free."""
+        matmuls = 2 * self.hidden * (1 + self.n_heads) * self.pairs(q_len, k_len, self.causal)
+        return matmuls if mode == "infer" else 3 * matmuls + 2 * q_len * k_len + q_len
 
     def bias_build_elements(self, q_len: int, k_len: int, training: bool = False) -> int:
-        """At the build's peak, per pair the MLP runs on (:meth:`pairs`): its input and its output twice
-        (the slices and their joined, transposed copy), with one slice's hidden layer
-        before and after its ReLU; in training (one call, :meth:`mlp_over_slices`) its input and its hidden
-        layer before and after the ReLU over every pair. Not counted: the pair indices (freed before the
-        MLP runs) and the per-pair tensors of the features that training keeps."""
+        """At the build's peak: the features of every query and key, those of the pairs the MLP runs on
+        (:meth:`pairs`; the same tensor when it runs on all of them), its output ``(h, pairs)`` with the
+        ``-inf`` column, and one slice's hidden layer; in training (one call, :meth:`mlp_over_slices`) the
+        pairs' features and the hidden layer before and after the ReLU over every pair. Not counted: the
+        pair indices and the ``(q, k)`` tensors of the features that training keeps."""
         pairs = self.pairs(q_len, k_len, self.causal)
         if training:
             return pairs * (1 + 2 * self.hidden)
-        return pairs * (1 + 2 * self.n_heads) + 2 * min(pairs, MLP_SLICE) * self.hidden
+        taken = pairs if pairs < q_len * k_len else 0  # the causal half, gathered from the grid
+        return q_len * k_len + taken + self.n_heads * (pairs + bool(taken)) + min(pairs, MLP_SLICE) * self.hidden
 
 
 register("fire")(Fire)
