@@ -85,6 +85,37 @@ def test_overhead_judges_each_timed_encoding_by_its_declared_target(monkeypatch,
     assert result.notes[-1:] == targets.notes()  # after any profile of a miss
 
 
+# ----- a part over fresh processes -------------------------------------------------------------------
+def test_across_processes_judges_the_median_and_shows_each_run():
+    def run(ratio, path, samples):
+        rows = [base.Row("decode", "rope C=1024", "paired ratio", ratio, "x", "<= 1.1", ratio <= 1.1),
+                base.Row("decode", "rope C=1024", "path", path)]
+        return base.PartResult("P7", rows, ["a note"], {"rope": samples})
+
+    result = suite.across_processes([run(1.109, "relative", [1.0]), run(1.05, "other", [2.0]), run(1.07, "x", [3.0])])
+    rows = {row.metric: row for row in result.rows}
+    assert result.title == "P7; each figure the median of 3 fresh processes" and result.notes == ["a note"]
+    judged = rows["paired ratio"]
+    assert (judged.value, judged.target, judged.meets) == (1.07, "<= 1.1", True)
+    assert rows["paired ratio per process"].value == "1.109 1.050 1.070" and rows["path"].value == "relative"
+    assert result.samples == {"process 1: rope": [1.0], "process 2: rope": [2.0], "process 3: rope": [3.0]}
+    assert suite.across_processes([run(1.2, "", []), run(1.11, "", [])]).rows[0].meets is False
+    assert base.rejudged(">= 2", 2.0) is True and base.rejudged("", 9.0) is None
+
+
+def test_a_part_runs_in_fresh_processes_and_reports_their_median(tmp_path):
+    """Each process times every encoding against none (its own models, nothing shared): the judged figure is
+    the median of the processes' paired ratios, each of which stands beside it."""
+    options = base.BenchOptions(parts=("decode",), rounds=1, warmup=0, decode_contexts=(1024,), processes=2,
+                                threads=1)
+    result = suite.run_part("decode", options, tmp_path)
+    rows = {(row.item, row.metric): row for row in result.rows}
+    each = [float(v) for v in rows["alibi C=1024", "paired ratio per process"].value.split()]
+    assert len(each) == 2 and rows["alibi C=1024", "paired ratio"].value == pytest.approx(sum(each) / 2, abs=1e-3)
+    assert rows["alibi C=1024", "paired ratio"].target == "<= 1.1"
+    assert {"process 1: alibi@1024", "process 2: alibi@1024"} <= set(result.samples)
+
+
 # ----- shared helpers, P6, the command line --------------------------------------------------------
 def test_alternate_rotates_the_order_and_counts_calls():
     calls = []
@@ -358,9 +389,11 @@ def test_decode_peer_part_rows(tmp_path):
 
 
 def test_cli_decode_options():
-    options = parse(["--parts", "decode,decode_peer", "--decode-contexts", "256,1024", "--decode-new-tokens", "5"])
-    assert (options.parts, options.decode_contexts, options.decode_new_tokens) == (
-        ("decode", "decode_peer"), (256, 1024), 5)
+    options = parse(["--parts", "decode,decode_peer", "--decode-contexts", "256,1024", "--decode-new-tokens", "5",
+                     "--processes", "5"])
+    assert (options.parts, options.decode_contexts, options.decode_new_tokens, options.processes) == (
+        ("decode", "decode_peer"), (256, 1024), 5, 5)
+    assert parse([]).processes == 1
     with pytest.raises(SystemExit):
         parse(["--decode-contexts", "256,x"])
 

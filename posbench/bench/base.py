@@ -37,6 +37,7 @@ class BenchOptions:
     scale_point_seconds: float = 3.0  # extra timed forwards per P6 point while under this
     scale_budget_seconds: float = 150.0  # don't try a length whose forward is estimated longer
     threads: int = 2
+    processes: int = 1  # fresh processes each part runs in, its figures their median (1: this process)
     flex: bool = False
     decode_contexts: tuple[int, ...] = (256, 1024, 4096)  # P7: tokens in the KV cache (judged from 1,024 on)
     decode_new_tokens: int = 32  # P7 peer: tokens each generate call produces after the prompt
@@ -82,6 +83,14 @@ def verdict(value: float, target: float | None, at_most: bool) -> tuple[str, boo
     if target is None:
         return "", None
     return (f"<= {target:g}", value <= target) if at_most else (f">= {target:g}", value >= target)
+
+
+def rejudged(target: str, value: float) -> bool | None:
+    """The verdict of ``target`` (``<= 1.1``, ``>= 2``; blank: none) on another ``value``."""
+    if not target:
+        return None
+    comparison, bound = target.split()
+    return verdict(value, float(bound), at_most=comparison == "<=")[1]
 
 
 def ratio_rows(part: str, item: str, ours: list[float], theirs: list[float], target_value: float | None) -> list[Row]:

@@ -62,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{BenchOptions.decode_new_tokens})")
     parser.add_argument("--threads", type=arguments.positive_int, default=BenchOptions.threads,
                         help="torch threads (default: %(default)s)")
+    parser.add_argument("--processes", type=arguments.positive_int, default=BenchOptions.processes,
+                        help="run each part in this many fresh processes, one after another, and report the "
+                             "median of each figure, with each process's value beside the judged ratios "
+                             "(default: %(default)s, this process)")
     parser.add_argument("--flex", action="store_true",
                         help="also time FlexAttention in 'paths' (torch.compile: needs a C++ compiler; the "
                              "part's notes give the compile time)")
@@ -82,7 +86,8 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
     if args.scale_max_len:
         chosen["scale_lengths"] = tuple(n for n in BenchOptions.scale_lengths if n <= args.scale_max_len)
     parts = args.parts or (CUDA_PARTS if on_cuda(args.device) else PARTS)
-    return BenchOptions(parts=parts, device=args.device, threads=args.threads, flex=args.flex, **chosen)
+    return BenchOptions(parts=parts, device=args.device, threads=args.threads, processes=args.processes,
+                        flex=args.flex, **chosen)
 
 
 def refusal(args: argparse.Namespace) -> tuple[str, int] | None:
