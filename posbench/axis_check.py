@@ -46,7 +46,8 @@ AXIS_NAMES = {1: ("sequence",), 2: ("row", "column"), 3: ("text/time", "row", "c
 
 def first_layer_logits(model, inputs: torch.Tensor, queries: Positions, keys: Positions) -> torch.Tensor:
     """``(B, h, L, L)`` logits of the first layer before the softmax, queries at ``queries`` and keys at
-    ``keys``, no causal mask: every query–key pair is read, those a causal model hides too."""
+    ``keys``, no causal mask: every query–key pair is read, those a causal model hides too, but where the
+    encoding's bias is ``-inf`` there already (``hides_future_keys``: FIRE's)."""
     q, _ = model.first_queries_keys(inputs, queries)  # (B, h, L, d_head)
     _, k = model.first_queries_keys(inputs, keys)
     logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, h, L, L)
@@ -81,7 +82,7 @@ def logit_change(spec: ArmSpec, size: str, encoding_options: tuple[tuple[str, ob
     with torch.no_grad():
         before = first_layer_logits(model, inputs, positions, positions)
         return {name: float((first_layer_logits(model, inputs, positions, stepped(positions, axis)) - before)
-                            .abs().mean())
+                            .abs().nanmean())  # -inf − -inf at keys a bias hides in both: not a change
                 for axis, name in enumerate(AXIS_NAMES[positions.axes])}
 
 

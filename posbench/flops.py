@@ -24,7 +24,7 @@ The convention
   logit-bias add inside attention) plus the two residual adds per block. An op with a constant
   operand (SDPA's internal ``1/√d`` scale, which a fused kernel hides), negation and integer index
   arithmetic are free.
-* Not counted by any of the three: softmax, layer norms, activations, reductions (mean-pooling,
+* Not counted by any of the three: divisions, softmax, layer norms, activations, reductions (mean-pooling,
   the batch-sum of a broadcast gradient), gathers and copies (embedding lookup, concat, index).
   They are kernel-dependent, cheap, and the same for every encoding.
 * Attention is counted as a dense kernel executes it: all ``L × L`` logits, even when causal,

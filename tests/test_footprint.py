@@ -53,15 +53,14 @@ def test_the_terms_of_known_cells():
     assert train["activations"] == 1000 * (n * (11 * w + 2 * f + 2 * w) + 2 * w + 2 * f + 3 * v) * 4
     alibi = cell_memory(ModelConfig(**tiny, encoding="alibi", max_len=1000), 1, 1000, "infer")
     assert alibi["attention_bias"] == h * 1999 * 2 * 4  # the (h, 2L − 1) table and its causal copy
-    # FIRE: the mask, -inf at future keys already (no causal copy); the features of every query and key and of
-    # the pairs its MLP runs on (the causal half), its output with the -inf column, one slice's hidden layer
+    # FIRE: the mask, -inf at future keys already (no causal copy); the features of the pairs its MLP runs on
+    # (the causal half), its output with the -inf column, one slice's hidden layer
     fire = cell_memory(ModelConfig(**tiny, encoding="fire", max_len=1000), 1, 1000, "infer")  # general_dense
     pairs = 1000 * 1001 // 2
-    assert fire["attention_bias"] == (h * 1000 * 1000 + 1000 * 1000 + pairs + h * (pairs + 1) + 8192 * 32) * 4
+    assert fire["attention_bias"] == (h * 1000 * 1000 + pairs + h * (pairs + 1) + 8192 * 32) * 4
     blocked = cell_memory(ModelConfig(**tiny, encoding="fire", max_len=8192), 1, 8192, "infer")  # 256 rows
     last_block = 256 * 8192 - 256 * 255 // 2  # the last 256 queries, each up to its own token
-    assert blocked["attention_bias"] == (h * 256 * 8192 + 256 * 8192 + last_block + h * (last_block + 1)
-                                         + 8192 * 32) * 4
+    assert blocked["attention_bias"] == (h * 256 * 8192 + last_block + h * (last_block + 1) + 8192 * 32) * 4
     trained = cell_memory(ModelConfig(**tiny, encoding="fire", max_len=1000), 1, 1000, "train")
     assert trained["attention_bias"] == (h * 1000 * 1000 + pairs * (1 + 2 * 32)) * 4 * 2  # and grads
     t5 = cell_memory(ModelConfig(**tiny, encoding="t5", max_len=1000), 1, 1000, "train")
@@ -104,7 +103,8 @@ def test_the_cpu_holds_the_machines_physical_memory():
 MEASURED = [
     dict(encoding="none", size="base", seq_len=16384),  # activations
     dict(encoding="t5", size="small", seq_len=2048, mode="train"),  # SDPA's math kernel keeps the softmax
-    dict(encoding="fire", size="tiny", seq_len=8192),  # blocked bias rows and FIRE's MLP over them
+    dict(encoding="fire", size="tiny", seq_len=8192, batch=2),  # blocked bias rows and FIRE's MLP over them (at
+    # batch 1 its estimate fell under 100 MiB once FIRE held no causal copy: 94.9 MiB, measured 98 MiB, 1.03)
     dict(encoding="alibi", size="small", seq_len=8192, mode="decode", batch=2),  # the preallocated KV cache
 ]
 

@@ -24,7 +24,7 @@ from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import register
 from posbench.positions import Positions
 
-MLP_SLICE = 8192  # pairs per MLP call: its (slice, hidden) layer stays in a core's cache, not in memory
+MLP_SLICE = 8192  # pairs per MLP call: its (hidden, slice) layer stays in a core's cache, not in memory
 
 
 class Fire(PositionalEncoding):
@@ -32,7 +32,6 @@ class Fire(PositionalEncoding):
 
     hook = "logits"
     trained_positions = True
-    hides_future_keys = True
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, causal: bool = False, *,
                  hidden: int = 32, init_c: float = 0.1, init_threshold: float = 512.0):
@@ -41,6 +40,11 @@ class Fire(PositionalEncoding):
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
         self.c = nn.Parameter(torch.tensor(init_c))
         self.threshold = nn.Parameter(torch.tensor(init_threshold))
+
+    @property
+    def hides_future_keys(self) -> bool:
+        """Causal, the bias is ``-inf`` at keys after the query (:meth:`attention_bias`)."""
+        return self.causal
 
     def attention_bias(self, query: Positions, key: Positions) -> torch.Tensor:
         """The MLP runs once per pair a query can see (causal: keys up to its own token, the lower
@@ -54,7 +58,9 @@ class Fire(PositionalEncoding):
             return self.mlp_over_slices(features, hidden_key=False).view(self.n_heads, q_len, k_len)  # (h, q, k)
         index_dtype = torch.int32 if q_len * k_len < 2**31 else torch.long  # half the memory of int64 indices
         rows, cols = torch.tril_indices(q_len, k_len, last_key, device=key.ids.device, dtype=index_dtype)
-        values = self.mlp_over_slices(features[rows * k_len + cols], hidden_key=True)  # (h, pairs + 1)
+        taken = features[rows * k_len + cols]  # (pairs,)
+        del features, rows, cols  # not held while the MLP runs
+        values = self.mlp_over_slices(taken, hidden_key=True)  # (h, pairs + 1)
         index = self.pair_index(q_len, k_len, last_key, key.ids.device, index_dtype)  # (q, k)
         return values.index_select(1, index.flatten()).view(self.n_heads, q_len, k_len)  # (h, q, k)
 
@@ -78,7 +84,7 @@ class Fire(PositionalEncoding):
         Xeon). Under autograd in one call: the backward keeps every hidden layer anyway, and slices would
         add up their weight gradients (adds the FLOP count would have to follow)."""
         first, second = self.mlp[0], self.mlp[2]  # Linear(1, hidden), ReLU, Linear(hidden, h)
-        if features.requires_grad:
+        if torch.is_grad_enabled():  # addmm's out= records no gradient
             columns = [self.mlp(features[:, None]).T]  # (h, pairs)
             if hidden_key:
                 columns.append(features.new_full((self.n_heads, 1), float("-inf")))
@@ -119,16 +125,17 @@ class Fire(PositionalEncoding):
         return matmuls if mode == "infer" else 3 * matmuls + 2 * q_len * k_len + q_len
 
     def bias_build_elements(self, q_len: int, k_len: int, training: bool = False) -> int:
-        """At the build's peak: the features of every query and key, those of the pairs the MLP runs on
-        (:meth:`pairs`; the same tensor when it runs on all of them), its output ``(h, pairs)`` with the
-        ``-inf`` column, and one slice's hidden layer; in training (one call, :meth:`mlp_over_slices`) the
-        pairs' features and the hidden layer before and after the ReLU over every pair. Not counted: the
-        pair indices and the ``(q, k)`` tensors of the features that training keeps."""
+        """At the build's peak, while the MLP runs: the features of the pairs it runs on (:meth:`pairs`; the
+        grid of every query and key they were taken from is freed by then, and is smaller than the output
+        from 2 heads on), its output ``(h, pairs)`` with the ``-inf`` column, and one slice's hidden layer; in
+        training (one call, :meth:`mlp_over_slices`) the pairs' features and the hidden layer before and after
+        the ReLU over every pair. Not counted: the pair indices and the ``(q, k)`` tensors of the features that
+        training keeps."""
         pairs = self.pairs(q_len, k_len, self.causal)
         if training:
             return pairs * (1 + 2 * self.hidden)
-        taken = pairs if pairs < q_len * k_len else 0  # the causal half, gathered from the grid
-        return q_len * k_len + taken + self.n_heads * (pairs + bool(taken)) + min(pairs, MLP_SLICE) * self.hidden
+        hidden_column = pairs < q_len * k_len
+        return pairs * (1 + self.n_heads) + self.n_heads * hidden_column + min(pairs, MLP_SLICE) * self.hidden
 
 
 register("fire")(Fire)
