@@ -165,11 +165,12 @@ class CpuMemoryMonitor:
     """
 
     def __enter__(self) -> CpuMemoryMonitor:
+        hwm_reset = reset_rss_high_water_mark()  # before the baseline: an RSS read after it lies within the mark
         self.baseline = current_rss_bytes()
+        self.hwm_reset = hwm_reset and self.baseline is not None
         self.samples: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
-        self.hwm_reset = self.baseline is not None and reset_rss_high_water_mark()
         self._began = time.perf_counter()
         self._thread.start()
         return self
