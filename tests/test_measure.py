@@ -146,6 +146,23 @@ def test_cpu_monitor_sampling_only_reports_its_interval(monkeypatch):
     assert result["peak_mib"] == result["sampled_peak_mib"]
 
 
+def test_cpu_monitor_peak_is_at_least_each_of_its_lower_bounds(monkeypatch):
+    """A high-water mark read under the entry RSS or a sample (RSS handed back by madvise, which the kernel's
+    mark does not see) gives way to the larger: the block's peak is at least each of them."""
+    rss = iter([500 * measure.MIB] + [520 * measure.MIB] * 10_000)  # the entry, then every sample
+    monkeypatch.setattr(measure, "current_rss_bytes", lambda: next(rss))
+    monkeypatch.setattr(measure, "reset_rss_high_water_mark", lambda: True)
+    monkeypatch.setattr(measure, "rss_high_water_mark_bytes", lambda: 499 * measure.MIB)
+    with measure.CpuMemoryMonitor() as monitor:
+        time.sleep(0.01)
+    result = monitor.result()
+    assert (result["baseline_mib"], result["peak_mib"], result["above_baseline_mib"]) == (500.0, 520.0, 20.0)
+    monkeypatch.setattr(measure, "rss_high_water_mark_bytes", lambda: 600 * measure.MIB)
+    with measure.CpuMemoryMonitor() as monitor:
+        pass
+    assert monitor.result()["peak_mib"] == 600.0
+
+
 def test_rss_high_water_mark_reads_kib(monkeypatch):
     status = "Name:\tpython\nVmPeak:\t  9000 kB\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"
     monkeypatch.setattr(measure, "Path", lambda path: SimpleNamespace(read_text=lambda: status))
