@@ -120,18 +120,49 @@ def stick_breaking_reference(q, k, v, causal):
     return out
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_stick_breaking_is_the_reference(causal, float64):
+# Blocks of 4 queries (a head's 4 dimensions) flip their logits; blocks of 8 (causal: 8 then 3) and the bidirectional
+# model's one block of 11 flip the keys and values instead (the last key first)
+@pytest.mark.parametrize("causal, block_size", [(True, 4), (True, 8), (False, 4)])
+def test_stick_breaking_is_the_reference(causal, block_size, float64):
     q, k, v, x = inputs()
     expected = stick_breaking_reference(q, k, v, causal)
-    torch.testing.assert_close(run(build("stick_breaking", causal), q, k, v, x, causal), expected, atol=1e-10,
-                               rtol=0)
+    torch.testing.assert_close(run(build("stick_breaking", causal), q, k, v, x, causal, block_size), expected,
+                               atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_stick_breaking_takes_the_keys_in_either_order(grad):
+    """The last key first gives the weights of token order (the sums run over the keys in another order:
+    float32 rounding apart), with or without a gradient recorded (the in-place passes)."""
+    q, k, v, _ = (t.float() for t in inputs(2))
+    logits = attention.mask_future(q @ k.transpose(-1, -2) * 3, -1)  # hides each query's own key and the future
+    with torch.set_grad_enabled(grad):
+        in_order = attention.stick_breaking(logits, v, v)
+        nearest_first = attention.stick_breaking(logits.flip(-1), v.flip(-2), v, nearest_first=True)
+    torch.testing.assert_close(nearest_first, in_order, atol=1e-6, rtol=0)
+    assert in_order.abs().max() > 0.5
 
 
 def test_the_first_causal_token_takes_its_own_value_whole():
     q, k, v, x = inputs()
     out = run(build("stick_breaking", True), q, k, v, x, True)
     torch.testing.assert_close(out[..., 0, :], v[..., 0, :], atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name, options", [("cope", {"npos": 7}), ("cope", {}), ("stick_breaking", {})])
+@pytest.mark.parametrize("block_size", [3, 8])
+def test_without_a_gradient_the_same_bits_come_from_fewer_passes(name, options, block_size):
+    """Where no gradient is recorded CoPE gathers each position's step once and the passes write in place
+    (stick-breaking's too): evaluation gives exactly the numbers the training forward gives."""
+    enc = build(name, True, **options).float()
+    if name == "cope":
+        torch.nn.init.normal_(enc.embeddings[0])
+    q, k, v, x = (t.float() for t in inputs(3))
+    k = k + 1  # counts past cope's clamp at 6
+    trained = run(enc, q.requires_grad_(), k, v, x, True, block_size)
+    with torch.no_grad():
+        evaluated = run(enc, q, k, v, x, True, block_size)
+    assert trained.requires_grad and torch.equal(evaluated, trained)
 
 
 # ----- the hook as the model runs it -----------------------------------------------------------------------

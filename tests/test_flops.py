@@ -48,6 +48,15 @@ def test_three_counts_agree(encoding, config, mode):
 
 
 @pytest.mark.parametrize("mode", ["infer", "train"])
+def test_cope_with_fewer_positions_than_keys_is_counted_alike(mode):
+    """A table of 7 positions against 37 keys: inference subtracts the steps between 7 positions per query, not
+    one per logit (training does, and both count q·e against 7 positions)."""
+    options, batch, seq_len = CONFIGS["causal-lm-3-heads-L37"]
+    counts = count_flops(tiny_model("cope", encoding_options={"npos": 7}, **options), batch, seq_len, mode)
+    assert counts.torch == counts.analytic and counts.fvcore == (counts.analytic if mode == "infer" else None)
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("encoding", encodings.names())
 def test_counts_extended_from_short_lengths_equal_the_counts_at_full_length(encoding, config, mode):

@@ -23,7 +23,8 @@ from posbench.encodings.contextual import ContextualEncoding
 from posbench.encodings.registry import register
 
 # Elementwise FLOPs per logit: z⌈p⌉ − z⌊p⌋, its product with p − ⌊p⌋ (``frac``, one unary op: free like
-# floor), the add of z⌊p⌋, the bias add
+# floor), the add of z⌊p⌋, the bias add. Without a gradient the subtraction is made once per query and position
+# (the steps, :meth:`Cope._interpolated`), not per logit
 FORWARD_PER_LOGIT = 4
 
 
@@ -56,34 +57,52 @@ class Cope(ContextualEncoding):
         positions = self.positions_read(keys)
         at = q[..., start:stop, :] @ table[:, :positions]  # (B, h, rows, positions)
         gates = torch.sigmoid(logits)  # (B, h, rows, keys), 0 on hidden keys
-        counts = gates.flip(-1).cumsum(-1).flip(-1)  # p_ij = Σ_{t≥j} g_it
+        counts = gates.flip(-1).cumsum_(-1).flip(-1)  # p_ij = Σ_{t≥j} g_it
         if positions == self.npos:  # a count may pass the table: clamp (else it cannot, and the pass is saved)
             counts = counts.clamp(max=self.npos - 1)
         below = counts.long()  # ⌊p⌋ (p >= 0); no gradient through the indices, as in the reference
-        above = (below + 1).clamp_(max=positions - 1)  # the ceiling where p is not whole (else its weight is 0)
-        low, high = at.gather(-1, below), at.gather(-1, above)
-        return low + counts.frac() * (high - low)  # (B, h, rows, keys): p − ⌊p⌋ of high, the rest of low
+        if torch.is_grad_enabled():
+            above = (below + 1).clamp_(max=positions - 1)  # the ceiling where p is not whole (else its weight is 0)
+            low, high = at.gather(-1, below), at.gather(-1, above)
+            return low + counts.frac() * (high - low)  # (B, h, rows, keys): p − ⌊p⌋ of high, the rest of low
+        return self._interpolated(at, counts, below)
+
+    @staticmethod
+    def _interpolated(at: torch.Tensor, counts: torch.Tensor, below: torch.Tensor) -> torch.Tensor:
+        """The bias where no gradient is recorded, the same values in fewer passes: each position's step to the
+        next, ``z[p + 1] − z[p]`` (0 after the last: ``high − low`` where the ceiling is clamped), made per
+        query and gathered once, and the products and sums written into the tensors already made. Training
+        keeps the two gathers: the steps would sum each position logit's gradient in another order."""
+        steps = torch.empty_like(at)  # (B, h, rows, positions)
+        torch.sub(at[..., 1:], at[..., :-1], out=steps[..., :-1])
+        steps[..., -1] = 0
+        return steps.gather(-1, below).mul_(counts.frac_()).add_(at.gather(-1, below))  # (B, h, rows, keys)
 
     def bias_build_elements(self, q_len, k_len, training=False):
-        """Per logit of a block: the gates, the counts (and their reversed cumulative sum), two int64 index
-        tensors (two elements each) and the two gathered position logits: 8; training keeps the gates, the
-        counts' fractions, the two gathered logits and the difference: 5. Per query, its position logits."""
-        per_logit = 5 if training else 8
-        return self.n_heads * q_len * (k_len * per_logit + self.positions_read(k_len))
+        """Per logit of a block: training keeps the gates, the counts' fractions, the two gathered logits and
+        their difference (5), and per query its position logits; without a gradient, at the gathers, the gates,
+        the counts, one int64 index (two elements), the gathered step and position logit (6), and per query its
+        position logits and their steps."""
+        positions = self.positions_read(k_len)
+        if training:
+            return self.n_heads * q_len * (k_len * 5 + positions)
+        return self.n_heads * q_len * (k_len * 6 + 2 * positions)
 
     def content_flops(self, batch_size, q_len, k_len, mode):
         """Per layer: the position logits ``q·e`` (a matmul, ``2·B·h·q·d_head·positions``, the positions the
         keys can reach, :meth:`positions_read`: one block, as the counters run attention) and
-        :data:`FORWARD_PER_LOGIT` per logit. Training adds the matmul's two gradients; per logit the
-        product's two gradients and two accumulation adds (the logits feed the gates and the sum, ``z⌊p⌋``
-        the difference and the sum); per query the accumulated gradients of its position logits (read by
-        both gathers) and of its scaled query (read by the logits and ``q·e``, ``d_head``)."""
+        :data:`FORWARD_PER_LOGIT` per logit (inference: the steps' subtraction per query and position instead
+        of per logit; the same count where every position is reachable, ``positions = keys + 1``). Training
+        adds the matmul's two gradients; per logit the product's two gradients and two accumulation adds (the
+        logits feed the gates and the sum, ``z⌊p⌋`` the difference and the sum); per query the accumulated
+        gradients of its position logits (read by both gathers) and of its scaled query (read by the logits and
+        ``q·e``, ``d_head``)."""
         logits, queries = batch_size * self.n_heads * q_len * k_len, batch_size * self.n_heads * q_len
         positions = self.positions_read(k_len)
         matmul = 2 * queries * self.d_head * positions
+        if mode == "infer":  # the steps between the query's positions, then 3 per logit
+            return self.n_layers * (matmul + queries * (positions - 1) + (FORWARD_PER_LOGIT - 1) * logits)
         forward = matmul + FORWARD_PER_LOGIT * logits
-        if mode == "infer":
-            return self.n_layers * forward
         return self.n_layers * (forward + 2 * matmul + 4 * logits + queries * (positions + self.d_head))
 
 
