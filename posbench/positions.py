@@ -87,8 +87,8 @@ class Positions:
     def rows_of(self, table: torch.Tensor) -> torch.Tensor:
         """The rows of a per-position ``table (max_len, …)`` at these ids ``(L, …)``: a view of ``L`` rows from
         ``offset`` where the ids are contiguous (a decode step's one position: no gather), else gathered.
-        The same values either way; ids must lie within the table."""
-        if self.contiguous:
+        The same values either way; ids must lie within the table (none: no row, wherever the offset)."""
+        if self.contiguous and len(self):
             return table.narrow(0, self.offset, len(self))
         return table[self.ids]
 

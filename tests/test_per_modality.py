@@ -202,6 +202,18 @@ def test_a_mixed_forward_pass_never_reads_a_tensor_on_the_host(name):
     assert reads.count == 0 and logits.shape == (2, 16, 11)
 
 
+def test_a_mixed_forward_pass_splits_the_ids_once_for_all_layers(monkeypatch):
+    """The text and image rows are found and joined once per pass and shared by the layers (as rope's are)."""
+    torch.manual_seed(0)
+    cfg = posbench.ModelConfig.from_size("tiny", encoding="rope_per_modality", vocab_size=11, max_len=MAX_LEN)
+    net, tokens, positions, calls = posbench.build_model(cfg).eval(), torch.randint(0, 11, (2, 16)), mixed(), []
+    split = PerModalityRotary.split
+    monkeypatch.setattr(PerModalityRotary, "split", lambda self, ids: calls.append(ids) or split(self, ids))
+    with torch.no_grad():
+        net(tokens, positions)
+    assert cfg.n_layers == 2 and len(calls) == 1 and not positions.derived
+
+
 # ----- traits and parameters come from the parts ------------------------------------------------
 def test_traits_come_from_the_parts():
     assert encodings.traits("sinusoidal_per_modality") == encodings.Traits("input", "add", "multimodal", False,

@@ -140,7 +140,7 @@ class Learned(AbsoluteEncoding):
 
     def lookup(self, positions: Positions) -> torch.Tensor:
         self._check_length(positions.max_position + 1 if len(positions) else 0)
-        return self.weight[positions.ids]
+        return positions.rows_of(self.weight)  # a decode step's one row: a view, no gather
 
     def _check_length(self, n_positions: int) -> None:
         if n_positions > self.max_len:

@@ -29,7 +29,7 @@ from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.encodings.base import PositionalEncoding
 from posbench.encodings.registry import build, register
 from posbench.encodings.rope import TurnedByRows
-from posbench.positions import IMAGE, Positions
+from posbench.positions import IMAGE, Positions, once_per_positions
 
 ALLOWED = ("two input encodings with the same combine and widths (e.g. sinusoidal + sinusoidal_2d), "
            "or two rotary encodings with the same rotated width (e.g. rope + rope_2d)")
@@ -94,8 +94,10 @@ class PerModalityRotary(TurnedByRows, PerModality):
     def rotated_width(self) -> int:
         return self.text.rotated_width
 
+    @once_per_positions
     def rows(self, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """Turns of queries and of keys ``(L, d_head/2)``: each token's from its own modality's encoding."""
+        """Turns of queries and of keys ``(L, d_head/2)``: each token's from its own modality's encoding, split
+        and joined once per forward pass for all layers (each part's rows are of the split's own positions)."""
         if positions.axes == 1:
             return self.text.rows(positions)
         if positions.axes == 2:
