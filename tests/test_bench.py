@@ -4,7 +4,13 @@ its FLOPs the analytic train count, its breakdown whole; and the speed-up P8 led
 for bit as it was."""
 
 import argparse
+import concurrent.futures
 import io
+import json
+import multiprocessing
+import os
+import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -97,10 +103,62 @@ def test_across_processes_judges_the_median_and_shows_each_run():
     assert result.title == "P7; each figure the median of 3 fresh processes" and result.notes == ["a note"]
     judged = rows["paired ratio"]
     assert (judged.value, judged.target, judged.meets) == (1.07, "<= 1.1", True)
-    assert rows["paired ratio per process"].value == "1.109 1.050 1.070" and rows["path"].value == "relative"
+    assert rows["paired ratio per process"].value == "1.109 1.050 1.070"
+    assert rows["path"].value == "relative | other | x" and rows["path"].meets is None  # each, as they differ
     assert result.samples == {"process 1: rope": [1.0], "process 2: rope": [2.0], "process 3: rope": [3.0]}
     assert suite.across_processes([run(1.2, "", []), run(1.11, "", [])]).rows[0].meets is False
     assert base.rejudged(">= 2", 2.0) is True and base.rejudged("", 9.0) is None
+
+
+def test_across_processes_keeps_the_rows_only_some_runs_gave():
+    """P6 stops where each process's own time estimate says: a length one process reached and another did not
+    is kept in its place, its median over the runs that gave it, each run's value beside it."""
+    def run(latencies, stopped):
+        rows = [base.Row("scale", f"rope L={n}", "latency", ms, "ms") for n, ms in latencies.items()]
+        return base.PartResult("P6", rows + [base.Row("scale", "rope", "longest L", max(latencies), "tokens"),
+                                             base.Row("scale", "rope", "stopped", stopped)])
+
+    runs = [run({1024: 10.0}, "L=2048: not run"), run({1024: 12.0, 2048: 40.0}, "done")]
+    runs[0].notes, runs[1].notes = ["missed its target: profile in p1", "timed: rope"], ["timed: rope"]
+    result = suite.across_processes(runs)
+    assert result.notes == ["process 1: missed its target: profile in p1", "timed: rope"]
+    assert [(row.item, row.metric, row.value) for row in result.rows] == [
+        ("rope L=1024", "latency", 11.0), ("rope L=2048", "latency", 40.0),
+        ("rope L=2048", "latency per process", "— 40.000"), ("rope", "longest L", 1536.0),
+        ("rope", "stopped", "L=2048: not run | done")]
+
+
+def test_a_killed_process_leaves_the_others_figures(tmp_path):
+    """A process killed mid-part (the kernel's out-of-memory killer) ends its pool, not the bench: the figures
+    are the other processes' and a note says which died."""
+    options = base.BenchOptions(parts=("decode",), rounds=1, warmup=0, decode_contexts=(256,), processes=2,
+                                threads=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        running = thread.submit(suite.run_part, "decode", options, tmp_path)
+        while not multiprocessing.active_children():
+            time.sleep(0.01)
+        os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+        result = running.result(timeout=600)
+    assert result.title.endswith("the median of 1 fresh processes")
+    assert result.notes[-1].startswith("process 1 of 2 died before it returned")
+    assert next(row for row in result.rows if row.metric == "paired ratio per process").value.count(" ") == 0
+
+
+def test_each_finished_part_is_written_before_the_next_runs(tmp_path, monkeypatch):
+    """A bench stopped in its second part keeps the first's rows, table and samples."""
+    def first(options, out):
+        return base.PartResult("P1", [base.Row("overhead", "rope", "paired ratio", 1.02, "x")], [], {"rope": [3.5]})
+
+    def second(options, out):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(suite.PART_FUNCTIONS, "overhead", first)
+    monkeypatch.setitem(suite.PART_FUNCTIONS, "decode", second)
+    with pytest.raises(KeyboardInterrupt):
+        suite.run_bench(base.BenchOptions(parts=("overhead", "decode"), threads=1), tmp_path)
+    assert (tmp_path / "bench.csv").read_text().splitlines()[1] == "overhead,rope,paired ratio,1.02,x,,"
+    assert "P1" in (tmp_path / "bench.txt").read_text()
+    assert json.loads((tmp_path / "samples.json").read_text())["samples_ms"] == {"P1": {"rope": [3.5]}}
 
 
 def test_a_part_runs_in_fresh_processes_and_reports_their_median(tmp_path):

@@ -5,12 +5,15 @@ at start and end), with the profiles of missed targets beside them."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import multiprocessing
 import os
 import platform
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -28,7 +31,7 @@ from posbench.bench import (
 )
 from posbench.bench.base import BenchOptions, PartResult, Row, rejudged
 from posbench.devices import on_cuda
-from posbench.records import cpu_model
+from posbench.records import cpu_model, write_atomically
 
 PART_FUNCTIONS = {"paths": attention_paths.run, "overhead": encoding_overhead.run, "peer": x_transformers_peer.run,
                   "limit": machine_limit.run, "scale": longest_length.run, "decode": decode_overhead.run,
@@ -71,7 +74,8 @@ def environment(device: str) -> dict:
 
 
 def run_bench(options: BenchOptions, out: Path) -> list[PartResult]:
-    """Run the chosen parts, writing ``bench.csv``, ``bench.txt`` and ``samples.json`` to ``out``."""
+    """Run the chosen parts, writing ``bench.csv``, ``bench.txt`` and ``samples.json`` to ``out`` after each one
+    (atomically: a bench stopped in a part keeps the parts before it)."""
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(options.threads)
     start = environment(options.device)
@@ -79,20 +83,27 @@ def run_bench(options: BenchOptions, out: Path) -> list[PartResult]:
     for part in options.parts:
         results.append(run_part(part, options, out))
         print(text_table(results[-1]) + "\n", flush=True)
-    end = environment(options.device)
-    with (out / "bench.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(Row.__dataclass_fields__))
-        writer.writeheader()
-        writer.writerows(asdict(row) for result in results for row in result.rows)
+        write_results(options, results, start, environment(options.device), out)
+    return results
+
+
+def write_results(options: BenchOptions, results: list[PartResult], start: dict, end: dict, out: Path) -> None:
+    """The parts run so far as ``bench.csv`` (a row per figure), ``bench.txt`` (the tables under the machine and
+    its load) and ``samples.json`` (every raw sample, the options and both environments)."""
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=list(Row.__dataclass_fields__))
+    writer.writeheader()
+    writer.writerows(asdict(row) for result in results for row in result.rows)
     on = f"{start['device']} ({start['gpu']}), host " if start["gpu"] else ""
     header = (f"posbench bench — {on}{start['cpu']} ({start['cpu_capability']}), torch {start['torch']}, "
               f"{start['threads']} threads; load average {_load(start)} at start, {_load(end)} at end "
               f"({start['time']} → {end['time']})")
-    (out / "bench.txt").write_text("\n\n".join([header, *map(text_table, results)]) + "\n")
-    (out / "samples.json").write_text(json.dumps(
-        {"options": asdict(options), "environment": {"start": start, "end": end},
-         "samples_ms": {result.title: result.samples for result in results}}, indent=1))
-    return results
+    samples = {"options": asdict(options), "environment": {"start": start, "end": end},
+               "samples_ms": {result.title: result.samples for result in results}}
+    texts = {"bench.csv": table.getvalue(), "bench.txt": "\n\n".join([header, *map(text_table, results)]) + "\n",
+             "samples.json": json.dumps(samples, indent=1)}
+    for name, text in texts.items():
+        write_atomically(out / name, lambda file, text=text: file.write(text.encode()))
 
 
 def run_part(part: str, options: BenchOptions, out: Path) -> PartResult:
@@ -103,11 +114,20 @@ def run_part(part: str, options: BenchOptions, out: Path) -> PartResult:
     that the rounds within one process cannot average out."""
     if options.processes == 1:
         return PART_FUNCTIONS[part](options, out)
-    runs = []
+    runs, lost = [], []
     for k in range(1, options.processes + 1):
-        with multiprocessing.get_context("spawn").Pool(1) as pool:
-            runs.append(pool.apply(_in_fresh_process, (part, options, out / f"{part}-process-{k}")))
-    return across_processes(runs)
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            try:
+                runs.append(pool.submit(_in_fresh_process, part, options, out / f"{part}-process-{k}").result())
+            except BrokenProcessPool:  # killed (out of memory, a signal): the others still give the figures
+                lost.append(k)
+    if not runs:
+        raise RuntimeError(f"every one of the {options.processes} processes of bench part {part} died")
+    result = across_processes(runs)
+    if lost:
+        result.notes.append(f"process {', '.join(map(str, lost))} of {options.processes} died before it returned "
+                            f"(killed or out of memory): each figure is the median of the other {len(runs)}")
+    return result
 
 
 def _in_fresh_process(part: str, options: BenchOptions, out: Path) -> PartResult:
@@ -117,27 +137,64 @@ def _in_fresh_process(part: str, options: BenchOptions, out: Path) -> PartResult
 
 
 def across_processes(runs: list[PartResult]) -> PartResult:
-    """The runs of one part (the same rows in the same order) as one result: each numeric figure the median
-    over the runs, a target judged on that median, and beside every judged or paired ratio its value in
-    each run; other rows (a path's name) as the first run gave them. Samples are kept per run."""
+    """The runs of one part as one result: each numeric figure the median over the runs that gave it, a target
+    judged on that median, and beside every judged or paired ratio, or a figure some run did not give (P6
+    stops where a process's own time estimate says), its value in each run (``—``: none); other rows (a path's
+    name) as every run gave them, or each run's where they differ; a note some runs gave, with their numbers.
+    Samples are kept per run."""
     result = PartResult(f"{runs[0].title}; each figure the median of {len(runs)} fresh processes")
-    for rows in zip(*(run.rows for run in runs), strict=True):
-        first = rows[0]
-        if len({(row.part, row.item, row.metric) for row in rows}) != 1:
-            raise RuntimeError(f"the runs of {first.part} gave different rows: {sorted({row.item for row in rows})}")
-        values = [row.value for row in rows]
+    for key in _row_order(runs):
+        rows = [next((row for row in run.rows if _key(row) == key), None) for run in runs]
+        first = next(row for row in rows if row is not None)
+        values = [row.value for row in rows if row is not None]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            result.rows.append(first)
+            same = len({str(v) for v in values}) == 1 and len(values) == len(runs)
+            result.rows.append(first if same else replace(first, value=_per_run(rows, str, " | "), meets=None))
             continue
         value = statistics.median(values)
         result.rows.append(replace(first, value=value, meets=rejudged(first.target, value)))
-        if first.target or first.metric == "paired ratio":
+        if first.target or first.metric == "paired ratio" or len(values) < len(runs):
             result.rows.append(Row(first.part, first.item, f"{first.metric} per process",
-                                   " ".join(f"{v:.3f}" for v in values)))
+                                   _per_run(rows, lambda v: f"{v:.3f}")))
     result.samples = {f"process {k}: {name}": samples for k, run in enumerate(runs, 1)
                       for name, samples in run.samples.items()}
-    result.notes = list(dict.fromkeys(note for run in runs for note in run.notes))
+    result.notes = [note if len(given) == len(runs) else f"process {', '.join(map(str, given))}: {note}"
+                    for note, given in _notes_by_run(runs).items()]
     return result
+
+
+def _notes_by_run(runs: list[PartResult]) -> dict[str, list[int]]:
+    """Each note once, with the runs (from 1) that gave it: a run's "missed its target" beside a median that
+    meets it must say whose it was."""
+    given: dict[str, list[int]] = {}
+    for k, run in enumerate(runs, 1):
+        for note in run.notes:
+            given.setdefault(note, []).append(k)
+    return given
+
+
+def _key(row: Row) -> tuple[str, str, str]:
+    return row.part, row.item, row.metric
+
+
+def _row_order(runs: list[PartResult]) -> list[tuple[str, str, str]]:
+    """Every run's row keys, once each, in the runs' order: a row only a later run gave comes after the row
+    before it there."""
+    order: list[tuple[str, str, str]] = []
+    for run in runs:
+        at = 0
+        for row in run.rows:
+            if _key(row) in order:
+                at = order.index(_key(row)) + 1
+            else:
+                order.insert(at, _key(row))
+                at += 1
+    return order
+
+
+def _per_run(rows: list[Row | None], shown, separator: str = " ") -> str:
+    """Each run's value of one row, ``—`` where a run did not give it."""
+    return separator.join("—" if row is None else shown(row.value) for row in rows)
 
 
 def _load(env: dict) -> str:
