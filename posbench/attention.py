@@ -447,7 +447,9 @@ class ContextualLogitsMask(ContextualMask):
             logits = mask_future(logits, self.first_query + start - breaking, nearest_first)
         bias = self.encoding.content_bias(content, logits, start, stop, key_stop)
         if bias is not None:  # logits are this block's own (the mask's or the matmul's): added in place if no grad
-            logits = logits + bias if torch.is_grad_enabled() else logits.add_(bias)
+            assert not nearest_first, "a bias is made of logits in token order"
+            in_place = not torch.is_grad_enabled() and torch.result_type(logits, bias) == logits.dtype
+            logits = logits.add_(bias) if in_place else logits + bias
         if breaking:
             own = v[..., self.first_query + start:self.first_query + stop, :]  # (B, h, rows, d) the queries' values
             return stick_breaking(logits, values, own, nearest_first)
@@ -476,8 +478,8 @@ def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor
     0: far keys reach them after a few hundred broken sticks. ``exp`` is given no argument under −87: one
     into subnormals runs two orders of magnitude slower on CPU than one in range, and ``-inf`` (hidden keys)
     ten times slower on that Xeon (AVX-512; 88 and 9.4 against 0.6 ns per element), so the log weights are
-    clamped at −87 and the weights at e^−87 set to 0 after it (:data:`NEGLIGIBLE_WEIGHT`; the same zeros as
-    a ``-inf`` before ``exp``, the others bit-identical). Where no gradient is recorded, the passes after the
+    clamped at −87 and the weights at e^−87 set to 0 after it (:data:`NEGLIGIBLE_WEIGHT`; in float32 the same
+    zeros as a ``-inf`` before ``exp``, the others bit-identical). Where no gradient is recorded, the passes after the
     sum write into the tensor it made (the same values)."""
     shares = F.logsigmoid(-logits)  # (B, h, q, k): log(1 − β), what each key leaves of the stick
     left = shares.cumsum(-1) if nearest_first else shares.flip(-1).cumsum(-1).flip(-1)  # Σ_{t≥j} log σ(−z_it)

@@ -98,7 +98,8 @@ def test_across_processes_judges_the_median_and_shows_each_run():
                 base.Row("decode", "rope C=1024", "path", path)]
         return base.PartResult("P7", rows, ["a note"], {"rope": samples})
 
-    result = suite.across_processes([run(1.109, "relative", [1.0]), run(1.05, "other", [2.0]), run(1.07, "x", [3.0])])
+    result = suite.across_processes({1: run(1.109, "relative", [1.0]), 2: run(1.05, "other", [2.0]),
+                                     3: run(1.07, "x", [3.0])})
     rows = {row.metric: row for row in result.rows}
     assert result.title == "P7; each figure the median of 3 fresh processes" and result.notes == ["a note"]
     judged = rows["paired ratio"]
@@ -106,26 +107,31 @@ def test_across_processes_judges_the_median_and_shows_each_run():
     assert rows["paired ratio per process"].value == "1.109 1.050 1.070"
     assert rows["path"].value == "relative | other | x" and rows["path"].meets is None  # each, as they differ
     assert result.samples == {"process 1: rope": [1.0], "process 2: rope": [2.0], "process 3: rope": [3.0]}
-    assert suite.across_processes([run(1.2, "", []), run(1.11, "", [])]).rows[0].meets is False
+    assert suite.across_processes({1: run(1.2, "", []), 2: run(1.11, "", [])}).rows[0].meets is False
     assert base.rejudged(">= 2", 2.0) is True and base.rejudged("", 9.0) is None
 
 
 def test_across_processes_keeps_the_rows_only_some_runs_gave():
     """P6 stops where each process's own time estimate says: a length one process reached and another did not
-    is kept in its place, its median over the runs that gave it, each run's value beside it."""
+    is kept in its place, its median over the runs that gave it, each run's value beside it; the longest length
+    is one a process reached (the lower middle one); a note is named by the process that gave it (process 1
+    died here: the others keep their numbers)."""
     def run(latencies, stopped):
         rows = [base.Row("scale", f"rope L={n}", "latency", ms, "ms") for n, ms in latencies.items()]
         return base.PartResult("P6", rows + [base.Row("scale", "rope", "longest L", max(latencies), "tokens"),
                                              base.Row("scale", "rope", "stopped", stopped)])
 
-    runs = [run({1024: 10.0}, "L=2048: not run"), run({1024: 12.0, 2048: 40.0}, "done")]
-    runs[0].notes, runs[1].notes = ["missed its target: profile in p1", "timed: rope"], ["timed: rope"]
+    runs = {2: run({1024: 10.0}, "L=2048: not run"), 3: run({1024: 12.0, 2048: 40.0}, "done")}
+    runs[2].notes, runs[3].notes = ["missed its target: profile in p2", "timed: rope", "timed: rope"], ["timed: rope"]
     result = suite.across_processes(runs)
-    assert result.notes == ["process 1: missed its target: profile in p1", "timed: rope"]
+    assert result.notes == ["process 2: missed its target: profile in p2", "timed: rope"]
     assert [(row.item, row.metric, row.value) for row in result.rows] == [
         ("rope L=1024", "latency", 11.0), ("rope L=2048", "latency", 40.0),
-        ("rope L=2048", "latency per process", "— 40.000"), ("rope", "longest L", 1536.0),
+        ("rope L=2048", "latency per process", "— 40.000"), ("rope", "longest L", 1024),
         ("rope", "stopped", "L=2048: not run | done")]
+    runs[2].rows.append(runs[2].rows[0])
+    with pytest.raises(ValueError, match=r"^bench part scale gave 'rope L=1024' 'latency' twice in one process$"):
+        suite.across_processes(runs)
 
 
 def test_a_killed_process_leaves_the_others_figures(tmp_path):
@@ -141,6 +147,7 @@ def test_a_killed_process_leaves_the_others_figures(tmp_path):
         result = running.result(timeout=600)
     assert result.title.endswith("the median of 1 fresh processes")
     assert result.notes[-1].startswith("process 1 of 2 died before it returned")
+    assert result.samples and all(name.startswith("process 2: ") for name in result.samples)
     assert next(row for row in result.rows if row.metric == "paired ratio per process").value.count(" ") == 0
 
 

@@ -114,11 +114,11 @@ def run_part(part: str, options: BenchOptions, out: Path) -> PartResult:
     that the rounds within one process cannot average out."""
     if options.processes == 1:
         return PART_FUNCTIONS[part](options, out)
-    runs, lost = [], []
+    runs, lost = {}, []
     for k in range(1, options.processes + 1):
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             try:
-                runs.append(pool.submit(_in_fresh_process, part, options, out / f"{part}-process-{k}").result())
+                runs[k] = pool.submit(_in_fresh_process, part, options, out / f"{part}-process-{k}").result()
             except BrokenProcessPool:  # killed (out of memory, a signal): the others still give the figures
                 lost.append(k)
     if not runs:
@@ -136,39 +136,51 @@ def _in_fresh_process(part: str, options: BenchOptions, out: Path) -> PartResult
     return PART_FUNCTIONS[part](options, out)
 
 
-def across_processes(runs: list[PartResult]) -> PartResult:
-    """The runs of one part as one result: each numeric figure the median over the runs that gave it, a target
-    judged on that median, and beside every judged or paired ratio, or a figure some run did not give (P6
-    stops where a process's own time estimate says), its value in each run (``—``: none); other rows (a path's
-    name) as every run gave them, or each run's where they differ; a note some runs gave, with their numbers.
-    Samples are kept per run."""
-    result = PartResult(f"{runs[0].title}; each figure the median of {len(runs)} fresh processes")
-    for key in _row_order(runs):
-        rows = [next((row for row in run.rows if _key(row) == key), None) for run in runs]
+def across_processes(runs: dict[int, PartResult]) -> PartResult:
+    """The runs of one part, by process number, as one result: each numeric figure the median over the runs that
+    gave it (a count's, a length's, the lower middle one: a length some run reached), a target judged on that
+    median, and beside every judged or paired ratio, or a figure some run did not give (P6 stops where a
+    process's own time estimate says), its value in each run (``—``: none); other rows (a path's name) as every
+    run gave them, or each run's where they differ; a note some runs gave, with their numbers. Samples are kept
+    per run."""
+    by_key = {k: _rows_by_key(run) for k, run in runs.items()}
+    result = PartResult(f"{next(iter(runs.values())).title}; each figure the median of {len(runs)} fresh processes")
+    for key in _row_order(runs.values()):
+        rows = [by_key[k].get(key) for k in runs]
         first = next(row for row in rows if row is not None)
         values = [row.value for row in rows if row is not None]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             same = len({str(v) for v in values}) == 1 and len(values) == len(runs)
             result.rows.append(first if same else replace(first, value=_per_run(rows, str, " | "), meets=None))
             continue
-        value = statistics.median(values)
+        value = (statistics.median_low if all(isinstance(v, int) for v in values) else statistics.median)(values)
         result.rows.append(replace(first, value=value, meets=rejudged(first.target, value)))
         if first.target or first.metric == "paired ratio" or len(values) < len(runs):
             result.rows.append(Row(first.part, first.item, f"{first.metric} per process",
                                    _per_run(rows, lambda v: f"{v:.3f}")))
-    result.samples = {f"process {k}: {name}": samples for k, run in enumerate(runs, 1)
+    result.samples = {f"process {k}: {name}": samples for k, run in runs.items()
                       for name, samples in run.samples.items()}
     result.notes = [note if len(given) == len(runs) else f"process {', '.join(map(str, given))}: {note}"
                     for note, given in _notes_by_run(runs).items()]
     return result
 
 
-def _notes_by_run(runs: list[PartResult]) -> dict[str, list[int]]:
-    """Each note once, with the runs (from 1) that gave it: a run's "missed its target" beside a median that
-    meets it must say whose it was."""
+def _rows_by_key(run: PartResult) -> dict[tuple[str, str, str], Row]:
+    """One run's rows by (part, item, metric); a key twice in one run is a bench bug, never merged away."""
+    rows = {}
+    for row in run.rows:
+        if _key(row) in rows:
+            raise ValueError(f"bench part {row.part} gave {row.item!r} {row.metric!r} twice in one process")
+        rows[_key(row)] = row
+    return rows
+
+
+def _notes_by_run(runs: dict[int, PartResult]) -> dict[str, list[int]]:
+    """Each note once, with the processes that gave it: a run's "missed its target" beside a median that meets
+    it must say whose it was."""
     given: dict[str, list[int]] = {}
-    for k, run in enumerate(runs, 1):
-        for note in run.notes:
+    for k, run in runs.items():
+        for note in dict.fromkeys(run.notes):
             given.setdefault(note, []).append(k)
     return given
 
@@ -177,7 +189,7 @@ def _key(row: Row) -> tuple[str, str, str]:
     return row.part, row.item, row.metric
 
 
-def _row_order(runs: list[PartResult]) -> list[tuple[str, str, str]]:
+def _row_order(runs) -> list[tuple[str, str, str]]:
     """Every run's row keys, once each, in the runs' order: a row only a later run gave comes after the row
     before it there."""
     order: list[tuple[str, str, str]] = []

@@ -57,7 +57,7 @@ class Cope(ContextualEncoding):
         positions = self.positions_read(keys)
         at = q[..., start:stop, :] @ table[:, :positions]  # (B, h, rows, positions)
         gates = torch.sigmoid(logits)  # (B, h, rows, keys), 0 on hidden keys
-        counts = gates.flip(-1).cumsum_(-1).flip(-1)  # p_ij = Σ_{t≥j} g_it
+        counts = gates.flip(-1).cumsum(-1).flip(-1)  # p_ij = Σ_{t≥j} g_it (not in place: CUDA autocast sums in fp32)
         if positions == self.npos:  # a count may pass the table: clamp (else it cannot, and the pass is saved)
             counts = counts.clamp(max=self.npos - 1)
         below = counts.long()  # ⌊p⌋ (p >= 0); no gradient through the indices, as in the reference
@@ -72,8 +72,9 @@ class Cope(ContextualEncoding):
         """The bias where no gradient is recorded, the same values in fewer passes: each position's step to the
         next, ``z[p + 1] − z[p]`` (0 after the last: ``high − low`` where the ceiling is clamped), made per
         query and gathered once, and the products and sums written into the tensors already made. Training
-        keeps the two gathers: the steps would sum each position logit's gradient in another order."""
-        steps = torch.empty_like(at)  # (B, h, rows, positions)
+        keeps the two gathers: the steps would sum each position logit's gradient in another order. The steps
+        are of the product's type (float32 counts under CUDA autocast: bf16 ``at`` would round the products)."""
+        steps = torch.empty_like(at, dtype=torch.result_type(at, counts))  # (B, h, rows, positions)
         torch.sub(at[..., 1:], at[..., :-1], out=steps[..., :-1])
         steps[..., -1] = 0
         return steps.gather(-1, below).mul_(counts.frac_()).add_(at.gather(-1, below))  # (B, h, rows, keys)
