@@ -2,7 +2,9 @@
 
 A command module exposes ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
 Bad arguments print one line naming the argument and the allowed values (worded once, in
-:mod:`posbench.cli.arguments`), and exit 2.
+:mod:`posbench.cli.arguments`), and exit 2. A write that fails (a full disk) prints one line naming the
+file and exits 1; SIGINT or SIGTERM, one line saying what was kept, and exit 128 + the signal
+(:mod:`posbench.faults`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from posbench.faults import Interrupted, WriteError, signals_interrupt
 
 COMMANDS = {  # name -> module under posbench.cli
     "profile": "posbench.cli.profile",
@@ -57,7 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sub)
     args = parser.parse_args(argv)
-    return modules[args.command].run(args)
+    try:
+        with signals_interrupt():
+            return modules[args.command].run(args)
+    except WriteError as error:
+        print(f"posbench {args.command}: error: {error}; rerun once it can be written, finished files stand",
+              file=sys.stderr)
+        return 1
+    except Interrupted as stop:
+        print(f"posbench {args.command}: {stop}", file=sys.stderr)
+        return stop.exit_status
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ rules under ``workflow/`` leaves every record standing, so a reference sweep sur
 being measured again; an edit to any other ``*.py`` or ``*.json`` of the package, committed or not,
 has its records measured again.
 
+A SIGINT or SIGTERM stops the batch between records (:func:`run_cells`): every finished record stands,
+none is half-written, no manifest is written, and the command says how many it kept; the rerun
+measures the rest.
+
 Failures fail: a cell that is ``skipped`` (its device is missing) or ``error`` still writes its
 record (the reason is kept), but the batch then writes no manifest and exits 1, so the workflow
 job fails and a rerun tries those cells again. ``ok``, ``oom`` and ``diverged`` are results: exit 0.
@@ -22,15 +26,18 @@ job fails and a rerun tries those cells again. ``ok``, ``oom`` and ``diverged`` 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
 
 from posbench import records
+from posbench.faults import Interrupted
 
 
 @dataclass(frozen=True)
@@ -88,46 +95,32 @@ def code_identity(environment: dict) -> dict:
 
 
 def run_cells(command: str, cells: list[Cell], manifest: Path | None = None,
-              together: Callable[[list[Cell]], list[dict]] | None = None) -> int:
+              together: Callable[[list[Cell]], Iterable[tuple[int, dict]]] | None = None) -> int:
     """Measure each cell not already recorded, write its record, then the manifest; the exit status.
 
     Each cell is measured by its own ``measure`` and its record written at once; with ``together``,
-    the cells not kept are measured by one call ``together(cells) -> their records, in order`` (profile
-    times them in alternation) and written when it returns — a rerun then keeps what an earlier run
-    finished and measures only the rest, together.
+    the cells not kept are measured by one call ``together(cells)``, which yields ``(position in
+    cells, record)`` as it finishes each (profile times the encodings of a length in alternation, and
+    yields them when their length is done), each record written as it comes — a rerun then keeps what
+    an earlier run finished and measures only the rest, together.
 
-    The manifest gives each cell's wall time in this process (``seconds``; cells measured together
-    share theirs evenly), so a job's wall time minus their sum is what the job spent outside its
-    cells: start-up, argument checks, the manifest."""
-    entries, code = [], code_identity(records.environment())
+    A signal (:class:`~posbench.faults.Interrupted`, or Ctrl-C's ``KeyboardInterrupt``) stops the batch
+    between records: the records finished stand, none is half-written, and it is raised again as
+    ``Interrupted`` saying how many of the batch's records are kept and where.
 
-    def done(cell: Cell, record: dict, action: str, seconds: float) -> None:
-        reason = f" — {record['reason']}" if record["reason"] else ""
-        print(f"posbench {command} [{len(entries) + 1}/{len(cells)}] {action} {cell.out}: {record['status']}{reason}",
-              file=sys.stderr, flush=True)
-        entries.append({"record": str(cell.out), "status": record["status"], "config_hash": record["config_hash"],
-                        "action": action, "seconds": seconds})
-
-    if together is None:
-        for cell in cells:
-            started = time.perf_counter()
-            record = kept_record(cell, code)
-            action = "kept" if record else "wrote"
-            if record is None:
-                record = cell.measure()
-                records.write_record(cell.out, record)
-            done(cell, record, action, time.perf_counter() - started)
-    else:
-        started = time.perf_counter()
-        kept = [kept_record(cell, code) for cell in cells]
-        missing = [cell for cell, record in zip(cells, kept) if record is None]
-        fresh = together(missing) if missing else []
-        for cell, record in zip(missing, fresh):
-            records.write_record(cell.out, record)
-        share = (time.perf_counter() - started) / max(len(missing), 1)
-        fresh = iter(fresh)
-        for cell, record in zip(cells, kept):
-            done(cell, record or next(fresh), "kept" if record else "wrote", 0.0 if record else share)
+    The manifest lists the cells in order and gives each cell's wall time in this process
+    (``seconds``; cells measured together share theirs evenly), so a job's wall time minus their sum is
+    what the job spent outside its cells: start-up, argument checks, the manifest."""
+    entries: dict[int, dict] = {}  # by the cell's position, as each is done
+    code = code_identity(records.environment())
+    try:
+        measure_cells(command, cells, together, code, entries)
+    except KeyboardInterrupt as stop:
+        kept = sum(kept_record(cell, code) is not None for cell in cells)  # what a rerun keeps
+        folder = Path(os.path.commonpath([cell.out.parent for cell in cells]))
+        raise Interrupted(getattr(stop, "signum", signal.SIGINT),
+                          f"kept {kept} of {len(cells)} records under {folder}; rerun to finish the rest") from None
+    entries = [entries[index] for index in range(len(cells))]
     counts = {status: sum(e["status"] == status for e in entries) for status in records.STATUSES}
     failed = counts["skipped"] + counts["error"]
     if manifest and not failed:
@@ -138,3 +131,44 @@ def run_cells(command: str, cells: list[Cell], manifest: Path | None = None,
           + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
           + f"), {sum(e['action'] == 'kept' for e in entries)} kept from an earlier run{written}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def measure_cells(command: str, cells: list[Cell], together: Callable[[list[Cell]], Iterable[tuple[int, dict]]] | None,
+                  code: dict, entries: dict[int, dict]) -> None:
+    """Keep (a record of this ``code``, :func:`kept_record`) or measure each of ``cells`` (see :func:`run_cells`),
+    writing each new record at once and adding each cell's manifest entry to ``entries`` (by position) as it
+    is done, with a progress line."""
+
+    def done(index: int, record: dict, action: str, seconds: float) -> None:
+        reason = f" — {record['reason']}" if record["reason"] else ""
+        print(f"posbench {command} [{len(entries) + 1}/{len(cells)}] {action} {cells[index].out}: "
+              f"{record['status']}{reason}", file=sys.stderr, flush=True)
+        entries[index] = {"record": str(cells[index].out), "status": record["status"],
+                          "config_hash": record["config_hash"], "action": action, "seconds": seconds}
+
+    if together is None:
+        for index, cell in enumerate(cells):
+            started = time.perf_counter()
+            record = kept_record(cell, code)
+            action = "kept" if record else "wrote"
+            if record is None:
+                record = cell.measure()
+                records.write_record(cell.out, record)
+            done(index, record, action, time.perf_counter() - started)
+        return
+    started = time.perf_counter()
+    missing = []
+    for index, cell in enumerate(cells):
+        record = kept_record(cell, code)
+        if record:
+            done(index, record, "kept", 0.0)
+        else:
+            missing.append(index)
+    if not missing:
+        return
+    for position, record in together([cells[index] for index in missing]):
+        records.write_record(cells[missing[position]].out, record)
+        done(missing[position], record, "wrote", 0.0)
+    share = (time.perf_counter() - started) / len(missing)
+    for index in missing:
+        entries[index]["seconds"] = share

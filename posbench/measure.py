@@ -400,13 +400,17 @@ def run_isolated(target: Callable[[dict, dict], None], payload: dict) -> ChildOu
     when it fails. A failed allocation comes back as ``oom`` from the child itself; a child killed by
     SIGKILL — what the kernel's out-of-memory killer sends, and it cannot be caught — is reported
     ``oom`` by us.
+
+    The child runs in its own process group, so a Ctrl-C at the terminal reaches only this process,
+    which reports it once and ends the child (``subprocess.run`` kills it on any exception) rather
+    than the child printing a traceback of its own.
     """
     name = target_name(target)
     with tempfile.TemporaryDirectory(prefix="posbench-") as folder:
         payload_path, outcome_path = Path(folder) / "payload.json", Path(folder) / "outcome.json"
         payload_path.write_text(json.dumps(payload))
         code = subprocess.run([sys.executable, "-m", "posbench.measure", name, str(payload_path),
-                               str(outcome_path)]).returncode
+                               str(outcome_path)], process_group=0).returncode
         if outcome_path.exists():
             return ChildOutcome(**json.loads(outcome_path.read_text()))
     if code == -signal.SIGKILL:

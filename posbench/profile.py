@@ -33,6 +33,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
@@ -40,9 +41,12 @@ import torch
 
 from posbench import encodings, footprint, measure, records
 from posbench.attention import layer_paths
+from posbench.cache import KVCache
 from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, autocast, missing_device, on_cuda
 from posbench.flops import analytic_flops, count_flops, decode_flops
-from posbench.model import SIZES, KVCache, ModelConfig, build_model, count_params
+from posbench.model import ModelConfig, build_model, count_params
+from posbench.profiler import profiling
+from posbench.sizes import SIZES
 
 MODES = ("infer", "train", "decode")
 MEMORY_PASS_STEPS = 2  # the first step allocates caches and optimizer state, the second is steady
@@ -199,14 +203,15 @@ def profile_together(configs: list[ProfileConfig], log: TextIO | None = None) ->
     return found
 
 
-def profile_by_length(configs: list[ProfileConfig], log: TextIO | None = None) -> list[dict]:
-    """:func:`profile_together` over the cells of each length (in their order); the records in the
-    order of ``configs``."""
-    groups: dict[int, list[ProfileConfig]] = {}
-    for config in configs:
-        groups.setdefault(config.seq_len, []).append(config)
-    found = {config: record for group in groups.values() for config, record in zip(group, profile_together(group, log))}
-    return [found[config] for config in configs]
+def profile_by_length(configs: list[ProfileConfig], log: TextIO | None = None) -> Iterator[tuple[int, dict]]:
+    """:func:`profile_together` over the cells of each length (in their order), yielding each cell's
+    position in ``configs`` and record as its length is done: a batch writes them before the next length
+    is measured, so a run stopped there keeps them."""
+    groups: dict[int, list[int]] = {}
+    for position, config in enumerate(configs):
+        groups.setdefault(config.seq_len, []).append(position)
+    for positions in groups.values():
+        yield from zip(positions, profile_together([configs[position] for position in positions], log))
 
 
 def time_latencies(configs: list[ProfileConfig]) -> list[measure.ChildOutcome]:
@@ -513,7 +518,7 @@ def attention_used(model, step, config: ProfileConfig) -> dict:
     ``flash_attention_for_cpu`` (CPU flash), ``attention_math`` (the unfused fallback),
     ``efficient_attention`` / ``flash_attention`` / ``cudnn_attention`` (CUDA).
     """
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+    with profiling([torch.profiler.ProfilerActivity.CPU]) as profiler:
         step()
     kernels = sorted({event.name for event in profiler.events() if event.name.startswith(SDPA_KERNEL_PREFIX)})
     backends = sorted({name.removeprefix(SDPA_KERNEL_PREFIX).removesuffix("_backward") for name in kernels})

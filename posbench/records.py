@@ -34,6 +34,7 @@ from typing import BinaryIO
 import jsonschema
 import numpy as np
 
+from posbench.faults import WriteError, failed_write
 from posbench.measuring_code import code_hash
 
 SCHEMA_VERSION = 2  # 2: the environment carries ``code_hash`` (records of version 1 lack it)
@@ -121,18 +122,25 @@ def write_json(path: str | os.PathLike, document: dict) -> Path:
 
 def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
     """The one atomic writer: ``write`` fills a temporary file beside ``path`` (opened binary), which is
-    fsynced and renamed over ``path``; on any failure the temporary file is removed and ``path`` untouched."""
+    fsynced and renamed over ``path``; on any failure the temporary file is removed and ``path`` untouched.
+    A failure of the file system (a full disk, an I/O error, no permission) is a one-line
+    :class:`~posbench.faults.WriteError` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise failed_write(path, path.parent, error) from None
     try:
         with os.fdopen(fd, "wb") as file:
             write(file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError) and not isinstance(error, WriteError):
+            raise failed_write(path, path.parent, error) from None
         raise
     return path
 

@@ -12,6 +12,8 @@ import torch
 from posbench import measure
 from posbench.devices import CPU, TRAINING_DEVICES, on_cuda
 from posbench.model import ModelConfig, build_model
+from posbench.profiler import profiling
+from posbench.records import write_atomically
 
 BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2, P6 and P7 model (= SIZES["base"])
 SEQ_LEN = 1024
@@ -96,8 +98,7 @@ def rejudged(target: str, value: float) -> bool | None:
 def ratio_rows(part: str, item: str, ours: list[float], theirs: list[float], target_value: float | None) -> list[Row]:
     """The ratio of medians, shown, and the paired ratio, judged against ``target_value`` (at most): the
     two were timed round by round, so each round's pair saw the same load, and a drift of the machine's
-    speed between rounds cancels in the paired ratio where it moves the medians apart (by up to 0.04 in
-    one P7 run on a quiet machine)."""
+    speed between rounds cancels in the paired ratio where it moves the medians apart."""
     paired = paired_ratio(ours, theirs)
     target, meets = verdict(paired, target_value, at_most=True)
     return [Row(part, item, "ratio", median(ours) / median(theirs), "x"),
@@ -110,7 +111,7 @@ def profile_table(step: Callable[[], object], device: str = CPU, rows: int = 12)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if on_cuda(device):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.inference_mode(), torch.profiler.profile(activities=activities) as prof:
+    with torch.inference_mode(), profiling(activities) as prof:
         step()
         measure.synchronize(torch.device(device))
     sort_by = "self_device_time_total" if on_cuda(device) else "self_cpu_time_total"
@@ -121,7 +122,8 @@ def save_profile(out: Path, result: PartResult, name: str, steps: dict[str, Call
                  device: str = CPU) -> None:
     """Profile one call of each step (the contender, and what it is compared with) into one file."""
     path = out / f"profile_{name}.txt"
-    path.write_text("\n\n".join(f"{label}:\n{profile_table(step, device)}" for label, step in steps.items()))
+    text = "\n\n".join(f"{label}:\n{profile_table(step, device)}" for label, step in steps.items())
+    write_atomically(path, lambda file: file.write(text.encode()))
     result.notes.append(f"missed its target: profile in {path}")
 
 

@@ -16,6 +16,7 @@ from posbench import encodings, train
 from posbench.bench.base import BenchOptions, PartResult, Row, matmul_step, median, verdict
 from posbench.flops import analytic_flops
 from posbench.measure import alternate
+from posbench.profiler import profiling
 
 TRAIN_ENCODINGS = tuple(n for n in encodings.names() if encodings.traits(n).axes != "2d")  # every task takes these
 TRAIN_MATMUL_SIZE = 1024  # P8's peak: one thread's 1024³ fp32 matmul
@@ -67,7 +68,7 @@ def category(event) -> str:
 def breakdown(step: Callable[[], object], steps: int) -> dict[str, float]:
     """Percent of ``steps`` calls' time per :data:`BREAKDOWN` category (self CPU time, one thread: the
     self times of a step's events add up to the step's time)."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with profiling([torch.profiler.ProfilerActivity.CPU]) as prof:
         for _ in range(steps):
             step()
     spent = dict.fromkeys(BREAKDOWN, 0.0)

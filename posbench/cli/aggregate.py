@@ -24,5 +24,7 @@ def run(args) -> int:
         print(f"posbench aggregate: error: argument --records: no *.json records under {args.records}; "
               f"nothing written", file=sys.stderr)
         return 1
+    if arguments.unwritable("aggregate", "--out", args.out, folder=True):
+        return 1
     print(summary(aggregate(args.records, args.out), args.out))
     return 0

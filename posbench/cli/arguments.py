@@ -143,3 +143,21 @@ def without_rows(folder: Path, command: str) -> bool:
     print(f"posbench {command}: error: argument --tables: no rows in {', '.join(n + '.csv' for n in TABLE_NAMES)} "
           f"under {folder}; run `python -m posbench aggregate` on some records first", file=sys.stderr)
     return True
+
+
+def unwritable(command: str, flag: str, *paths: Path | None, folder: bool = False) -> bool:
+    """Whether an output of ``flag`` cannot be written — each of ``paths`` a file (``folder``: a folder
+    files go into; ``None``: not asked for), probed by :func:`posbench.faults.check_writable`; if so, say
+    which and why in one line on stderr. Every command that writes asks this before any work, so a path
+    that cannot take the result is refused before minutes of measuring, not after."""
+    import sys
+
+    from posbench.faults import WriteError, check_writable
+
+    for path in dict.fromkeys(path for path in paths if path is not None):
+        try:
+            check_writable(path, folder=folder)
+        except WriteError as error:
+            print(f"posbench {command}: error: argument {flag}: {error}; nothing done", file=sys.stderr)
+            return True
+    return False

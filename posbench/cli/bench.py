@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         print(f"posbench bench: error: {refused[0]}", file=sys.stderr)
         return refused[1]
+    if arguments.unwritable("bench", "--out", args.out, folder=True):
+        return 1
     results = suite.run_bench(options_from(args), args.out)
     missed = [f"{row.part} {row.item}" for result in results for row in result.rows if row.meets is False]
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.txt'}; targets missed: "

@@ -27,12 +27,13 @@ def run(args) -> int:
     from posbench import projection, shapes, verdicts
     from posbench.workflow import second_look_ids
 
-    if arguments.without_rows(args.tables, "judge"):
+    if (arguments.without_rows(args.tables, "judge")
+            or arguments.unwritable("judge", "--tables", args.tables, folder=True)):
         return 1
     written = [*verdicts.write(args.tables, args.preset, args.previous), shapes.write(args.tables),
                projection.write_table(args.tables)]
     print("wrote " + ", ".join(str(path) for path in written))
     print(f"second looks asked for: {', '.join(second_look_ids(written[0])) or 'none'}")
-    for warning in verdicts.registration_warnings(written[0]):
+    for warning in [*verdicts.registration_warnings(written[0]), *verdicts.advice_warnings(args.tables)]:
         print(f"WARNING: {warning}")
     return 0

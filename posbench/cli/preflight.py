@@ -23,6 +23,8 @@ def run(args) -> int:
     from posbench import records
     from posbench.profile import preflight
 
+    if arguments.unwritable("preflight", "--out", args.out):
+        return 1
     try:
         found = preflight(args.device)
     except RuntimeError as error:

@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"posbench probe: error: {error}", file=sys.stderr)
         return 2
+    if arguments.unwritable("probe", "--out", *paths) or arguments.unwritable("probe", "--manifest", args.manifest):
+        return 1
     cells = [batch.Cell(path, record_config(config), lambda config=config: probe(config))
              for path, config in zip(paths, configs)]
     return batch.run_cells("probe", cells, args.manifest)

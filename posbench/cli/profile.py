@@ -17,8 +17,8 @@ from pathlib import Path
 from posbench import batch, encodings
 from posbench.cli import arguments
 from posbench.devices import ANY_DEVICE, TORCH_DTYPES
-from posbench.model import SIZES
 from posbench.profile import MODES, ProfileConfig, check, profile_by_length
+from posbench.sizes import SIZES
 
 HELP = ("Measure cells (one or more encodings and lengths, size, device): latency, memory, FLOPs, parameters "
         "-> a JSON record per cell.")
@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"posbench profile: error: {error}", file=sys.stderr)
         return 2
+    if arguments.unwritable("profile", "--out", *paths) or arguments.unwritable("profile", "--manifest", args.manifest):
+        return 1
     cells = [batch.Cell(path, config.record_config()) for path, config in zip(paths, configs)]
     return batch.run_cells("profile", cells, args.manifest,
                            together=lambda todo: profile_by_length([ProfileConfig(**cell.config) for cell in todo]))

@@ -11,7 +11,7 @@ from pathlib import Path
 from posbench import encodings
 from posbench.cli import arguments
 from posbench.devices import BFLOAT16, FLOAT32
-from posbench.model import SIZES
+from posbench.sizes import SIZES
 
 HELP = ("Project each encoding's parameters, FLOPs, memory and roofline time per token at a model shape (named or "
         "a transformers config.json) and context on a named GPU; --check: the model against this CPU's latencies.")
@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         from posbench import projection_check
 
+        if arguments.unwritable("project", "--out", args.out, folder=True):
+            return 1
         try:
             _, passed = projection_check.write(args.check, args.out)
         except ValueError as error:

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
         where = "argument --config-json" if args.config_json is not None else f"argument --config: {args.config}"
         print(f"posbench report: error: {where}: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
-    if arguments.without_rows(args.tables, "report"):
+    if (arguments.without_rows(args.tables, "report") or arguments.unwritable("report", "--out", args.out)
+            or arguments.unwritable("report", "--plots", args.plots, folder=True)):
         return 1
     pages = build_report(args.tables, args.out, config, args.plots)
     print(f"wrote {args.out} ({pages} pages)" + (f", figures under {args.plots}" if args.plots else ""))

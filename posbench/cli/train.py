@@ -13,7 +13,7 @@ from pathlib import Path
 from posbench import batch, encodings, tasks
 from posbench.cli import arguments
 from posbench.devices import TRAINING_DEVICES, TRAINING_DTYPES
-from posbench.model import SIZES
+from posbench.sizes import SIZES
 from posbench.train import TrainConfig, resolve, train
 
 HELP = ("train one task × encoding × size for one or more seeds, evaluate at the training length and beyond, "
@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         print(f"posbench train: error: {error}", file=sys.stderr)
         return 2
+    if arguments.unwritable("train", "--out", *paths) or arguments.unwritable("train", "--manifest", args.manifest):
+        return 1
     cells = [batch.Cell(path, job.record_config(), lambda config=config: train(config))
              for path, job, config in zip(paths, jobs, configs)]
     return batch.run_cells("train", cells, args.manifest)

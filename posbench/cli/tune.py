@@ -34,6 +34,9 @@ def run(args) -> int:
     except ValueError as error:
         print(f"posbench tune: error: {error}", file=sys.stderr)
         return 2
+    if (arguments.unwritable("tune", "--out", args.out, folder=True)
+            or arguments.unwritable("tune", "--lr-table", args.lr_table)):
+        return 1
     budgets = comparisons.load().budget_rule
     tables = []
     for comparison in chosen_comparisons:
