@@ -1,4 +1,4 @@
-"""Which M-RoPE-style arm decides the multimodal row: a rule written down before the arm's run (issue 30).
+"""Which M-RoPE-style arm decides the multimodal row: a rule written down before the arm's run.
 
 The shipped comparator, ``mrope`` (Qwen2-VL's contiguous sections at base 10,000), is blind on the
 mosaic's columns by the axis check (:mod:`posbench.axis_check`), so its comparison decides nothing. Its

@@ -185,10 +185,8 @@ def mask_future(bias: torch.Tensor, q_start: int, nearest_first: bool = False) -
     """``bias (h, q, k)`` for query tokens ``q_start …`` -> the same with ``-inf`` where key > query; keys in token
     order, or last token first (``nearest_first``, stick-breaking's order: column ``c`` is key ``k − 1 − c``). A bias
     that every head shares (a view with stride 0 over heads: a chunk mask) is masked once and stays a view.
-    ``torch.where`` writes the masked bias in one pass; ``masked_fill`` copied the bias, then masked the copy
-    (8 × 1,024² float32: 47 -> 29 ms in a timeit on a 2-core Xeon; FIRE's forward at 1,024 tokens against none's,
-    paired: 2.062 -> 2.031 and 2.025 -> 2.016 in two alternated runs there; FIRE has since gathered its ``-inf``
-    with its bias and skips this, ``hides_future_keys``)."""
+    ``torch.where`` writes the masked bias in one pass, where ``masked_fill`` would copy the bias and then mask the
+    copy (FIRE gathers its ``-inf`` with its bias and skips this: ``hides_future_keys``)."""
     if bias.shape[0] > 1 and bias.stride(0) == 0:
         return mask_future(bias[:1], q_start, nearest_first).expand_as(bias)
     i = torch.arange(q_start, q_start + bias.shape[-2], device=bias.device)
@@ -339,8 +337,8 @@ class CarriedKeysMask(Mask):
     """A decode step of an encoding that carries its cached keys (PaTH): the encoding rewrites them in the cache,
     in place, through the new token (:meth:`~posbench.encodings.base.PositionalEncoding.carry_keys`), and the one
     query attends every key by SDPA, unmasked: the cached keys are then what its logits need, and its own key
-    is last, as it is. Before, the step materialised the logits, built the carried keys as a new tensor and
-    copied them into a new buffer (P7: PaTH 2.2× none's step at 1,024 cached tokens)."""
+    is last, as it is: the step neither materialises the logits nor builds the carried keys as a new tensor and
+    copies them into a new buffer."""
 
     path = "carried"
 
@@ -470,17 +468,15 @@ def stick_breaking(logits: torch.Tensor, values: torch.Tensor, own: torch.Tensor
     Key ``j`` takes ``β_ij = σ(z_ij)`` of what the keys after it, up to the query, left:
     ``A_ij = β_ij ∏_{j<t} (1 − β_it)``, in log space ``z_ij + Σ_{t≥j} log σ(−z_it)`` (as
     ``log σ(z) = z + log σ(−z)``: one add per logit): a cumulative sum from the last key, over logits flipped
-    before and after it in token order (two copies of the block: 13 % of the P1 model's forward on a 2-core
-    Xeon). What no key takes, ``1 − Σ_j A_ij``, goes to the
+    before and after it in token order (two copies of the block). What no key takes, ``1 − Σ_j A_ij``, goes to the
     query's own value ``own (B, h, q, d)``, as the reference's tests do (``sb_ref.py`` with
     ``attend_current=False``). A hidden key has ``z = -inf``: weight 0, and ``log σ(+inf) = 0`` in the sums.
     Weights at or below ``e^−87`` (:data:`NEGLIGIBLE_LOG_WEIGHT`, near float32's smallest normal number) are
-    0: far keys reach them after a few hundred broken sticks. ``exp`` is given no argument under −87: one
-    into subnormals runs two orders of magnitude slower on CPU than one in range, and ``-inf`` (hidden keys)
-    ten times slower on that Xeon (AVX-512; 88 and 9.4 against 0.6 ns per element), so the log weights are
-    clamped at −87 and the weights at e^−87 set to 0 after it (:data:`NEGLIGIBLE_WEIGHT`; in float32 the same
-    zeros as a ``-inf`` before ``exp``, the others bit-identical). Where no gradient is recorded, the passes after the
-    sum write into the tensor it made (the same values)."""
+    0: far keys reach them after a few hundred broken sticks. ``exp`` is given no argument under −87: on a CPU,
+    an argument whose result is subnormal, or ``-inf`` (hidden keys), takes a slow path that costs many times an
+    argument in range, so the log weights are clamped at −87 and the weights at e^−87 set to 0 after it
+    (:data:`NEGLIGIBLE_WEIGHT`; in float32 the same zeros as a ``-inf`` before ``exp``, the others bit-identical).
+    Where no gradient is recorded, the passes after the sum write into the tensor it made (the same values)."""
     shares = F.logsigmoid(-logits)  # (B, h, q, k): log(1 − β), what each key leaves of the stick
     left = shares.cumsum(-1) if nearest_first else shares.flip(-1).cumsum(-1).flip(-1)  # Σ_{t≥j} log σ(−z_it)
     if torch.is_grad_enabled():  # autograd keeps exp's result and clamp's input: new tensors
@@ -522,7 +518,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
     d_head = v.shape[-1]
     if q.shape[-1] != d_head and q.shape[-2] == 1 and mask is None:
         # One query against wider keys: SDPA's math path would scale every cached key (a pass over the cache);
-        # its two matmuls and softmax, the scale on the query, took 0.57 ms where it took 1.4 (4,096 keys, 8 heads).
+        # its two matmuls and softmax here scale the one query instead, so the cache is read once.
         return ((q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)).softmax(-1) @ v  # (B, h, 1, d_head)
     if attended_value_width(q.shape[-1], d_head, q.shape[-2]) != d_head:
         padded = torch.cat([v, v.new_zeros(*v.shape[:-1], q.shape[-1] - d_head)], dim=-1)  # (B, h, k_len, d_qk)

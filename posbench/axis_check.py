@@ -2,7 +2,7 @@
 
 An encoding may read an axis and hardly turn with it: M-RoPE's contiguous sections give a tiny head's
 columns only its three lowest frequencies, so moving a patch one column changes q·k by a fraction of a
-percent of what a step does under 1-D RoPE (issue 30). A comparison with such an arm measures the
+percent of what a step does under 1-D RoPE. A comparison with such an arm measures the
 layout, not the scheme, so the judge step refuses it (:func:`refuse_blind`).
 
 One definition for every hook: build the arm's model as training does (the task's model at the size and

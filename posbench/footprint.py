@@ -22,7 +22,7 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   ``4·w``), plus one layer's gradients in flight (``2·w + 2·d_ff``) and the logits three times (logits,
   log-softmax, gradient).
 * ``kv_cache`` (decode): keys (as wide as ``q·kᵀ`` reads them) and values of every layer for ``L + 1`` tokens,
-  once: the cache is preallocated for the prompt and the step's token (:class:`~posbench.model.KVCache`), and a
+  once: the cache is preallocated for the prompt and the step's token (:class:`~posbench.cache.KVCache`), and a
   step writes its entries in place.
 * ``attention_bias``: what the attention path (:func:`posbench.attention.choose_path`, the model's own
   choice) holds of the logit bias: the ``(h, 2L − 1)`` table of a relative bias; a general bias whole,
@@ -40,9 +40,9 @@ Counted in bytes, term by term, from the model's config and its encoding's decla
   softmax for the backward. SDPA's fused kernels (flash on CPU, flash or memory-efficient on CUDA) and
   compiled FlexAttention work in tiles.
 
-Not counted: the Python and torch runtime (about 290 MiB resident before any model exists, plus what the
-first kernels and the first optimizer step load: about 30 MiB, 110 MiB in training, measured on this
-project's 2-core AMD EPYC machine), the allocator's fragmentation and a CUDA context. The measured peak
+Not counted: the Python and torch runtime (a few hundred MiB resident before any model exists, plus what the
+first kernels and the first optimizer step load, more in training), the allocator's fragmentation and a CUDA
+context. The measured peak
 of small CPU cells over the estimate is stated and checked in ``tests/test_footprint.py``.
 """
 

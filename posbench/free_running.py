@@ -13,7 +13,7 @@ it, they are equal item by item (by induction: while the run is right, its input
 teacher-forced ones, so its first wrong token is the first token teacher forcing gets wrong too).
 They differ where that fails: an encoding whose frequencies follow the length of the sequence it is
 given (dynamic NTK, LongRoPE: the teacher-forced forward reads the whole answer's length at every
-position, a free run only the length written so far; :class:`posbench.model.KVCache`), an
+position, a free run only the length written so far; :class:`posbench.cache.KVCache`), an
 argmax tie that the cached forward's rounding breaks the other way. So the metric is the papers'
 score, and beside ``exact_match`` it shows where a teacher-forced number is not one a model could
 produce by itself.

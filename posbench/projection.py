@@ -52,8 +52,9 @@ import torch
 
 from posbench import attention, encodings
 from posbench.devices import BFLOAT16, FLOAT32, TORCH_DTYPES
-from posbench.model import SIZES, ModelConfig
+from posbench.model import ModelConfig
 from posbench.records import write_atomically
+from posbench.sizes import SIZES
 
 HF = "https://huggingface.co/{}/blob/main/config.json"
 PROJECTED = "projected"
@@ -107,7 +108,7 @@ def posbench_shape(size: str) -> Shape:
     return Shape(name=f"posbench-{size}", hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
                  num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads,
                  head_dim=cfg.d_model // cfg.n_heads, intermediate_size=cfg.d_ff or 4 * cfg.d_model,
-                 vocab_size=cfg.vocab_size, gated_ffn=False, norm_weights=2, source="posbench.model.SIZES")
+                 vocab_size=cfg.vocab_size, gated_ffn=False, norm_weights=2, source="posbench.sizes.SIZES")
 
 
 def named_shape(name: str) -> Shape:

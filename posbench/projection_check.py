@@ -5,9 +5,8 @@ forward latencies of posbench's own model (``cost.csv`` of a run's tables, size 
 The rates are measured here, now (:func:`measure_rates`: a square fp32 matmul and a copy of a buffer
 larger than the caches, at the threads the cells ran with), each the fastest of many short calls: what
 the machine can do, which the roofline asks for. On a machine shared with other jobs a median, or a few
-long calls, carries the load of the moment into the rate (the 2048² matmul of the bench's P3 part gave
-63-206 GFLOP/s here as the load changed); the fastest of hundreds of millisecond calls is one that found
-the cores free (206 GFLOP/s at 512² under a load average of 2.4, as the 2048² one on the quieter machine).
+long calls, carries the load of the moment into the rate; the fastest of hundreds of millisecond calls is one
+that found the cores free.
 The overhead is fitted on the shortest length measured only (least squares of the measured minus the
 roofline time over the operations' launches), so the longer lengths the check judges are predicted, not
 fitted. The check passes when every encoding's predicted prefill at L >= :data:`JUDGED_FROM` lies within

@@ -54,6 +54,9 @@ import yaml
 
 from posbench import comparisons, encodings, evidence, metrics, tasks
 from posbench.comparisons import ArmSpec
+from posbench.records import write_atomically
+from posbench.tables import load as load_tables
+from posbench.tables import results_frame
 
 PATH = Path(__file__).with_name("shapes.yaml")
 BEYOND = "beyond"  # length_ratio: the mean over every evaluated length past the training length
@@ -477,10 +480,6 @@ def table(judged: list[Judged], sha256: str) -> pd.DataFrame:
 
 def write(tables_dir: str | Path) -> Path:
     """Judge the declared shapes on the tables in ``tables_dir`` and write ``shapes.csv`` beside them."""
-    from posbench.records import write_atomically
-    from posbench.tables import load as load_tables
-    from posbench.verdicts import results_frame
-
     declared = load()
     frame = table(judge(declared, results_frame(load_tables(tables_dir))), declared.sha256)
     return write_atomically(Path(tables_dir) / "shapes.csv", functools.partial(frame.to_csv, index=False))

@@ -57,7 +57,8 @@ from torch.profiler import record_function
 from posbench import encodings, free_running, metrics, records, schedule, tasks
 from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
-from posbench.model import SIZES, ModelConfig, build_model, count_params
+from posbench.model import ModelConfig, build_model, count_params
+from posbench.sizes import SIZES
 from posbench.tasks.base import IGNORE
 from posbench.tasks.corpus import sliding_stride
 

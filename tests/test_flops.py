@@ -355,7 +355,7 @@ class CachedStep(torch.nn.Module):
         self.model, self.cache = model, cache
 
     def forward(self, tokens):
-        from posbench.model import KVCache
+        from posbench.cache import KVCache
 
         cache = KVCache(list(self.cache.keys), list(self.cache.values), self.cache.positions)
         return self.model(tokens, cache=cache)
@@ -368,8 +368,8 @@ def test_a_cached_decode_step_is_counted_by_formula_by_every_counter(encoding, n
     """B 2, 37 − Lq cached tokens, Lq new ones (37 keys), d 60, 3 heads (d_head 20), 2 layers: SDPA's count is
     per layer 2 · 2 · B · h · Lq · 37 · d_head, plus B · h · Lq · 37 bias adds for a biased encoding; the whole
     step of one token is decode_flops' total."""
+    from posbench.cache import KVCache
     from posbench.flops import decode_flops
-    from posbench.model import KVCache
 
     options = dict(vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
     model = tiny_model(encoding, **options)
@@ -397,8 +397,8 @@ def test_a_cached_decode_step_of_local_attention_is_counted_over_its_window_by_e
     """B 2, 36 cached tokens and one new, d 60, 3 heads, 2 layers (a local one, span 128 / 4 = 32; a global
     one): the local layer's query attends its window's 32 keys (rnope_swa) or its chunk's 36 % 32 + 1 = 5
     (irope), unmasked; the global one all 37."""
+    from posbench.cache import KVCache
     from posbench.flops import decode_flops
-    from posbench.model import KVCache
 
     model = tiny_model(encoding, vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
     cache = KVCache.empty(2)
@@ -417,8 +417,8 @@ def test_a_cached_decode_step_of_local_attention_is_counted_over_its_window_by_e
 def test_a_decode_step_of_local_attention_on_a_forced_path_is_counted_over_every_key(encoding):
     """A forced mask path runs the local layer's query against all 37 keys with its window as a mask: decode_flops
     asks choose_path which layers decode in their window, so it counts what runs (before, it counted the window)."""
+    from posbench.cache import KVCache
     from posbench.flops import decode_flops
-    from posbench.model import KVCache
 
     model = tiny_model(encoding, vocab_size=23, d_model=60, n_heads=3, n_layers=2, causal=True)
     cache = KVCache.empty(2)

@@ -67,9 +67,8 @@ def test_every_task_reports_defined_metrics_and_accuracy_only_with_one_label_per
 def test_a_task_with_an_undefined_metric_is_refused():
     @dataclass(frozen=True)
     class F1Task(Task):
-        name = "f1_task"
         metrics: ClassVar[tuple[str, ...]] = ("f1",)
 
     with pytest.raises(ValueError, match="unknown metric 'f1'; allowed: loss, bits_per_char"):
-        tasks.register(F1Task)
+        tasks.register("f1_task")(F1Task)
     assert "f1_task" not in tasks.names()

@@ -60,13 +60,35 @@ def build(name):
     return posbench.build_model(cfg)
 
 
-def test_every_encoding_has_an_expected_count():
-    assert set(EXPECTED) == set(posbench.encodings.names())
+WIDTHS = {"none": (D, D), "add": (D, D), "concat": (D, 2 * D), "concat_fixed": (D // 2, D)}  # combine -> widths
+
+
+def expected(name):
+    """``EXPECTED[name]``; for an encoding not listed there whose traits declare no trained position parameters,
+    the widths its ``combine`` gives and no position parameters. A trained one must be listed."""
+    if name in EXPECTED:
+        return EXPECTED[name]
+    traits = posbench.encodings.traits(name)
+    if traits.trained:
+        pytest.fail(f"encoding {name!r} has trained position parameters and no count in EXPECTED "
+                    "(tests/test_params.py): add its (token width, model width, position parameters)")
+    return (*WIDTHS[traits.combine], 0)
+
+
+def test_every_expected_count_is_of_a_registered_encoding():
+    assert sorted(set(EXPECTED) - set(posbench.encodings.names())) == []
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_counts_derived_from_traits_are_the_listed_ones(name):
+    traits = posbench.encodings.traits(name)
+    if not traits.trained:
+        assert EXPECTED[name] == (*WIDTHS[traits.combine], 0)
+
+
+@pytest.mark.parametrize("name", posbench.encodings.names())
 def test_exact_parameter_count(name):
-    token_width, width, position = EXPECTED[name]
+    token_width, width, position = expected(name)
     counts = posbench.count_params(build(name))
     assert counts == {"total": formula(token_width, width, position), "position": position,
                       "rest": formula(token_width, width, 0)}

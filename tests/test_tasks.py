@@ -1,5 +1,6 @@
 """Each task's data is what its docstring says: answers, brackets, motifs, patches, splits."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +14,38 @@ from posbench.tasks.dyck import CLOSE, EMPTY, OPEN
 from posbench.tasks.lm_code import source_files, split_files
 from posbench.tasks.long_range import MOTIFS, to_ids
 
-ALL = ["babi", "bucket_sort", "code_brackets", "copy", "counting", "digits_2d", "duplicate_string", "dyck",
-       "flip_flop", "index_lookup", "lm_code", "lm_prose", "lm_prose_long", "lm_prose_varlen", "long_range",
-       "missing_duplicate_string", "mlm_prose", "mosaic_qa", "mosaic_resolution", "multikey_niah", "odds_first",
-       "passkey", "reverse", "scan", "scan_length", "selective_copy", "table_lookup", "table_lookup_json", "text_order",
-       "text_source", "variable_tracking"]
+TASK_MODULES = Path(tasks.__file__).parent
+
+
+def registered_in_source() -> list[str]:
+    """Every name a module of posbench/tasks registers (``@register("name")``), read from the files."""
+    found = [re.findall(r'^@register\("(\w+)"\)$', path.read_text(), re.M) for path in TASK_MODULES.glob("*.py")]
+    return sorted(name for names in found for name in names)
+
+
+def test_a_task_registers_under_its_name_once_and_of_a_kind_the_guidance_speaks_to():
+    from dataclasses import dataclass
+
+    from posbench.tasks.copy import Copy
+    from posbench.tasks.registry import _REGISTRY
+
+    @dataclass(frozen=True)
+    class Unjudged(Copy):
+        kind = "poetry"
+
+    with pytest.raises(ValueError) as error:
+        tasks.register("test_only_poetry")(Unjudged)
+    assert str(error.value) == ("task 'test_only_poetry': kind 'poetry' is not allowed; allowed: nlp, classification, "
+                                "code, structured, long, multimodal")
+    try:
+        Twin = tasks.register("test_only_copy")(dataclass(frozen=True)(type("Twin", (Copy,), {})))
+        assert tasks.get("test_only_copy").name == Twin.name == "test_only_copy" and Copy.name == "copy"
+        with pytest.raises(ValueError) as error:
+            tasks.register("test_only_copy")(Twin)
+        assert str(error.value) == "task 'test_only_copy' is registered twice"
+    finally:
+        _REGISTRY.pop("test_only_copy", None)
+    assert "test_only_poetry" not in tasks.names() and "test_only_copy" not in tasks.names()
 
 
 def examples(task, length, count=50, seed=0):
@@ -26,7 +54,7 @@ def examples(task, length, count=50, seed=0):
 
 
 def test_registry_names_and_errors():
-    assert tasks.names() == ALL
+    assert tasks.names() == registered_in_source()  # discovery imports every module: no task missed
     with pytest.raises(ValueError, match=r"unknown task 'sort'; allowed: babi, bucket_sort, code_brackets, copy, "):
         tasks.get("sort")
     with pytest.raises(ValueError, match=r"task 'reverse' has no option 'data'; allowed: .*train_length"):
@@ -201,7 +229,7 @@ def test_builtin_corpora_load():
     assert len(code.corpus.test) > prose.eval_chars
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", tasks.names())
 def test_batches_have_one_shape_and_fixed_evaluation(name):
     task = tasks.get(name)
     batch = task.train_batch(np.random.default_rng(0), 4)
@@ -214,7 +242,7 @@ def test_batches_have_one_shape_and_fixed_evaluation(name):
 
 
 # ----- validation splits and chance levels ------------------------------------------------------
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", tasks.names())
 def test_a_bad_split_is_one_line_naming_the_allowed(name):
     task = tasks.get(name)
     with pytest.raises(ValueError) as error:

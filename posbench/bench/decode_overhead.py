@@ -10,7 +10,7 @@ the ratio divides by a step that shrinks with the context).
 Each encoding is alternated with ``none`` alone, step for step, its own model and ``none``'s the only two
 live: with every encoding's model in one rotation (24 models, 33 MB of cache each at 4,096 tokens) a step
 found the caches in whatever state the step before it left, and encodings that add nothing to a decode step
-(``learned``: one embedding row) measured 1.13× none's on a quiet machine. ``none``'s samples are kept per
+(``learned``: one embedding row) measured slower than none. ``none``'s samples are kept per
 pair (``none@C/<encoding>``); its row is the median of them all."""
 
 from __future__ import annotations

@@ -109,9 +109,9 @@ def write_results(options: BenchOptions, results: list[PartResult], start: dict,
 def run_part(part: str, options: BenchOptions, out: Path) -> PartResult:
     """One part in this process or, with ``options.processes`` > 1, once in each of that many fresh processes
     (spawned one after another, each writing its profiles to ``out/<part>-process-<k>``), every figure the
-    median of theirs (:func:`across_processes`). A process places its models in memory once: on a 2-core Xeon
-    one P7 cell of the same code measured 1.031 to 1.109 in eight runs, a spread wider than a target's margin
-    that the rounds within one process cannot average out."""
+    median of theirs (:func:`across_processes`). A process places its models in memory once, and where they land
+    can move a cell's figure from one process to the next by more than a target's margin: the rounds within one
+    process cannot average that out, a median over fresh processes can."""
     if options.processes == 1:
         return PART_FUNCTIONS[part](options, out)
     runs, lost = {}, []

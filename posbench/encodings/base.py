@@ -28,15 +28,12 @@ Widths live here too, because concatenation changes them: the token embedding is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from posbench.cache import KVCache
 from posbench.positions import Positions
-
-if TYPE_CHECKING:
-    from posbench.model import KVCache
 
 HOOKS = ("none", "input", "qk", "logits", "contextual")
 READS = ("nothing", "positions", "qk", "input")  # what an encoding computes its signal from
@@ -200,9 +197,7 @@ class PositionalEncoding(nn.Module):
         """The query/key hook as the attention calls it: ``q`` and ``k`` are its fresh projection, the
         caller's to change, so a scheme may turn them in place where no gradient is recorded
         (:class:`~posbench.encodings.rope.TurnedByRows`); by default, :meth:`rotate`. Turned in place, a
-        decode step makes no new q and k per layer: the rotary family's ratio to none at 1,024 cached tokens
-        changed by −0.008 on average (+0.004 to −0.032; twelve runs on a 2-core Xeon, each timing none, in
-        place and copies in turn), the values bit for bit the same."""
+        decode step makes no new q and k per layer, and the values are bit for bit those of :meth:`rotate`."""
         return self.rotate(q, k, positions)
 
     def attention_bias(self, query: Positions, key: Positions) -> torch.Tensor | None:

@@ -31,11 +31,11 @@ The design, which every such encoding follows:
    each up to its last query), so the bias never exists for the whole ``(B, h, L, L)`` at once.
 3. **Parameters are per layer**, as in every reference: a contextual encoding declares ``per_layer`` and
    the registry passes it the model's depth (``n_layers``); ``LayerInput.index`` picks the layer's own.
-4. **Decoding** keeps whatever the encoding derives per token in :class:`~posbench.model.KVCache`'s
+4. **Decoding** keeps whatever the encoding derives per token in :class:`~posbench.cache.KVCache`'s
    per-layer ``states`` (token axis last), so a cached step equals the full forward: FoX its cumulative
    gates; CoPE and stick-breaking need only the cached keys (a query's counts run over them). PaTH's state is
    the cached keys themselves, carried through every later token: it replaces them
-   (:meth:`~posbench.model.KVCache.rewrite_keys`) and declares ``rewrites_cache``, so ``KVCache.truncate``
+   (:meth:`~posbench.cache.KVCache.rewrite_keys`) and declares ``rewrites_cache``, so ``KVCache.truncate``
    refuses to cut such a cache back and the decode bench runs each step on the prefilled cache instead.
 5. **FLOPs**: whatever the path adds to the attention matmuls (the bias add, the encoding's own
    arithmetic and projections, stick-breaking's remainder), over all layers, is declared by

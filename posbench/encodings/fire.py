@@ -9,10 +9,8 @@ bidirectional models read ``|i − j|``.
 The MLP acts on each pair's feature alone, so it runs once per pair a query can see (causal: the lower
 triangle) rather than over all ``q × k``, in slices that keep its hidden layer in cache and write into
 buffers made once, and the bias is gathered contiguous, ``-inf`` at future keys included, so that every
-layer's attention reads the one mask as it is. P1 (``bench --parts overhead``, L = 1,024) had FIRE at 3.4×
-NoPE's forward when the MLP ran over every pair and each layer copied a heads-innermost mask; at 1.91× on a
-2-core Xeon when each slice still made new tensors and attention masked a copy of the bias (1.58 and 1.70
-after, the same machine, paired over 20 rounds).
+layer's attention reads the one mask as it is: the MLP's cost grows with the pairs a query sees, not with
+``q × k``, and no layer copies the bias.
 """
 
 from __future__ import annotations
@@ -79,10 +77,9 @@ class Fire(PositionalEncoding):
         query gather). Without autograd, :data:`MLP_SLICE` pairs at a time: each slice's hidden layer
         ``(hidden, slice)`` is written into one buffer, which stays in a core's cache, and its output into
         its columns of the result, by ``addmm`` with ``out=``. Over all pairs at once the hidden layer is
-        hundreds of MB, and new tensors per slice cost a page fault per 4 KiB on first touch: the slices'
-        ``cat``, ReLU and bias copies took 98 of FIRE's 165 ms over NoPE's forward at L = 1,024 (2-core
-        Xeon). Under autograd in one call: the backward keeps every hidden layer anyway, and slices would
-        add up their weight gradients (adds the FLOP count would have to follow)."""
+        hundreds of MB, and new tensors per slice would cost a page fault per 4 KiB on first touch (the
+        slices' ``cat``, ReLU and bias copies). Under autograd in one call: the backward keeps every hidden layer
+        anyway, and slices would add up their weight gradients (adds the FLOP count would have to follow)."""
         first, second = self.mlp[0], self.mlp[2]  # Linear(1, hidden), ReLU, Linear(hidden, h)
         if torch.is_grad_enabled():  # addmm's out= records no gradient
             columns = [self.mlp(features[:, None]).T]  # (h, pairs)

@@ -24,15 +24,12 @@ and the keys before it carried to it (the *key state*, what a KV cache would hol
 chunk by chunk, the one sequential step); :meth:`Path.content_bias` gives a block of queries PaTH's logits
 minus the plain ones the path made. The key states are ``O(L² d / 64)`` per layer, not
 the ``O(L² d)`` of keys carried to every query. The chunk's inverse is a recursive 2 × 2 block inversion
-(:func:`unit_lower_inverse`): matmuls, which the FLOP counters count, and no division. P1 (``bench --parts
-overhead``'s model, L = 1024) on this 2-core AMD EPYC under a tuning run's load (4.0–4.9 on 2 cores): 4.07×,
-3.09× and 4.33× none's forward in three runs (stick-breaking 2.71× beside the first; 2.4× on a quieter
-machine): not judged here. A small model's training step at L = 512, batch 8, peaked at 1.06 GiB of process
-memory (none 0.41, stick-breaking 1.12, CoPE 1.65).
+(:func:`unit_lower_inverse`): matmuls, which the FLOP counters count, and no division. Its forward's cost against
+none's is measured by ``bench --parts overhead`` (P1), not judged here.
 
 Decoding: the cache holds the key state itself. When a token arrives, every cached key is carried through
 its ``H`` (the reference's ``rank_one_update`` of ``past_k``) and its own key is appended as it is: a prompt's
-chunks replace the cached keys (:meth:`~posbench.model.KVCache.rewrite_keys`), a decode step of one token
+chunks replace the cached keys (:meth:`~posbench.cache.KVCache.rewrite_keys`), a decode step of one token
 rewrites them in place in the cache's buffer (:meth:`Path.carry_keys`, the ``carried`` attention path), after
 which the plain ``q·kᵀ`` is PaTH's logit, the query's ``H_i`` being in every one of them. An earlier state
 cannot be recovered from that, so such a cache cannot be truncated (``rewrites_cache``). A bidirectional model,

@@ -1,4 +1,5 @@
-"""Name -> encoding class. Families register themselves on import; nothing dispatches on names:
+"""Name -> encoding class and preset options (a :class:`~posbench.registry.Registry`, as the tasks'). Families
+register themselves on import, found by :meth:`~posbench.registry.Registry.discover`; nothing dispatches on names:
 code that needs to know what an encoding is reads its :func:`traits`."""
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ import inspect
 from collections.abc import Callable
 
 from posbench.encodings.base import PositionalEncoding, Traits
+from posbench.registry import Registry
 
-_REGISTRY: dict[str, tuple[Callable[..., PositionalEncoding], dict]] = {}
+PLUGIN_GROUP = "posbench.encodings"  # an installed package's modules named here register encodings too
+_REGISTRY = Registry("encoding", PLUGIN_GROUP)  # name -> (class or factory, preset options)
 TRAINING_OPTIONS = ("randomized", "max_position")  # every encoding's, handled here: see PositionalEncoding.randomize
 
 
@@ -18,17 +21,21 @@ def register(name: str, **preset_options):
     (or the training options every encoding takes: ``randomized``, ``max_position``)."""
 
     def add(factory: Callable[..., PositionalEncoding]):
-        if name in _REGISTRY:
-            raise ValueError(f"encoding {name!r} is registered twice")
-        _REGISTRY[name] = (factory, preset_options)
+        _REGISTRY.add(name, (factory, preset_options))
         return factory
 
     return add
 
 
+def discover() -> None:
+    """Import every module of :mod:`posbench.encodings` and of the plugins (:data:`PLUGIN_GROUP`): each registers
+    its encodings."""
+    _REGISTRY.discover("posbench.encodings")
+
+
 def names() -> list[str]:
     """All registered encoding names, sorted."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def build(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool = False, n_layers: int = 1,
@@ -58,9 +65,7 @@ def takes(name: str, option: str) -> bool:
 
 
 def _entry(name: str) -> tuple[Callable[..., PositionalEncoding], dict]:
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown encoding {name!r}; allowed: {', '.join(names())}")
-    return _REGISTRY[name]
+    return _REGISTRY.entry(name)
 
 
 @functools.cache

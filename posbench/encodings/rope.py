@@ -259,7 +259,7 @@ def rotate_heads(q: torch.Tensor, k: torch.Tensor, query_rows: torch.Tensor, key
     pair that passes through (partial rotation) has the turn 1 (:func:`whole_head`). Every rotary encoding
     rotates this way, so turns chosen per token (one modality's here, another's there) are applied in one
     pass, and a partial rotation is one multiply over the head where splitting q and k and joining them
-    again copied each twice more (a decode step's turn of q and k: 113 -> 36 µs a layer, d_head 32)."""
+    again would copy each twice more."""
     return RotaryAngles.turn(q, query_rows, overwrite), RotaryAngles.turn(k, key_rows, overwrite)
 
 

@@ -1,5 +1,9 @@
 """Tasks that tell positional encodings apart, one module each, behind one registry.
 
+A task is one file: a module of this package that registers its class (``@register("name")``) is found and
+imported here (no list names it); a package of one's own adds tasks through the entry-point group
+``posbench.tasks``, as encodings join through ``posbench.encodings``.
+
 >>> from posbench import tasks
 >>> task = tasks.get("reverse")
 >>> task.eval_lengths()
@@ -7,39 +11,8 @@
 """
 
 from posbench.tasks.base import IGNORE, Batch, Task
-from posbench.tasks.registry import default_shape, get, names, register
+from posbench.tasks.registry import PLUGIN_GROUP, default_shape, discover, get, names, register
 
-# isort: split
-# Importing a task module registers it.
-from posbench.tasks import (  # noqa: F401
-    babi,
-    bucket_sort,
-    code_brackets,
-    copy,
-    counting,
-    digits_2d,
-    duplicate_string,
-    dyck,
-    flip_flop,
-    index_lookup,
-    lm_code,
-    lm_prose,
-    lm_prose_long,
-    long_range,
-    missing_duplicate_string,
-    mlm_prose,
-    mosaic_qa,
-    mosaic_resolution,
-    multikey_niah,
-    odds_first,
-    passkey,
-    reverse,
-    scan,
-    selective_copy,
-    table_lookup,
-    text_order,
-    text_source,
-    variable_tracking,
-)
+discover()
 
-__all__ = ["IGNORE", "Batch", "Task", "default_shape", "get", "names", "register"]
+__all__ = ["IGNORE", "PLUGIN_GROUP", "Batch", "Task", "default_shape", "get", "names", "register"]

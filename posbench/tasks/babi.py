@@ -78,12 +78,11 @@ def story(rng: np.random.Generator, sentences: int, supporting_facts: int) -> tu
             return words + ["where", "is", "the", thing, "?"], located[thing]
 
 
-@register
+@register("babi")
 @dataclass(frozen=True)
 class Babi(Task):
     """Token ids: :data:`WORDS` in order, then padding."""
 
-    name = "babi"
     kind = "nlp"
     metrics: ClassVar[tuple[str, ...]] = ("exact_match", "token_accuracy")
 

@@ -53,7 +53,7 @@ class Task:
     defaults (``steps``, ``batch_size``, ``lr``) size one job with the ``tiny`` model for a short run
     on one CPU core; each train record's ``wall_time_s`` says how long it took."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the registered name: set by register("name")
     metrics: ClassVar[tuple[str, ...]]  # reported per evaluation length, headline first (posbench.metrics)
     causal: ClassVar[bool] = True
     kind: ClassVar[str]  # one of guidance.KINDS, what `posbench advise --task` names; a ClassVar: config hashes stay

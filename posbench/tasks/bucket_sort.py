@@ -16,10 +16,9 @@ from posbench.tasks.chomsky import ChomskyTask
 from posbench.tasks.registry import register
 
 
-@register
+@register("bucket_sort")
 @dataclass(frozen=True)
 class BucketSort(ChomskyTask):
-    name = "bucket_sort"
     kind = "structured"
 
     n_symbols: int = 5

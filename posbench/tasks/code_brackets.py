@@ -52,12 +52,11 @@ def bracket_distances(source: str, name: str = "<source>") -> np.ndarray:
     return distances
 
 
-@register
+@register("code_brackets")
 @dataclass(frozen=True)
 class CodeBrackets(CodeLM):
     """Token ids: ``lm_code``'s characters, then one class per distance ``1 … max_offset``."""
 
-    name = "code_brackets"
     kind = "code"
     metrics: ClassVar[tuple[str, ...]] = ("token_accuracy",)
 

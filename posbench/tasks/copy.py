@@ -11,12 +11,11 @@ from posbench.tasks.registry import register
 from posbench.tasks.sequence import FREE_RUNNING_METRICS, SequenceTask, prompt_then_answer
 
 
-@register
+@register("copy")
 @dataclass(frozen=True)
 class Copy(SequenceTask):
     """Token ids: symbols ``0 … n_symbols-1``, ``SEP = n_symbols``, padding."""
 
-    name = "copy"
     kind = "structured"
     metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 

@@ -38,12 +38,11 @@ MAX_VARS = 26  # the generator names variables a … z
 WORDS = ("=", ";", "pass", "++", "print")  # token ids after the values 0 … MAX_VALUE and the variables
 
 
-@register
+@register("counting")
 @dataclass(frozen=True)
 class Counting(VaryingSequenceTask):
     """Token ids: values ``0 … MAX_VALUE``, ``n_vars`` variables, :data:`WORDS`, padding."""
 
-    name = "counting"
     kind = "structured"
 
     train_length: int = 64

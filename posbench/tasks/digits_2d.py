@@ -65,10 +65,9 @@ def splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {name: (patches[part], labels[part]) for name, part in zip(("test", "validation", "train"), parts)}
 
 
-@register
+@register("digits_2d")
 @dataclass(frozen=True)
 class Digits2D(Task):
-    name = "digits_2d"
     kind = "multimodal"
     metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     causal: ClassVar[bool] = False

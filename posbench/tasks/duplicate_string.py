@@ -17,10 +17,9 @@ from posbench.tasks.chomsky import ChomskyTask
 from posbench.tasks.registry import register
 
 
-@register
+@register("duplicate_string")
 @dataclass(frozen=True)
 class DuplicateString(ChomskyTask):
-    name = "duplicate_string"
     kind = "structured"
 
     def answer_length(self, length: int) -> int:

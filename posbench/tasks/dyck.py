@@ -20,12 +20,11 @@ CLOSE = (2, 3)  # ")" and "]"
 EMPTY = 4
 
 
-@register
+@register("dyck")
 @dataclass(frozen=True)
 class Dyck(SequenceTask):
     """Token ids: ``( [ ) ]``, ``EMPTY`` (a target only), padding."""
 
-    name = "dyck"
     kind = "structured"
 
     train_length: int = 32

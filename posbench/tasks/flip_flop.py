@@ -31,12 +31,11 @@ from posbench.tasks.sequence import SequenceTask
 OPCODES = ("w", "r", "i")  # token ids 2, 3, 4, after the bits 0 and 1
 
 
-@register
+@register("flip_flop")
 @dataclass(frozen=True)
 class FlipFlop(SequenceTask):
     """Token ids: bits ``0``, ``1``, opcodes ``w``, ``r``, ``i``, padding."""
 
-    name = "flip_flop"
     kind = "structured"
 
     train_length: int = 32

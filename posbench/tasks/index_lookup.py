@@ -23,12 +23,11 @@ from posbench.tasks.registry import register
 from posbench.tasks.sequence import SequenceTask, prompt_then_answer
 
 
-@register
+@register("index_lookup")
 @dataclass(frozen=True)
 class IndexLookup(SequenceTask):
     """Token ids: symbols, ``SEP``, one index token per trained position, padding."""
 
-    name = "index_lookup"
     kind = "structured"
 
     train_length: int = 24

@@ -33,10 +33,9 @@ def split_files(files: list[Path], test_percent: int) -> tuple[list[Path], list[
     return ([f for f, t in zip(files, is_test) if not t], [f for f, t in zip(files, is_test) if t])
 
 
-@register
+@register("lm_code")
 @dataclass(frozen=True)
 class CodeLM(LanguageModelTask):
-    name = "lm_code"
     kind = "code"
 
     test_percent: int = 10

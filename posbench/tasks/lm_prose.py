@@ -22,10 +22,9 @@ def builtin_prose() -> str:
     return "\n\n".join(topics[key] for key in sorted(topics))
 
 
-@register
+@register("lm_prose")
 @dataclass(frozen=True)
 class ProseLM(LanguageModelTask):
-    name = "lm_prose"
     kind = "nlp"
 
     test_fraction: float = 0.1
@@ -36,7 +35,7 @@ class ProseLM(LanguageModelTask):
         return text[:cut], text[cut:]
 
 
-@register
+@register("lm_prose_varlen")
 @dataclass(frozen=True)
 class VariableLengthProseLM(ProseLM):
     """``lm_prose_varlen``: lm_prose trained on windows whose length varies, evaluated as lm_prose.
@@ -48,7 +47,6 @@ class VariableLengthProseLM(ProseLM):
     batch holds fewer characters on average ((16 + 64) / 2 = 40 of 64): training on varied lengths
     at the same budget, as a user who pads less would."""
 
-    name = "lm_prose_varlen"
     min_length: int = 16
 
     def __post_init__(self):

@@ -49,13 +49,12 @@ def stdlib_docstrings() -> str:
     return "\n\n".join(docstrings)
 
 
-@register
+@register("lm_prose_long")
 @dataclass(frozen=True)
 class LongProseLM(ProseLM):
     """Options: those of ``lm_prose``; ``test_data`` (a path replacing the docstrings as the test
     text) and ``validation_chars`` (what the validation set reads: ``lm_prose``'s ``eval_chars``)."""
 
-    name = "lm_prose_long"
     kind = "long"
 
     eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)

@@ -43,10 +43,9 @@ def count_occurrences(sequence: np.ndarray, motif: np.ndarray) -> int:
     return int((windows == motif).all(axis=1).sum())
 
 
-@register
+@register("long_range")
 @dataclass(frozen=True)
 class LongRange(Task):
-    name = "long_range"
     kind = "long"
     metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     causal: ClassVar[bool] = False

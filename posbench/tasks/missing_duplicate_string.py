@@ -23,12 +23,11 @@ from posbench.tasks.chomsky import ChomskyTask
 from posbench.tasks.registry import register
 
 
-@register
+@register("missing_duplicate_string")
 @dataclass(frozen=True)
 class MissingDuplicateString(ChomskyTask):
     """Token ids: symbols ``0 … n_symbols-1``, ``MISSING``, ``FILL``, ``EMPTY``, padding."""
 
-    name = "missing_duplicate_string"
     kind = "structured"
 
     steps: int = 10_000

@@ -49,12 +49,11 @@ def mask_windows(windows: np.ndarray, rng: np.random.Generator, rate: float, mas
     return Batch(torch.from_numpy(inputs), torch.from_numpy(targets))
 
 
-@register
+@register("mlm_prose")
 @dataclass(frozen=True)
 class MaskedProseLM(ProseLM):
     """Options: those of ``lm_prose`` and ``mask_rate`` (the share of positions selected)."""
 
-    name = "mlm_prose"
     kind = "nlp"
     causal = False
 

@@ -1,5 +1,5 @@
 """``mosaic_resolution``: ``mosaic_qa`` at several image resolutions, trained on small grids and evaluated on
-larger ones (resolution extrapolation, issue 30).
+larger ones (resolution extrapolation).
 
 What M-RoPE-style axes are for: an image arrives at another resolution and the model still has to find
 its corners. The mosaic's 16 × 16 image (four digits, :mod:`posbench.tasks.mosaic_qa`) is upsampled by
@@ -19,12 +19,9 @@ patches straddle two digits, as patches of a real image fall across objects.
 * Scored as ``mosaic_qa``: accuracy over the answer classes, chance the majority answer of each set, a
   bag of patches at best 0.375; the digit images of the splits are ``digits_2d``'s (disjoint).
 
-Pilot (seed 0, tiny, the default 4,000 steps at lr 0.003, one thread, the shared 2-core machine at load ~6):
-neither arm learned in distribution: accuracy at grids 6 / 9 / 12 ``mrope_mosaic`` 0.363 / 0.306 / 0.300,
-``sinusoidal`` 0.310 / 0.298 / 0.312 (chance 0.267 / 0.263 / 0.256), training loss ~1.3-1.5 where
-``mosaic_qa``'s ``mrope_mosaic`` reached 0.09 (0.951 accuracy) at the same budget; ~90 s of CPU a run. So
-no comparison is declared on it (issue 30: only once an arm learns in distribution); it is descriptive, in
-``workflow/full.yaml`` only.
+No comparison is declared on it: a comparison here would judge resolution extrapolation only once an arm
+learns the task in distribution, which the pilot at these defaults found none did (``results/reference/NOTES.md``).
+It is descriptive, in ``workflow/full.yaml`` only.
 """
 
 from __future__ import annotations
@@ -38,10 +35,9 @@ from posbench.tasks.mosaic_qa import GRID, QUESTION_LENGTH, MosaicQA
 from posbench.tasks.registry import register
 
 
-@register
+@register("mosaic_resolution")
 @dataclass(frozen=True)
 class MosaicResolution(MosaicQA):
-    name = "mosaic_resolution"
 
     train_length: int = 6  # the largest grid side trained on
     min_grid: int = GRID  # the smallest (mosaic_qa's: its 8 × 8 digits at their own resolution)

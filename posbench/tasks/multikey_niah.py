@@ -37,12 +37,11 @@ from posbench.tasks.sequence import FREE_RUNNING_METRICS, SequenceTask, prompt_t
 MARKS = (":", ";", "?")  # token ids after the digits and the key symbols
 
 
-@register
+@register("multikey_niah")
 @dataclass(frozen=True)
 class MultikeyNiah(SequenceTask):
     """Token ids: digits ``0 … 9``, key symbols, :data:`MARKS`, padding."""
 
-    name = "multikey_niah"
     kind = "long"
     metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 

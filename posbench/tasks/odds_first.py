@@ -19,10 +19,9 @@ from posbench.tasks.chomsky import ChomskyTask
 from posbench.tasks.registry import register
 
 
-@register
+@register("odds_first")
 @dataclass(frozen=True)
 class OddsFirst(ChomskyTask):
-    name = "odds_first"
     kind = "structured"
 
     def string_and_answer(self, rng: np.random.Generator, length: int) -> tuple[np.ndarray, np.ndarray]:

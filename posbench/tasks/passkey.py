@@ -33,12 +33,11 @@ EVAL_DEPTHS = tuple(np.linspace(0.0, 1.0, 11))  # 0, 0.1, …, 1
 DIGITS = 10
 
 
-@register
+@register("passkey")
 @dataclass(frozen=True)
 class Passkey(SequenceTask):
     """Token ids: digits ``0 … 9``, filler words, ``KEY``, ``QUERY``, padding."""
 
-    name = "passkey"
     kind = "long"
 
     train_length: int = 64

@@ -1,36 +1,51 @@
-"""Name -> task class. Task modules register themselves on import; nothing dispatches on names."""
+"""Name -> task class (a :class:`~posbench.registry.Registry`, as the encodings'). Task modules register
+themselves on import, found by :meth:`~posbench.registry.Registry.discover`; nothing dispatches on names."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from posbench import metrics
-from posbench.model import SIZES
+from posbench.guidance import KINDS
+from posbench.registry import Registry
+from posbench.sizes import SIZES
 from posbench.tasks.base import Task
 
-_REGISTRY: dict[str, type[Task]] = {}
+PLUGIN_GROUP = "posbench.tasks"  # an installed package's modules named here register tasks too
+_REGISTRY = Registry("task", PLUGIN_GROUP)
 
 
-def register(cls: type[Task]) -> type[Task]:
-    """Class decorator: register ``cls`` under ``cls.name``; its metrics must be defined in :mod:`posbench.metrics`."""
-    if cls.name in _REGISTRY:
-        raise ValueError(f"task {cls.name!r} is registered twice")
-    for name in cls.metrics:
-        metrics.get(name)
-    _REGISTRY[cls.name] = cls
-    return cls
+def register(name: str):
+    """Class decorator registering a task class under ``name``, which becomes its ``name``. Its metrics must be
+    defined in :mod:`posbench.metrics` and its ``kind`` be one of :data:`posbench.guidance.KINDS` (what
+    ``advise --task`` and the guidance rows speak to), so a task that would be judged by nothing is refused here."""
+
+    def add(cls: type[Task]) -> type[Task]:
+        for metric in cls.metrics:
+            metrics.get(metric)
+        if cls.kind not in KINDS:
+            raise ValueError(f"task {name!r}: kind {cls.kind!r} is not allowed; allowed: {', '.join(KINDS)}")
+        _REGISTRY.add(name, cls)
+        cls.name = name
+        return cls
+
+    return add
+
+
+def discover() -> None:
+    """Import every module of :mod:`posbench.tasks` and of the plugins (:data:`PLUGIN_GROUP`): each registers its
+    tasks."""
+    _REGISTRY.discover("posbench.tasks")
 
 
 def names() -> list[str]:
     """All registered task names, sorted."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get(name: str, **options) -> Task:
     """Task ``name`` with its defaults changed by ``options``; bad names and options fail with the allowed values."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown task {name!r}; allowed: {', '.join(names())}")
-    cls = _REGISTRY[name]
+    cls = _REGISTRY.entry(name)
     allowed = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(options) - set(allowed))
     if unknown:

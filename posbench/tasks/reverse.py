@@ -16,10 +16,9 @@ from posbench.tasks.copy import Copy
 from posbench.tasks.registry import register
 
 
-@register
+@register("reverse")
 @dataclass(frozen=True)
 class Reverse(Copy):
-    name = "reverse"
     kind = "structured"
 
     steps: int = 2000

@@ -125,12 +125,11 @@ def parts(test_fraction: float, validation_fraction: float) -> dict[str, np.ndar
             "train": order[n_test + n_validation:]}
 
 
-@register
+@register("scan")
 @dataclass(frozen=True)
 class Scan(Task):
     """Options: ``split`` (``simple`` or ``length``), the parts' fractions; see the module."""
 
-    name = "scan"
     kind = "nlp"
     metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
@@ -208,15 +207,13 @@ class Scan(Task):
             yield pad_right(batch, self.pad_id, self.sequence_length(length))
 
 
-@register
+@register("scan_length")
 @dataclass(frozen=True)
 class ScanLength(Scan):
     """``scan_length``: SCAN's length split as a task of its own, so that a preset names it as it names any
     task (the train CLI takes no task options): train on commands of at most 22 actions (the paper's cut),
     test on every longer one, 24 to 48 actions (Lake & Baroni's experiment 2; the split Kazemnejad et al.
     2023 rank encodings on). Its evaluation sets: the held-out short commands at 22, the long ones at 48."""
-
-    name = "scan_length"
 
     split: str = "length"
     train_length: int = 22

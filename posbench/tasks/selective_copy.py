@@ -28,12 +28,11 @@ from posbench.tasks.registry import register
 from posbench.tasks.sequence import FREE_RUNNING_METRICS, SequenceTask, prompt_then_answer
 
 
-@register
+@register("selective_copy")
 @dataclass(frozen=True)
 class SelectiveCopy(SequenceTask):
     """Token ids: symbols ``0 … n_symbols-1``, ``BLANK``, ``SEP``, padding."""
 
-    name = "selective_copy"
     kind = "structured"
     metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 

@@ -41,12 +41,11 @@ class Table:
     values: np.ndarray  # (rows, columns, value_digits) digits
 
 
-@register
+@register("table_lookup")
 @dataclass(frozen=True)
 class TableLookup(SequenceTask):
     """Token ids: digits, keys, column names, :data:`PUNCTUATION`, padding."""
 
-    name = "table_lookup"
     kind = "structured"
     metrics: ClassVar[tuple[str, ...]] = ("token_accuracy", "exact_match")
 
@@ -134,11 +133,9 @@ class TableLookup(SequenceTask):
         return inputs, targets
 
 
-@register
+@register("table_lookup_json")
 @dataclass(frozen=True)
 class TableLookupJson(TableLookup):
     """``table_lookup`` rendered as JSON: its own name, so the workflow and the comparisons can ask for it."""
-
-    name = "table_lookup_json"
 
     format: str = "json"

@@ -44,13 +44,11 @@ def shuffle_within_words(window: np.ndarray, is_space: np.ndarray, span: int,
     return shuffled
 
 
-@register
+@register("text_order")
 @dataclass(frozen=True)
 class TextOrder(WindowClassification):
     """Options: ``data`` (a text file replacing the built-in prose), ``perturb`` (:data:`PERTURBATIONS`),
     ``span`` (characters shuffled together by ``scramble``)."""
-
-    name = "text_order"
 
     data: str | None = None
     span: int = 3

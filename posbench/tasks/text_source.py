@@ -26,13 +26,11 @@ def validation_start(text: np.ndarray) -> int:
     return int(len(text) * (1 - VALIDATION_FRACTION))
 
 
-@register
+@register("text_source")
 @dataclass(frozen=True)
 class TextSource(WindowClassification):
     """Options: ``prose`` (a text file replacing the built-in prose), ``code`` (a directory of ``*.py``
     files replacing the standard library)."""
-
-    name = "text_source"
 
     prose: str | None = None
     code: str | None = None

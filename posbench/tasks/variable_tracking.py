@@ -41,12 +41,11 @@ from posbench.tasks.sequence import FREE_RUNNING_METRICS, VaryingSequenceTask, p
 MARKS = ("=", ";", "?", ":")  # token ids after the digits, the variable names and the filler words
 
 
-@register
+@register("variable_tracking")
 @dataclass(frozen=True)
 class VariableTracking(VaryingSequenceTask):
     """Token ids: digits ``0 … 9``, ``n_names`` variable names, ``n_filler`` filler words, :data:`MARKS`, padding."""
 
-    name = "variable_tracking"
     kind = "long"
     metrics: ClassVar[tuple[str, ...]] = FREE_RUNNING_METRICS
 
