@@ -10,11 +10,15 @@ The rule, in order:
    long-context question without both: the longest ratio any task of the kind measured, said so).
 2. **Evidence.** For each task of the chosen kind (every task in the tables without one), the rows at the
    task's nearest measured ratio at or above the asked one (its longest where none is), at the model size
-   with the most ok rows; per encoding (training-free RoPE scalings such as ``rope+yarn:4`` are encodings
+   with the most ok rows; a task run at several budgets (steps, batch, dtype: :mod:`posbench.experiments`)
+   is a ranking of its own per budget, named by it ("lm_prose · 500 steps"), so no row pools two
+   experiments; per encoding (training-free RoPE scalings such as ``rope+yarn:4`` are encodings
    of their own) the mean over seeds with a 95 % t interval kept inside the metric's range
    (:func:`seed_interval`), the learning rate chosen on validation loss where several were run
-   (:func:`posbench.evidence.arm`). The tasks measured there *rank*; a task measured only at shorter
-   lengths *fills in*, labelled: it breaks ties and places encodings with no evidence at the asked length
+   (:func:`posbench.evidence.arm`). A row with fewer seeds than the run's minimum (the declared seed
+   rule's) or whose interval spans more than half a bounded metric's range is *too uncertain to rank*:
+   it is listed with the reason and never leads. The tasks measured there *rank*; a task measured only at
+   shorter lengths *fills in*, labelled: it breaks ties and places encodings with no evidence at the asked length
    (after every encoding that has some). Where no task reaches the asked ratio, those at the longest
    measured one rank.
 3. **Gates.** An encoding that does not beat its task's chance level, diverged, or reads positions that
@@ -26,35 +30,46 @@ The rule, in order:
    stays, marked "no evidence"; a constraint that no row measures says so, with the config keys to run.
    For a model shape or a GPU posbench does not measure (``shape``, ``gpu``), the latency is
    :mod:`posbench.projection`'s roofline at the deployment length, labelled "projected" wherever it shows.
-5. **Rank** per task, in tiers: the best mean leads tier 1, every encoding whose 95 % Welch interval of
-   the difference to the leader (:func:`posbench.evidence.contrast`) holds 0 is tied with it; the best
-   of the rest leads tier 2, and so on. Over the ranking tasks, pair by pair: of two encodings, the one
+5. **Rank** per task and budget, in tiers (:func:`_layers`): one encoding *beats* another where a deciding
+   comparison of ``verdicts.csv`` that judged this very experiment (task, size, length, steps, training
+   length, widths) found it better by more than δ, or else where the Welch interval of their difference
+   at the run's level (its looks' 1 − 2·alpha, ``verdicts.csv``; 95 % without one) excludes 0; each
+   encoding's tier is one below the lowest tier of those that beat it. So no tier holds two encodings of
+   which one beats the other, though "tied" is not transitive (a tier may hold two encodings that a
+   third sits between). Over the ranking tasks, pair by pair: of two encodings, the one
    in better tiers on the tasks both were measured on (the sum of their tier differences) ranks above;
    each ranks by the encodings it ranks above less those it ranks below (:func:`_standings`), so a task
    only some encodings ran orders only those, and measuring more tasks promotes nobody. Equal standings
    are ties, which the fill-in tasks' standing breaks where every tied encoding has fill-in evidence;
-   within a tie, lower overhead (latency vs sinusoidal) first. Where two ranking tasks order a pair of
-   encodings oppositely, the advice says the tasks disagree and shows each task's ranking.
+   within a tie, lower overhead (latency vs sinusoidal) first; an encoding that beats another on a ranking
+   task and is not beaten by it on another ranks above it (a rank holds no such pair; where the tasks' pairs
+   run in a circle, a beats b beats c beats a, the first by standing goes first). Where two
+   ranking tasks order a pair of encodings oppositely, the advice says the tasks disagree and shows each
+   task's ranking.
 6. **Why and how sure.** Each encoding shows its metric rows, the comparisons of the matching guidance
    rows that involve it (``verdicts.csv`` as written, never recomputed here), its overhead ratio and
    extra parameters; its confidence is the weakest of the evidence it is ranked on: measured at this
    length / interpolated (the next longer measured length) / extrapolated beyond the tables / no
    evidence, marked "few seeds" (under :data:`FEW_SEEDS`), "other lengths only" and "tasks disagree"
-   where they apply.
+   where they apply. An encoding too uncertain to rank is listed after the ranking with its reasons.
+7. **Checked against the verdicts.** :func:`contradictions` lists every deciding comparison that judged an
+   experiment the advice ranks and that the ranking goes against (an encoding it found better by more than
+   δ placed level or below; one it found not better by δ placed above by more than δ); the judge step
+   prints each as a warning and flags its row of ``advice.csv``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from itertools import combinations
+from itertools import combinations, permutations
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from posbench import evidence, guidance, metrics, projection, tasks
+from posbench import comparisons, evidence, experiments, guidance, metrics, projection, tasks
 from posbench.aggregate import plain
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.devices import ANY_DEVICE, CPU
@@ -68,17 +83,45 @@ MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE = (
 SURENESS = (MEASURED, INTERPOLATED, EXTRAPOLATED, NO_EVIDENCE)  # best first
 FEW_SEEDS = 5  # an interval over fewer seeds is marked "few seeds"
 FEW, OTHER_LENGTHS, DISAGREE = "few seeds", "other lengths only", "tasks disagree"  # marks on a confidence
+UNCERTAIN = "too uncertain to rank"
+UNCERTAIN_SPAN = 0.5  # an interval wider than this share of a bounded metric's range is too uncertain to rank
+NO_ENCODING = "none"  # the encoding without positions, named so that it never reads as "no encoding"
 LONG_CONTEXT = "long"  # the task kind asked, without a deployment length, at the longest measured ratio
 SHARE_OF = {"correct": "scored", "exact": "sequences", "greedy_exact": "sequences"}  # a count -> what it is part of
 BASELINE = "sinusoidal"  # the added encoding every overhead and extra parameter is counted against
 PROJECTED_SIZE = "base"  # the model projected on a gpu when no shape is given: the bench's and profile's
-RULE = ("Left out: encodings that do not beat chance or break a budget. Ranked by the task's metric at the asked "
-        "length ratio (the nearest measured at or above it; a long-context question without a deployment length: "
-        "the longest measured), over the kind's tasks measured there (mean over seeds, 95 % t interval kept inside "
-        "the metric's range); tasks measured only at other lengths fill in, labelled: they break ties and place "
-        "encodings without evidence at that length last. Encodings whose 95 % Welch interval of the difference to "
-        "the leader holds 0 are tied with it; over several tasks, of two encodings the one in better tiers on the "
-        "tasks both were measured on ranks above; within a tie, lower overhead first.")
+RULE = ("Left out: encodings that do not beat chance or break a budget. Too uncertain to rank: fewer seeds than the "
+        "run's minimum ({min_seeds}), or a 95 % interval wider than half the metric's range. Ranked by the task's "
+        "metric at the asked length ratio (the nearest measured at or above it; a long-context question without a "
+        "deployment length: the longest measured), over the kind's tasks measured there, each budget (steps) a "
+        "ranking of its own (mean over seeds, 95 % t interval kept inside the metric's range); tasks measured only "
+        "at other lengths fill in, labelled: they break ties and place encodings without evidence at that length "
+        "last. One encoding beats another where a deciding comparison of this experiment found it better by more "
+        "than δ, or else where the Welch interval of their difference at the run's level ({level} %) excludes "
+        "0; each is one tier below the lowest that beats it, so no tier holds a separated pair; over several "
+        "tasks, of two encodings the one in better tiers on the tasks both were measured on ranks above; within a "
+        "tie, lower overhead first.")
+
+
+def shown(encoding: str) -> str:
+    """An encoding's name as advice prints it: ``none`` says that it is the encoding without positions."""
+    return f"{NO_ENCODING} (no positional encoding)" if encoding == NO_ENCODING else encoding
+
+
+def run_alpha(verdicts: pd.DataFrame) -> float:
+    """The run's one-sided alpha: its deciding comparisons' looks' (``alpha_look``, the smallest where they
+    differ), so that advice separates encodings at the level the verdicts were read at; else
+    :data:`posbench.evidence.ALPHA`."""
+    if verdicts.empty or "alpha_look" not in verdicts.columns:
+        return evidence.ALPHA
+    deciding = verdicts[verdicts["decides"].astype(bool)] if "decides" in verdicts.columns else verdicts
+    alphas = deciding["alpha_look"].dropna()
+    return float(alphas.min()) if len(alphas) else evidence.ALPHA
+
+
+def min_seeds() -> int:
+    """Seeds a row needs to be ranked: the declared seed rule's minimum (``comparisons.yaml``)."""
+    return comparisons.load().seed_rule.min
 
 
 class MissingTable(ValueError):
@@ -191,8 +234,18 @@ class Row:
     sureness: str
     clipped: bool = False  # the t interval left the metric's range and was cut back to it
     fills_in: bool = False  # the task has nothing at the asked length: it breaks ties only
-    tier: int = 0
+    tier: int = 0  # 0: not tiered (too uncertain to rank)
+    budget: str = ""  # where the task ran at several budgets, this row's ("500 steps"): a ranking of its own
+    steps: int | None = None
+    train_len: int | None = None
+    d_model: int | None = None
+    uncertain: str = ""  # why the row is too uncertain to rank; "" where it ranks
     values: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def group(self) -> str:
+        """What this row is ranked within: its task, and its budget where the task ran at several."""
+        return f"{self.task}{experiments.SEPARATOR}{self.budget}" if self.budget else self.task
 
     @property
     def few_seeds(self) -> bool:
@@ -208,9 +261,10 @@ class Row:
     def line(self) -> str:
         arrow = "higher" if self.higher_is_better else "lower"
         role = " — fills in (no evidence at the asked length: breaks ties only)" if self.fills_in else ""
-        return (f"{self.task} {self.metric} ({arrow} is better) at {self.length_ratio:g}× ({self.size}, "
+        doubt = f" — {UNCERTAIN}: {self.uncertain}" if self.uncertain else ""
+        return (f"{self.group} {self.metric} ({arrow} is better) at {self.length_ratio:g}× ({self.size}, "
                 f"eval length {self.eval_len}): {self.mean:.4g} {self.interval()}, n = {self.n} seeds — "
-                f"{self.sureness}{role}")
+                f"{self.sureness}{role}{doubt}")
 
     def as_dict(self) -> dict:
         found = {k: v for k, v in asdict(self).items() if k != "values"}
@@ -237,9 +291,14 @@ class Candidate:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def certain_rows(self) -> list[Row]:
+        """Its rows that are not too uncertain to rank."""
+        return [r for r in self.rows if not r.uncertain]
+
+    @property
     def ranking_rows(self) -> list[Row]:
-        """The rows it is ranked on: those at the asked length, else (no such row) the fill-in rows."""
-        return [r for r in self.rows if not r.fills_in] or self.rows
+        """The rows it is ranked on: its certain rows at the asked length, else (none) its certain fill-in rows."""
+        return [r for r in self.certain_rows if not r.fills_in] or self.certain_rows
 
     @property
     def confidence(self) -> str:
@@ -270,6 +329,8 @@ class Advice:
     basis: list[str] = field(default_factory=list)  # the length ranked at, the tasks that rank and that fill in
     disagreement: list[str] = field(default_factory=list)  # each ranking task's order, where tasks disagree
     rule: str = RULE
+    uncertain: list[Candidate] = field(default_factory=list)  # too uncertain to rank: listed, never ranked
+    contradictions: list[str] = field(default_factory=list)  # deciding comparisons the ranking goes against
 
     def leaders(self) -> list[Candidate]:
         return [c for c in self.ranked if c.rank == 1]
@@ -286,6 +347,9 @@ class Advice:
         return {"situation": asdict(self.situation), "rule": self.rule, "basis": self.basis,
                 "disagreement": self.disagreement, "guidance": self.guidance, "ranked": ranked,
                 "excluded": [{"encoding": e, "reason": r} for e, r in self.excluded],
+                "too_uncertain": [{"encoding": c.encoding, "reason": uncertainty(c), "why": c.why(),
+                                   "evidence": [r.as_dict() for r in c.rows]} for c in self.uncertain],
+                "contradictions": self.contradictions,
                 "no_evidence": [{"constraint": c, "missing": m, "config_keys": k} for c, m, k in self.no_evidence]}
 
     def text(self) -> str:
@@ -296,9 +360,13 @@ class Advice:
         if not self.ranked:
             lines.append("No encoding can be recommended from these tables.")
         for c in self.ranked:
-            tie = f" (tied with {', '.join(c.tied_with)})" if c.tied_with else ""
-            lines.append(f"{c.rank}. {c.encoding}{tie} — {c.confidence}")
+            tie = f" (tied with {', '.join(map(shown, c.tied_with))})" if c.tied_with else ""
+            lines.append(f"{c.rank}. {shown(c.encoding)}{tie} — {c.confidence}")
             lines += [f"     {line}" for line in c.why()]
+        for c in self.uncertain:
+            lines.append(f"Too uncertain to rank: {shown(c.encoding)} — {uncertainty(c)}")
+            lines += [f"     {line}" for line in c.why()]
+        lines += [f"WARNING: {line}" for line in self.contradictions]
         lines += [f"Left out: {e}: {r}" for e, r in self.excluded]
         lines += [f"No evidence: {c}: {m}; run: {'; '.join(k)}" for c, m, k in self.no_evidence]
         return "\n".join(lines)
@@ -326,8 +394,8 @@ def advise(situation: Situation, inputs: Inputs) -> Advice:
     for task in chosen:
         rows, gates, at[task] = _task_rows(target, results[results["task"] == task], task)
         gated += gates
-        for encoding, row in rows.items():
-            by_encoding.setdefault(encoding, []).append(row)
+        for encoding, found in rows.items():
+            by_encoding.setdefault(encoding, []).extend(found)
     basis += _fill_in(target, at, [r for rows in by_encoding.values() for r in rows])
     candidates = [Candidate(e, rows) for e, rows in by_encoding.items()]
     for encoding, reason in gated:  # gated on every task: left out; on some: a note
@@ -338,11 +406,19 @@ def advise(situation: Situation, inputs: Inputs) -> Advice:
     _parameters(situation, inputs.accuracy, candidates, excluded, no_evidence)
     _latency(situation, inputs.cost, candidates, excluded, no_evidence)
     kept = [c for c in candidates if c.encoding not in {e for e, _ in excluded}]
-    disagreement = _rank(kept)
+    alpha, fewest = run_alpha(inputs.verdicts), min_seeds()
+    for row in (r for c in kept for r in c.rows):
+        row.uncertain = _uncertainty(row, fewest)
+    ranked = [c for c in kept if c.ranking_rows]
+    disagreement = _rank(ranked, inputs.verdicts, alpha)
     rows = guidance_rows(situation)
     for c in kept:
         c.verdicts = _comparisons(inputs.verdicts, rows, c.encoding.split("+")[0])
-    return Advice(situation, kept, excluded, _row_verdicts(inputs.verdicts, rows), no_evidence, basis, disagreement)
+    advice = Advice(situation, ranked, excluded, _row_verdicts(inputs.verdicts, rows), no_evidence, basis,
+                    disagreement, RULE.format(min_seeds=fewest, level=f"{100 * (1 - 2 * alpha):.1f}"),
+                    [c for c in kept if not c.ranking_rows])
+    advice.contradictions = contradictions(advice, inputs.verdicts, alpha)
+    return advice
 
 
 def guidance_rows(situation: Situation) -> list[str]:
@@ -414,36 +490,41 @@ def _nearest(target: float, measured: list[float]) -> float:
     return min(measured, key=lambda m: (abs(math.log(m / target)), m))
 
 
-def _task_rows(target: float, rows: pd.DataFrame, task: str) -> tuple[dict[str, Row], list[tuple[str, str]], float]:
-    """Each encoding's :class:`Row` for ``task`` at its nearest measured ratio at or above ``target``, the
-    gated encodings, and that ratio."""
+def _task_rows(target: float, rows: pd.DataFrame, task: str) -> tuple[dict[str, list[Row]], list[tuple[str, str]],
+                                                                     float]:
+    """Each encoding's :class:`Row` per budget of ``task`` (one experiment each) at its nearest measured ratio at
+    or above ``target``, the gated encodings, and that ratio."""
     size, measured = _measured(rows)
     ok = rows[rows["status"] == "ok"].dropna(subset=["value"])
-    rows = rows[rows["size"] == size]
+    rows = experiments.panels(plain(rows[rows["size"] == size]))  # a panel per budget: one experiment per arm
     ratio = _at_or_above(target, measured)
     sureness = _sureness(target, measured)
     metric = str(ok["metric"].dropna().iloc[0]) if "metric" in ok.columns else "value"
     higher = metrics.get(metric).higher_is_better if metric in metrics.METRICS else True
     probe = Comparison("advise", "standard_nlp", task, metric, ratio, BASELINE, BASELINE, 1.0, 1.0, ())
     found, gated = {}, []
-    for encoding in dict.fromkeys(rows["encoding"]):
-        arm = evidence.arm(rows, probe, ArmSpec(task, encoding), size)
+    for (panel, encoding), cell in rows.groupby([experiments.PANEL, "encoding"], sort=False):
+        budget = panel[len(task) + len(experiments.SEPARATOR):]
+        arm = evidence.arm(cell, probe, ArmSpec(task, encoding), size)
+        where = f"{task}{experiments.SEPARATOR}{budget}" if budget else task
         if arm.n == 0:
             if arm.diverged:
-                gated.append((encoding, f"{task}: did not learn ({arm.diverged} seed(s) diverged)"))
+                gated.append((encoding, f"{where}: did not learn ({arm.diverged} seed(s) diverged)"))
             continue
         if arm.untrained_positions:
-            gated.append((encoding, f"{task}: positions at {ratio:g}× were never trained"))
+            gated.append((encoding, f"{where}: positions at {ratio:g}× were never trained"))
             continue
         if evidence.beats_chance(arm, True if metric == "exact_match" else higher) is False:  # exact: token acc.
-            gated.append((encoding, f"{task}: did not learn ({metric} does not beat chance {arm.chance:.4g})"))
+            gated.append((encoding, f"{where}: did not learn ({metric} does not beat chance {arm.chance:.4g})"))
             continue
         if metric == "exact_match" and not arm.values.any():  # tokens above chance, yet no sequence right
-            gated.append((encoding, f"{task}: no sequence right (exact match 0 in all {arm.n} seeds at {ratio:g}×)"))
+            gated.append((encoding, f"{where}: no sequence right (exact match 0 in all {arm.n} seeds at {ratio:g}×)"))
             continue
         low, high, clipped = seed_interval(arm.values, metric)
-        found[encoding] = Row(task, metric, higher, str(size), ratio, arm.eval_len, float(arm.values.mean()), low,
-                              high, arm.n, sureness, clipped, values=arm.values)
+        found.setdefault(encoding, []).append(Row(
+            task, metric, higher, str(size), ratio, arm.eval_len, float(arm.values.mean()), low, high, arm.n,
+            sureness, clipped, budget=budget, steps=arm.budget[0] if arm.budget else None, train_len=arm.train_len,
+            d_model=arm.d_model, values=arm.values))
     return found, gated, ratio
 
 
@@ -588,10 +669,10 @@ def _projected_latency(situation, candidates, excluded) -> None:
             excluded.append((c.encoding, f"{c.latency_ms:.3g} ms {where} exceeds {situation.latency_budget_ms:g} ms"))
 
 
-def _rank(candidates: list[Candidate]) -> list[str]:
+def _rank(candidates: list[Candidate], verdicts: pd.DataFrame, alpha: float) -> list[str]:
     """The rank over tasks (rule 5): sets rank, tied_with, sureness and marks; returns each ranking task's
     order where two of them disagree."""
-    by_task = _tiers(candidates)
+    by_task, beaten = _tiers(candidates, verdicts, alpha)
     ranking = [t for t, rows in by_task.items() if not next(iter(rows.values())).fills_in]
     filling = [t for t in by_task if t not in ranking]
     at_length = [c for c in candidates if not c.ranking_rows[0].fills_in]  # evidence at the asked length first
@@ -611,11 +692,16 @@ def _rank(candidates: list[Candidate]) -> list[str]:
     disagreement, split = _disagreement(by_task, ranking)
     candidates.sort(key=lambda c: (key[c.encoding], c.overhead_ratio if c.overhead_ratio is not None else math.inf,
                                    -np.mean([(1 if r.higher_is_better else -1) * r.mean for r in c.ranking_rows])))
-    rank = 0
+    separated = {(b, w) for t in ranking for b, w in beaten[t]} - {(w, b) for t in ranking for b, w in beaten[t]}
+    order = {e: i for i, e in enumerate(_topological([c.encoding for c in candidates], separated))}
+    candidates.sort(key=lambda c: order[c.encoding])
+    rank, members = 0, []
     for i, c in enumerate(candidates):
-        if i == 0 or key[c.encoding] != key[candidates[i - 1].encoding]:
-            rank += 1
+        if i == 0 or key[c.encoding] != key[candidates[i - 1].encoding] or any((m, c.encoding) in separated
+                                                                                 for m in members):
+            rank, members = rank + 1, []
         c.rank = rank
+        members.append(c.encoding)
         found = [r.sureness for r in c.ranking_rows] + ([c.cost_sureness] if c.cost_sureness else [])
         c.sureness = max(found, key=SURENESS.index)  # the weakest
         c.marks = ([FEW] * any(r.few_seeds for r in c.ranking_rows) + [OTHER_LENGTHS] * c.ranking_rows[0].fills_in
@@ -625,21 +711,56 @@ def _rank(candidates: list[Candidate]) -> list[str]:
     return disagreement
 
 
-def _tiers(candidates: list[Candidate]) -> dict[str, dict[str, Row]]:
-    """Task -> encoding -> its row, each row's tier set (rule 5: tier 1 is the leader and those tied with it)."""
-    by_task = {}
-    for task in dict.fromkeys(r.task for c in candidates for r in c.rows):
-        found = {c.encoding: r for c in candidates for r in c.rows if r.task == task}
+def _tiers(candidates: list[Candidate], verdicts: pd.DataFrame,
+           alpha: float) -> tuple[dict[str, dict[str, Row]], dict[str, set[tuple[str, str]]]]:
+    """Task (and budget) -> encoding -> its row, best mean first, each row's tier set (rule 5); and task ->
+    the pairs ``(better, worse)`` in which one beats the other there (:func:`_beats`)."""
+    by_task, beaten = {}, {}
+    for task in dict.fromkeys(r.group for c in candidates for r in c.certain_rows):
+        found = {c.encoding: r for c in candidates for r in c.certain_rows if r.group == task}
         sign = 1 if next(iter(found.values())).higher_is_better else -1
-        rows = by_task[task] = {e: found[e] for e in sorted(found, key=lambda e: -sign * found[e].mean)}  # best first
-        left, tier = list(rows), 1
-        while left:
-            leader = rows[left[0]]
-            tied = [e for e in left if e == left[0] or _tied(rows[e], leader)]
-            for e in tied:
-                rows[e].tier = tier
-            left, tier = [e for e in left if e not in tied], tier + 1
-    return by_task
+        order = sorted(found, key=lambda e: -sign * found[e].mean)
+        beaten[task] = _beats(found, verdicts, alpha)
+        for encoding, tier in _layers(order, beaten[task]).items():
+            found[encoding].tier = tier
+        by_task[task] = {e: found[e] for e in order}
+    return by_task, beaten
+
+
+def _beats(rows: dict[str, Row], verdicts: pd.DataFrame, alpha: float) -> set[tuple[str, str]]:
+    """The pairs ``(better, worse)`` of one task's rows (one experiment each) in which one beats the other: a
+    deciding comparison of that experiment found it better by more than δ (:func:`decisions`), or, where none
+    decided the pair, the Welch interval of their difference at ``1 - 2·alpha`` excludes 0."""
+    decided = {(d.comparator, d.added) for d in decisions(verdicts, rows) if d.outcome == evidence.BETTER}
+    found = set(decided)
+    for better, worse in permutations(rows, 2):
+        if (worse, better) in decided:
+            continue
+        x, y = rows[better], rows[worse]
+        if x.n >= 2 and y.n >= 2 and evidence.contrast(x.values, y.values, x.higher_is_better, 0.0, alpha).ci_low > 0:
+            found.add((better, worse))
+    return found
+
+
+def _layers(order: list[str], beaten: set[tuple[str, str]]) -> dict[str, int]:
+    """Encoding -> tier: one below the lowest tier of those that beat it (1 where none does), taken in
+    ``order`` (best first) as far as the pairs allow (:func:`_topological`). A pair in which one beats the
+    other never shares a tier."""
+    tier = {}
+    for encoding in _topological(order, beaten):
+        tier[encoding] = 1 + max((tier[b] for b, w in beaten if w == encoding and b in tier), default=0)
+    return tier
+
+
+def _topological(order: list[str], before: set[tuple[str, str]]) -> list[str]:
+    """``order`` rearranged so that of each pair ``(a, b)`` in ``before`` a comes first, otherwise kept (each
+    step takes the first encoding nothing left must precede; in a cycle, the first left)."""
+    left, placed = list(order), []
+    while left:
+        free = [e for e in left if not any(w == e and b in left for b, w in before)]
+        placed.append((free or left)[0])
+        left.remove(placed[-1])
+    return placed
 
 
 def _standings(candidates: list[Candidate], fills_in: bool) -> dict[str, tuple]:
@@ -650,7 +771,7 @@ def _standings(candidates: list[Candidate], fills_in: bool) -> dict[str, tuple]:
     shapes tables measure ``none`` and ``learned`` on a masked-LM task the others never ran). An encoding
     that shares no task with another has ``compared with none`` true and comes after the rest; without rows
     of that kind, ``(None,)``."""
-    tiers = {c.encoding: {r.task: r.tier for r in c.rows if r.fills_in == fills_in} for c in candidates}
+    tiers = {c.encoding: {r.group: r.tier for r in c.certain_rows if r.fills_in == fills_in} for c in candidates}
     standings = {}
     for encoding, mine in tiers.items():
         if not mine:
@@ -689,12 +810,101 @@ def _disagreement(by_task: dict[str, dict[str, Row]], ranking: list[str]) -> tup
     return lines, split
 
 
-def _tied(row: Row, leader: Row) -> bool:
-    """Whether the 95 % Welch interval of ``row`` minus ``leader`` holds 0 (no interval: not tied)."""
-    if row.n < 2 or leader.n < 2:
-        return bool(row.mean == leader.mean)
-    x = evidence.contrast(row.values, leader.values, row.higher_is_better, 0.0)
-    return x.ci_low <= 0 <= x.ci_high
+def _uncertainty(row: Row, fewest: int) -> str:
+    """Why ``row`` is too uncertain to rank (rule 2), or "": fewer seeds than ``fewest``, or a 95 % interval
+    wider than :data:`UNCERTAIN_SPAN` of its metric's range (:func:`value_range`)."""
+    reasons = [f"{row.n} seed{'s' * (row.n != 1)}, fewer than the run's minimum {fewest}"] * (row.n < fewest)
+    bottom, top = value_range(row.metric)
+    span = (row.ci_high - row.ci_low) / (top - bottom) if math.isfinite(top - bottom) and row.n >= 2 else 0.0
+    if span > UNCERTAIN_SPAN:
+        reasons.append(f"its interval [{row.ci_low:.3g}, {row.ci_high:.3g}] spans {100 * span:.0f} % of the "
+                       "metric's range")
+    return "; ".join(reasons)
+
+
+def uncertainty(candidate: Candidate) -> str:
+    """Why an encoding is too uncertain to rank: each of its rows' reasons, by task."""
+    return "; ".join(f"{r.group} at {r.length_ratio:g}×: {r.uncertain}" for r in candidate.rows if r.uncertain)
+
+
+# ----- checked against the verdicts ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Decision:
+    """A deciding comparison of ``verdicts.csv`` on one experiment the advice ranks: its comparator found
+    better than its added encoding by more than δ, or not better by δ."""
+
+    comparison: str
+    size: str
+    outcome: str
+    comparator: str
+    added: str
+    task: str
+    effect: float
+    ci_low: float
+    ci_high: float
+    margin: float
+
+    def line(self) -> str:
+        found = "better than" if self.outcome == evidence.BETTER else "not better than"
+        return (f"{self.comparison} ({self.size}) decided {self.comparator} {found} {self.added} by δ {self.margin:g} "
+                f"on {self.task} (effect {self.effect:+.3g} [{self.ci_low:+.3g}, {self.ci_high:+.3g}])")
+
+
+def decisions(verdicts: pd.DataFrame, rows: dict[str, Row]) -> list[Decision]:
+    """The deciding comparisons that judged the experiment of ``rows`` (one task's rows, by encoding): its
+    task, size and length ratio, both arms among ``rows``, and where verdicts.csv has them, its steps, training
+    length and each arm's width; outcome better by more than δ or not better by δ."""
+    needed = {"row", "comparison", "task", "size", "length_ratio", "add_arm", "comparator_arm", "outcome"}
+    if not rows or verdicts.empty or not needed <= set(verdicts.columns):
+        return []
+    some = next(iter(rows.values()))
+    mine = verdicts[verdicts["decides"].astype(bool)] if "decides" in verdicts.columns else verdicts
+    mine = mine[(mine["task"] == some.task) & (mine["size"].astype(str) == some.size)
+                & np.isclose(mine["length_ratio"].astype(float), some.length_ratio)
+                & mine["outcome"].isin([evidence.BETTER, evidence.NOT_BETTER])]
+    found = []
+    for v in mine.itertuples(index=False):
+        added, comparator = rows.get(v.add_arm), rows.get(v.comparator_arm)
+        if added is None or comparator is None or not all(
+                _same(getattr(v, column, None), value) for column, value in (
+                    ("steps", added.steps), ("steps", comparator.steps), ("train_len", added.train_len),
+                    ("train_len", comparator.train_len), ("d_model_added", added.d_model),
+                    ("d_model_comparator", comparator.d_model))):
+            continue
+        found.append(Decision(v.comparison, str(v.size), v.outcome, v.comparator_arm, v.add_arm, v.task,
+                              float(v.effect), float(v.ci_low), float(v.ci_high), float(v.margin)))
+    return found
+
+
+def _same(declared, measured) -> bool:
+    """Whether a verdicts.csv value names a row's (a value either side lacks: not told apart)."""
+    return declared is None or measured is None or pd.isna(declared) or float(declared) == float(measured)
+
+
+def contradictions(advice: Advice, verdicts: pd.DataFrame, alpha: float) -> list[str]:
+    """Each deciding comparison of an experiment the advice ranks (:func:`decisions`) that the ranking goes
+    against, in one line: one it found better by more than δ placed level with or below the other, or left
+    too uncertain to rank while the other is ranked; one it found not better by δ placed above the other
+    with the advice's own evidence there better by more than δ (Welch interval at ``1 - 2·alpha`` above δ)."""
+    rank = {c.encoding: c.rank for c in advice.ranked}
+    doubtful = {c.encoding for c in advice.uncertain}
+    lines = []
+    for group in dict.fromkeys(r.group for c in [*advice.ranked, *advice.uncertain] for r in c.rows if not r.fills_in):
+        rows = {c.encoding: r for c in [*advice.ranked, *advice.uncertain] for r in c.rows
+                if r.group == group and not r.fills_in}
+        for d in decisions(verdicts, rows):
+            x, y, comparator, added = d.comparator, d.added, rows[d.comparator], rows[d.added]
+            if d.outcome == evidence.BETTER and x in rank and y in rank and rank[x] >= rank[y]:
+                lines.append(f"ranks {y} {'level with' if rank[x] == rank[y] else 'above'} {x} on {group}, "
+                             f"but {d.line()}")
+            elif d.outcome == evidence.BETTER and x in doubtful and y in rank:
+                lines.append(f"ranks {y} and lists {x} as {UNCERTAIN} on {group}, but {d.line()}")
+            elif (d.outcome == evidence.NOT_BETTER and x in rank and y in rank and rank[x] < rank[y]
+                  and min(comparator.n, added.n) >= 2
+                  and evidence.contrast(comparator.values, added.values, comparator.higher_is_better, 0.0,
+                                        alpha).ci_low > d.margin):
+                lines.append(f"ranks {x} above {y} by more than δ on {group}, but {d.line()}")
+    return lines
 
 
 def _row_verdicts(verdicts: pd.DataFrame, rows: list[str]) -> list[str]:
@@ -731,7 +941,8 @@ def _comparisons(verdicts: pd.DataFrame, rows: list[str], encoding: str) -> list
 
 
 # ----- the common situations, for the report -------------------------------------------------------
-SITUATION_COLUMNS = ("situation", "recommendation", "runner_up", "evidence", "confidence")
+SITUATION_COLUMNS = ("situation", "recommendation", "runner_up", "evidence", "confidence", "too_uncertain",
+                     "contradicts")
 SITUATIONS = (  # (label, the situation advise is asked about): the report's page "Which encoding should I use?"
     ("Short, fixed-length NLP", Situation(task="nlp", train_len=256, deploy_len=256)),
     ("Long-context task (the longest measured length)", Situation(task="long")),
@@ -745,26 +956,31 @@ SITUATIONS = (  # (label, the situation advise is asked about): the report's pag
 
 
 def summary_row(label: str, advice: Advice) -> list[str]:
-    """label, recommendation, runner-up, evidence in one line, confidence (as the command prints them)."""
+    """label, recommendation, runner-up, evidence in one line, confidence, the encodings too uncertain to rank
+    (with their seeds) and the deciding comparisons the ranking goes against (as the command prints them)."""
     leaders, runner_up = advice.leaders(), advice.runner_up()
     missing = "; ".join(f"{c}: {m}" for c, m, _ in advice.no_evidence)
+    doubtful = ", ".join(f"{shown(c.encoding)} (n = {'/'.join(str(r.n) for r in c.rows)})" for c in advice.uncertain)
+    flagged = "\n".join(advice.contradictions)  # one a line
     if not leaders:
-        return [label, "no evidence", "—", missing or "no ok rows for this situation", NO_EVIDENCE]
+        why = f"every encoding measured here is {UNCERTAIN}" if advice.uncertain else "no ok rows for this situation"
+        return [label, "no evidence", "—", missing or why, NO_EVIDENCE, doubtful, flagged]
     best = leaders[0]
-    evidence = "; ".join(f"{r.task} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}×, n = {r.n}"
-                         + (" (fills in)" if r.fills_in else "") for r in best.rows)
+    evidence = "; ".join(f"{r.group} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}×, n = {r.n}"
+                         + (" (fills in)" if r.fills_in else "") for r in best.ranking_rows)
     if advice.disagreement:
         evidence += "; tasks disagree: " + "; ".join(advice.disagreement)
     if best.overhead_ratio is not None:
         evidence += f"; latency ×{best.overhead_ratio:.2g} vs {BASELINE}"
     if missing:
         evidence += f"; no evidence for {missing}"
-    return [label, " = ".join(c.encoding for c in leaders), runner_up.encoding if runner_up else "—", evidence,
-            best.confidence]
+    return [label, " = ".join(shown(c.encoding) for c in leaders), shown(runner_up.encoding) if runner_up else "—",
+            evidence, best.confidence, doubtful, flagged]
 
 
 def situations_table(inputs: Inputs) -> pd.DataFrame:
     """``advice.csv``, what the report's page "Which encoding should I use?" shows: one row per
     :data:`SITUATIONS` entry, as the command would answer it on these tables, and the rule it ranks by."""
-    found = [summary_row(label, advise(situation, inputs)) for label, situation in SITUATIONS]
-    return pd.DataFrame(found, columns=list(SITUATION_COLUMNS)).assign(rule=RULE)
+    answers = [(label, advise(situation, inputs)) for label, situation in SITUATIONS]
+    found = [summary_row(label, advice) for label, advice in answers]
+    return pd.DataFrame(found, columns=list(SITUATION_COLUMNS)).assign(rule=answers[0][1].rule)

@@ -1,6 +1,7 @@
 """The tables of a run (``results/tables``): what the aggregate step writes (:data:`TABLE_NAMES`) and
 what the judge step writes from them (:data:`JUDGED_NAMES`), loaded so that a missing file, an empty
-file or a missing column becomes a sentence for the reader, never a crash.
+file or a missing column becomes a sentence for the reader, never a crash. What a figure plots comes
+through :meth:`Tables.experiments`, one experiment per point (:mod:`posbench.experiments`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from posbench import experiments
 from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
 
 # The tables the judge step writes (posbench.verdicts, posbench.shapes, posbench.projection).
 JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "advice", "axes", "shapes", "projection")
+
+# The columns of the extrapolation table every judgement reads (results_frame).
+RESULT_COLUMNS = ("task", "encoding", "size", "seed", "status", "metric", "length_ratio", "eval_len", "value")
 
 
 @dataclass
@@ -43,6 +48,12 @@ class Tables:
             frame = frame[frame["status"] == "ok"]
         return (frame if swept else plain(frame)).dropna(subset=list(columns))
 
+    def experiments(self, name: str, *columns: str, within: tuple[str, ...] = ("task",)) -> pd.DataFrame:
+        """``ok(name, *columns)`` with one experiment per plotted point
+        (:func:`posbench.experiments.one_experiment`): a ``panel`` column names ``within``'s values and,
+        where they hold several budgets, the budget; each encoding of a panel at one learning rate."""
+        return experiments.one_experiment(self.ok(name, *columns), within)
+
     def missing(self, name: str, *columns: str) -> str | None:
         """Why ``ok(name, *columns)`` is empty, as a sentence; ``None`` when it has rows."""
         frame = self.get(name)
@@ -56,6 +67,15 @@ class Tables:
         if self.ok(name, *columns).empty:
             return f"{name}.csv has no ok rows with {', '.join(columns)}"
         return None
+
+
+def results_frame(tables: Tables) -> pd.DataFrame:
+    """The per-seed results the comparisons and the published shapes read: the extrapolation table (every
+    length, every status); an empty frame of :data:`RESULT_COLUMNS` where it lacks one of them."""
+    frame = tables.get("extrapolation")
+    if frame.empty or any(c not in frame.columns for c in RESULT_COLUMNS):
+        return pd.DataFrame(columns=list(RESULT_COLUMNS))
+    return frame
 
 
 def load(folder: str | Path) -> Tables:

@@ -20,9 +20,7 @@ import pandas as pd
 
 from posbench import advise, axis_check, claims, comparisons, evidence, guidance, ledger
 from posbench.records import write_atomically
-from posbench.tables import Tables, load
-
-RESULT_COLUMNS = ("task", "encoding", "size", "seed", "status", "metric", "length_ratio", "eval_len", "value")
+from posbench.tables import Tables, load, results_frame
 
 
 def rule(row: guidance.GuidanceRow) -> str:
@@ -36,14 +34,6 @@ def rule(row: guidance.GuidanceRow) -> str:
     return ("Supported when a declared comparator is shown better than the added encoding by more than its margin δ "
             f"(interval above δ; {how}); not supported when every one is shown not better by δ; otherwise "
             "inconclusive.")
-
-
-def results_frame(tables: Tables) -> pd.DataFrame:
-    """The per-seed results the comparisons read: the extrapolation table (every length, every status)."""
-    frame = tables.get("extrapolation")
-    if frame.empty or any(c not in frame.columns for c in RESULT_COLUMNS):
-        return pd.DataFrame(columns=list(RESULT_COLUMNS))
-    return frame
 
 
 def deciding(preset: str | None) -> list[comparisons.Comparison]:
@@ -106,6 +96,17 @@ def registration_warnings(verdicts_csv: Path) -> list[str]:
             f"{row.measured_before_declaration}" for row in late.itertuples()]
 
 
+def advice_warnings(tables_dir: str | Path) -> list[str]:
+    """One line per deciding comparison an advice row goes against (``advice.csv`` as written, its
+    ``contradicts`` column: :func:`posbench.advise.contradictions`); the run goes on."""
+    path = Path(tables_dir) / "advice.csv"
+    frame = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    if frame.empty or "contradicts" not in frame.columns:
+        return []
+    return [f"advice '{row.situation}' {line}" for row in frame.dropna(subset=["contradicts"]).itertuples()
+            for line in str(row.contradicts).splitlines()]
+
+
 def records_of(results: pd.DataFrame, comparison: comparisons.Comparison, size: str, look: float) -> set[str]:
     """The git commits of the records a comparison's look read (its arms' declared seeds at its budget)."""
     if "git_commit" not in results.columns:
@@ -165,7 +166,8 @@ def scope(judged: evidence.Judged) -> str:
 def write(tables_dir: str | Path, preset: str | None = None, previous: str | Path | None = None) -> list[Path]:
     """Judge the tables in ``tables_dir`` with the comparisons of ``preset`` deciding (every declared one
     for ``None`` or a preset the declarations do not name) and write ``verdicts.csv``, then ``claims.csv``
-    and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does) and ``axes.csv``
+    and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does; a row whose ranking
+    goes against a deciding comparison names it in ``contradicts``: :func:`advice_warnings`) and ``axes.csv``
     (the axis check of every multi-axis arm) beside them."""
     tables = load(tables_dir)
     verdicts, trajectory = verdict_tables(tables, preset)

@@ -10,6 +10,7 @@ import math
 import re
 import shutil
 from dataclasses import asdict
+from itertools import combinations
 from pathlib import Path
 
 import jsonschema
@@ -18,7 +19,7 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import advise, comparisons, encodings, guidance, metrics, projection, tasks
+from posbench import advise, comparisons, encodings, evidence, guidance, metrics, projection, tasks
 from posbench import verdicts as judge
 from posbench.__main__ import main
 from posbench.cli import advise as cli
@@ -165,10 +166,17 @@ def test_how_sure_follows_the_measured_lengths(inputs, ratio, sureness):
 
 # ----- planted tables with a known answer: the CLI and the report page say the same ------------------
 def variant(tables: Path, folder: Path, edit) -> Path:
-    """A copy of the planted tables with ``edit`` applied to extrapolation.csv (the rows advice ranks;
-    verdicts.csv stays as it was: the ranking never reads it)."""
+    """A copy of the planted tables with ``edit`` applied to extrapolation.csv (the rows advice ranks), less
+    the verdicts of each task it changed: they judged the rows before the edit, and the ranking reads them."""
     shutil.copytree(tables, folder)
-    edit(pd.read_csv(folder / "extrapolation.csv")).to_csv(folder / "extrapolation.csv", index=False)
+    before = pd.read_csv(folder / "extrapolation.csv")
+    after = edit(before.copy())
+    after.to_csv(folder / "extrapolation.csv", index=False)
+    changed = {task for task in set(before["task"]) | set(after["task"])
+               if not before[before["task"] == task].reset_index(drop=True).equals(
+                   after[after["task"] == task].reset_index(drop=True))}
+    verdicts = pd.read_csv(folder / "verdicts.csv")
+    verdicts[~verdicts["task"].isin(changed)].to_csv(folder / "verdicts.csv", index=False)
     return folder
 
 
@@ -226,9 +234,8 @@ PLANTED = {  # name -> (edit, situation, {rank 1: confidence}, rank 2)
     # reverse: rope 0.90 > sinusoidal 0.40; copy: the other way round
     "tasks of one kind disagree": (copy_disagreeing_with_reverse, {"task": "structured"},
                                    {"rope": f"{M} (tasks disagree)", "sinusoidal": f"{M} (tasks disagree)"}, set()),
-    # rope's three seeds 0, 0.5, 1 at 16×: tied with alibi 0.72, ahead on overhead; few seeds
-    "an interval clipped to [0, 1]": (rope_spread_at_16x, {"task": "long"},
-                                      {"rope": f"{M} (few seeds)", "alibi": M}, {"sinusoidal"}),
+    # rope's three seeds 0, 0.5, 1 at 16× (mean 0.5, interval [0, 1]): too uncertain to rank, never a leader
+    "an interval clipped to [0, 1]": (rope_spread_at_16x, {"task": "long"}, {"alibi": M}, {"sinusoidal"}),
 }
 
 
@@ -247,7 +254,8 @@ def printed(folder: Path, situation: advise.Situation, capsys) -> str:
 
 def ranks(text: str) -> dict[str, tuple[int, str]]:
     """encoding -> (rank, confidence), from the printed ranking's lines ``N. encoding (tied with …) — …``."""
-    lines = [re.match(r"^(\d+)\. (\S+)(?: \(tied with [^)]*\))? — (.*)$", line) for line in text.splitlines()]
+    lines = [re.match(r"^(\d+)\. (\S+)(?: \(no positional encoding\))?(?: \(tied with .*?\))? — (.*)$", line)
+             for line in text.splitlines()]
     return {m[2]: (int(m[1]), m[3]) for m in lines if m}
 
 
@@ -259,10 +267,11 @@ def test_planted_tables_give_the_known_recommendation_in_the_cli_and_on_the_page
     assert {e: c for e, (rank, c) in shown.items() if rank == 1} == first
     assert {e for e, (rank, _) in shown.items() if rank == 2} == second
     advice = advise.advise(situation, advise.load(folder))
-    label, recommendation, runner_up, _, confidence = advise.summary_row(name, advice)
-    assert set(recommendation.split(" = ")) == (set(first) or {"no evidence"})
-    assert confidence == first.get(recommendation.split(" = ")[0], advise.NO_EVIDENCE)
-    assert runner_up in (second or {"—"})
+    label, recommendation, runner_up, _, confidence, *_ = advise.summary_row(name, advice)
+    named = {advise.shown(e): c for e, c in first.items()}  # the encoding none says what it is
+    assert set(recommendation.split(" = ")) == (set(named) or {"no evidence"})
+    assert confidence == named.get(recommendation.split(" = ")[0], advise.NO_EVIDENCE)
+    assert runner_up in ({advise.shown(e) for e in second} or {"—"})
 
 
 def test_evidence_at_the_asked_length_ranks_and_other_lengths_fill_in_labelled(inputs):
@@ -334,12 +343,12 @@ def test_an_interval_that_leaves_the_metric_range_is_clipped_and_marked_in_the_c
         tables, tmp_path, capsys):
     folder = variant(tables, tmp_path / "t", rope_spread_at_16x)
     advice = ask(advise.load(folder), task="long")
-    rope = advice.leaders()[0]
+    (rope,) = advice.uncertain
     assert (rope.encoding, rope.rows[0].ci_low, rope.rows[0].ci_high, rope.rows[0].clipped) == ("rope", 0, 1, True)
     shown = "0.5 [0, 1] (clipped to the metric's range; few seeds)"
     assert f"passkey exact_match (higher is better) at 16× (tiny, eval length 1024): {shown}, n = 3 seeds" in printed(
         folder, advice.situation, capsys)
-    assert f"passkey exact_match {shown} at 16×, n = 3" in advise.summary_row("s", advice)[3]
+    assert advise.summary_row("s", advice)[5] == "rope (n = 3)"
 
 
 @pytest.mark.parametrize("name", PLANTED)
@@ -412,12 +421,12 @@ def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
     text = "".join("".join(page.extract_text().split()) for page in pypdf.PdfReader(tmp_path / "report.pdf").pages)
     assert "WhichencodingshouldIuse?" in text
     written = load(tables).get("advice")
-    assert written["rule"].eq(advise.RULE).all()
-    found = written[list(advise.SITUATION_COLUMNS)].values.tolist()
+    assert written["rule"].eq(advise.advise(advise.SITUATIONS[0][1], advise.load(tables)).rule).all()
+    found = written[list(advise.SITUATION_COLUMNS)].astype(object).fillna("").values.tolist()  # empty: NaN
     assert found == advise.situations_table(advise.load(tables))[list(advise.SITUATION_COLUMNS)].values.tolist()
     assert found[1][:3] == ["Long-context task (the longest measured length)", "alibi", "rope"]  # at 16×
     assert found[2][:3] == ["Length beyond training (4×)", "alibi", "rope"]
-    for label, recommendation, runner_up, _, sureness in found:
+    for label, recommendation, runner_up, _, sureness, *_ in found:
         for cell in (label, recommendation, runner_up, sureness):
             assert "".join(cell.split()) in text
 
@@ -487,3 +496,182 @@ def test_a_shape_without_a_gpu_is_refused_in_one_line(tables, capsys):
     err = capsys.readouterr().err
     assert err == ("posbench advise: error: argument --shape: shape 'llama-3-8b' needs a gpu to project on; allowed: "
                    "h100, h200, a100, l4\n")
+
+
+# ----- advice that cannot contradict the evidence ---------------------------------------------------------
+LEVEL_ALPHA = 0.0147  # a run's look level (Pocock's split of 2.5 % between two looks): a 97.1 % interval
+
+
+def seeds_of(values) -> list[int]:
+    return [FIRST_SEED + i for i in range(len(values))]
+
+
+def arm_rows(task: str, encoding: str, values, ratio: float = 1.0, metric: str = "exact_match",
+             steps: int = 600) -> list[dict]:
+    """One arm's per-seed rows at ``ratio`` and (what the gates read) at the training length."""
+    train_len = tasks.default_shape(task, "tiny")[0]
+    higher = metrics.get(metric).higher_is_better
+    cell = {"machine": "m", "status": "ok", "task": task, "encoding": encoding, "size": "tiny", "metric": metric,
+            "higher_is_better": higher, "train_len": train_len, "d_model": 64, "steps": steps, "batch_size": 32,
+            "lr": 3e-3, "validation_loss": 1.0, "token_accuracy": 0.9, "token_chance": 0.1, "chance": np.nan,
+            "positions_trained": True, "undertrained": False, "eval_scaling": ""}
+    at = [{**cell, "seed": s, "length_ratio": ratio, "eval_len": int(train_len * ratio), "value": v}
+          for s, v in zip(seeds_of(values), values)]
+    trained = [{**row, "length_ratio": 1.0, "eval_len": train_len, "value": 0.9 if higher else 1.0} for row in at]
+    return at + (trained if ratio != 1 else [])
+
+
+def decided(comparison: str, task: str, comparator: str, added: str, ratio: float, outcome: str, effect: float,
+            margin: float, steps: int = 600) -> dict:
+    """A deciding comparison's row of verdicts.csv, its interval ±0.02 around its effect."""
+    row = "long_sequences" if ratio > 1 else "standard_nlp"
+    return {"row": row, "row_verdict": "supported", "row_stability": 1.0, "comparison": comparison, "task": task,
+            "size": "tiny", "length_ratio": ratio, "add_arm": added, "comparator_arm": comparator, "outcome": outcome,
+            "effect": effect, "ci_low": effect - 0.02, "ci_high": effect + 0.02, "margin": margin, "steps": steps,
+            "train_len": tasks.default_shape(task, "tiny")[0], "d_model_added": 64, "d_model_comparator": 64,
+            "alpha_look": LEVEL_ALPHA, "decides": True}
+
+
+def planted_inputs(rows: list[dict], verdicts: list[dict]) -> advise.Inputs:
+    results = pd.DataFrame(rows)
+    return advise.Inputs(accuracy=results[results["length_ratio"] == 1], cost=pd.DataFrame(),
+                         verdicts=pd.DataFrame(verdicts), extrapolation=results)
+
+
+def separated_in_one_rank(advice: advise.Advice, verdicts: pd.DataFrame) -> list[tuple[str, str]]:
+    """Pairs that share a rank though, on a ranking task, one beats the other: a deciding comparison found it
+    better by more than δ, or the Welch interval of their difference at the run's level excludes 0."""
+    better = {(v.comparator_arm, v.add_arm) for v in verdicts.itertuples() if v.outcome == evidence.BETTER}
+    found = []
+    for x, y in combinations(advice.ranked, 2):
+        shared = [(a, b) for a in x.ranking_rows for b in y.ranking_rows if a.group == b.group and not a.fills_in]
+        welch = [evidence.contrast(a.values, b.values, a.higher_is_better, 0.0, advise.run_alpha(verdicts))
+                 for a, b in shared]
+        if x.rank == y.rank and (any(w.ci_low > 0 or w.ci_high < 0 for w in welch)
+                                 or {(x.encoding, y.encoding), (y.encoding, x.encoding)} & better):
+            found.append((x.encoding, y.encoding))
+    return found
+
+
+def test_the_32x_long_context_situation_ranks_alibi_first_and_leaves_three_seed_arms_unranked():
+    """The committed reference's passkey at 32×: rope+yarn:16 (3 seeds, 0.22–0.70, interval [0, 1]) used to
+    lead and tie everything with itself, sinusoidal among them, which passkey-16x-alibi says alibi beats."""
+    rows = (arm_rows("passkey", "alibi", [0.09, 0.12, 0.13, 0.14, 0.15, 0.15, 0.16, 0.17, 0.18, 0.24], 32)
+            + arm_rows("passkey", "sinusoidal", [0.0039] + [0.0] * 9, 32)
+            + arm_rows("passkey", "rope", [0.0, 0.0039, 0.0078], 32)
+            + arm_rows("passkey", "rope+yarn:16", [0.22, 0.66, 0.70], 32))
+    verdicts = [decided("passkey-16x-alibi", "passkey", "alibi", "sinusoidal", 16, evidence.BETTER, 0.273, 0.1)]
+    advice = advise.advise(advise.Situation(task="long", train_len=64, deploy_len=2048),
+                           planted_inputs(rows, verdicts))
+    assert [(c.encoding, c.rank) for c in advice.ranked] == [("alibi", 1), ("sinusoidal", 2)]
+    assert [c.encoding for c in advice.uncertain] == ["rope", "rope+yarn:16"]
+    assert advise.uncertainty(advice.uncertain[1]) == ("passkey at 32×: 3 seeds, fewer than the run's minimum 7; "
+                                                       "its interval [0, 1] spans 100 % of the metric's range")
+    assert not advice.contradictions and not separated_in_one_rank(advice, pd.DataFrame(verdicts))
+    assert "Too uncertain to rank: rope+yarn:16 — passkey at 32×: 3 seeds" in advice.text()
+    assert "run's level (97.1 %)" in advice.rule
+
+
+def test_a_chain_of_ties_never_puts_a_separated_pair_in_one_tier():
+    """rope (best mean, wide) is tied with sinusoidal and with alibi, sinusoidal beats alibi: "tied with the
+    leader" would put all three first."""
+    rows = (arm_rows("scan", "rope", [0.81, 0.95, 0.86, 0.99, 0.71, 0.90, 0.84]) +
+            arm_rows("scan", "sinusoidal", [0.860, 0.862, 0.858, 0.861, 0.859, 0.860, 0.860]) +
+            arm_rows("scan", "alibi", [0.840, 0.842, 0.838, 0.841, 0.839, 0.840, 0.840]))
+    advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, []))
+    assert {c.encoding: c.rank for c in advice.ranked} == {"rope": 1, "sinusoidal": 1, "alibi": 2}
+    assert not separated_in_one_rank(advice, pd.DataFrame(columns=["comparator_arm", "add_arm", "outcome"]))
+
+
+def test_a_decided_comparison_separates_a_pair_its_welch_interval_cannot():
+    """Equal seeds, yet scan-alibi decided alibi better by more than δ on this very experiment: alibi ranks
+    above; the same comparison at another budget (300 steps) decides nothing here."""
+    values = [0.80, 0.84, 0.82, 0.86, 0.78, 0.83, 0.81]
+    rows = arm_rows("scan", "alibi", values) + arm_rows("scan", "sinusoidal", values)
+    verdict = decided("scan-alibi", "scan", "alibi", "sinusoidal", 1.0, evidence.BETTER, 0.15, 0.1)
+    advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, [verdict]))
+    assert [(c.encoding, c.rank) for c in advice.ranked] == [("alibi", 1), ("sinusoidal", 2)]
+    assert not advice.contradictions
+    elsewhere = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, [{**verdict, "steps": 300}]))
+    assert {c.rank for c in elsewhere.ranked} == {1}
+
+
+@pytest.mark.parametrize("gap, flagged", [(0.02, False), (0.3, True)])
+def test_a_decided_equivalence_beside_a_pairwise_difference(gap, flagged):
+    """scan-rope decided rope not better than sinusoidal by δ 0.1; the advice's seeds show rope ahead by
+    ``gap``: by less than δ it ranks rope first and contradicts nothing; by more than δ (seeds the
+    comparison did not read) the check flags it."""
+    base = [0.60, 0.61, 0.59, 0.60, 0.62, 0.58, 0.60]
+    rows = arm_rows("scan", "rope", [v + gap for v in base]) + arm_rows("scan", "sinusoidal", base)
+    verdicts = [decided("scan-rope", "scan", "rope", "sinusoidal", 1.0, evidence.NOT_BETTER, -0.01, 0.1)]
+    advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, verdicts))
+    assert [(c.encoding, c.rank) for c in advice.ranked] == [("rope", 1), ("sinusoidal", 2)]
+    assert not separated_in_one_rank(advice, pd.DataFrame(verdicts))
+    expected = ["ranks rope above sinusoidal by more than δ on scan, but scan-rope (tiny) decided rope not better "
+                "than sinusoidal by δ 0.1 on scan (effect -0.01 [-0.03, +0.01])"]
+    assert advice.contradictions == (expected if flagged else [])
+    assert ("WARNING: " + expected[0] in advice.text()) is flagged
+
+
+def test_a_metric_at_its_ceiling_ties_the_exact_arms_and_separates_the_one_below():
+    """rope and sinusoidal score 1 in every seed (no spread: exact), alibi 0.995–1; scan-rope decided rope not
+    better than alibi by δ: alibi below by less than δ contradicts nothing."""
+    rows = (arm_rows("scan", "rope", [1.0] * 7) + arm_rows("scan", "sinusoidal", [1.0] * 7)
+            + arm_rows("scan", "alibi", [0.995, 0.996, 1.0, 0.997, 0.995, 0.996, 0.998]))
+    verdicts = [decided("scan-rope", "scan", "rope", "alibi", 1.0, evidence.NOT_BETTER, 0.003, 0.1)]
+    advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, verdicts))
+    assert {c.encoding: c.rank for c in advice.ranked} == {"rope": 1, "sinusoidal": 1, "alibi": 2}
+    assert not advice.contradictions and not separated_in_one_rank(advice, pd.DataFrame(verdicts))
+
+
+def test_a_decided_better_arm_left_too_uncertain_to_rank_is_flagged():
+    """alibi has four seeds here (fewer than the run's minimum), yet a deciding comparison of this
+    experiment found it better than sinusoidal, which now leads: the check says so."""
+    rows = arm_rows("scan", "alibi", [0.9, 0.92, 0.91, 0.93]) + arm_rows("scan", "sinusoidal", [0.6] * 7)
+    verdicts = [decided("scan-alibi", "scan", "alibi", "sinusoidal", 1.0, evidence.BETTER, 0.3, 0.1)]
+    advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, verdicts))
+    assert [c.encoding for c in advice.ranked] == ["sinusoidal"] and [c.encoding for c in advice.uncertain] == ["alibi"]
+    assert advice.contradictions == [
+        "ranks sinusoidal and lists alibi as too uncertain to rank on scan, but scan-alibi (tiny) decided alibi "
+        "better than sinusoidal by δ 0.1 on scan (effect +0.3 [+0.28, +0.32])"]
+
+
+def test_the_planted_tables_advice_contradicts_no_decided_comparison(tables):
+    written = load(tables).get("advice")
+    assert written["contradicts"].isna().all()
+    inputs = advise.load(tables)
+    for _, situation in advise.SITUATIONS:
+        advice = advise.advise(situation, inputs)
+        assert not separated_in_one_rank(advice, inputs.verdicts[inputs.verdicts["decides"].astype(bool)])
+
+
+def test_the_judge_step_warns_of_advice_that_goes_against_a_verdict_and_flags_its_row(tables, tmp_path, capsys):
+    """Thirty seeds beyond prose-alibi's declared ten put alibi ahead of sinusoidal by far more than δ on
+    lm_prose, where the comparison (its own seeds) decided alibi not better than sinusoidal by δ."""
+    folder = tmp_path / "tables"
+    shutil.copytree(tables, folder)
+    for name in ("accuracy", "extrapolation"):
+        frame = pd.read_csv(folder / f"{name}.csv")
+        alibi = frame[(frame["task"] == "lm_prose") & (frame["encoding"] == "alibi")]
+        extra = pd.concat([alibi.assign(seed=alibi["seed"] + 10 * k, value=alibi["value"] - 0.4) for k in (1, 2, 3)])
+        pd.concat([frame, extra], ignore_index=True).to_csv(folder / f"{name}.csv", index=False)
+    assert main(["judge", "--tables", str(folder)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("WARNING: advice")]
+    assert warnings and all("but prose-alibi (tiny) decided alibi not better than sinusoidal by δ 0.05" in line
+                            for line in warnings)
+    assert "WARNING: advice 'Short, fixed-length NLP' ranks alibi above sinusoidal by more than δ on lm_prose" \
+           in warnings[0]
+    written = load(folder).get("advice").set_index("situation")
+    flagged = written["contradicts"].dropna()
+    assert "Short, fixed-length NLP" in flagged.index and len(flagged) == len(warnings)
+    from posbench.report import advice as page
+    row = next(load(folder).get("advice").astype(object).fillna("").itertuples(index=False))
+    assert page.cells(row)[4].endswith(page.FLAG)
+
+
+def test_the_encoding_none_is_never_read_as_no_encoding():
+    assert advise.shown("none") == "none (no positional encoding)" and advise.shown("rope") == "rope"
+    rows = arm_rows("scan", "sinusoidal", [0.9] * 7) + arm_rows("scan", "none", [0.5, 0.52, 0.51, 0.5, 0.49, 0.5, 0.5])
+    advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, []))
+    assert advise.summary_row("s", advice)[2] == "none (no positional encoding)"
+    assert "2. none (no positional encoding) — " in advice.text()

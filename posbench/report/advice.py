@@ -1,7 +1,8 @@
 """The page "Which encoding should I use?": the judge step's ``advice.csv``, one row per common
 situation (:data:`posbench.advise.SITUATIONS`), each the first places :func:`posbench.advise.advise`
-gives on this run's tables and ``verdicts.csv``. Nothing on it is written by hand: change the rule in
-:mod:`posbench.advise` and the page follows.
+gives on this run's tables and ``verdicts.csv``, the encodings too uncertain to rank, and any deciding
+comparison the ranking goes against, flagged (the judge step warned of it). Nothing on it is written by
+hand: change the rule in :mod:`posbench.advise` and the page follows.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from posbench.tables import Tables
 
 TITLE = "Which encoding should I use?"
 HEADER = ["Situation", "Recommendation", "Runner-up", "Evidence", "Confidence"]
+FLAG = "FLAGGED: goes against a deciding comparison"
+WARNING = Style(size=8, weight="bold", colour="#b03a2e")
 
 
 def page(doc: Document, tables: Tables) -> None:
@@ -26,6 +29,20 @@ def page(doc: Document, tables: Tables) -> None:
             f"advice.csv is not in {tables.folder}: run `python -m posbench judge` first")
         doc.paragraph(f"Not shown: {why}.", BODY)
         return
-    rows = [[[(str(text), Style(size=8, weight="bold") if i in (0, 1) else SMALL)] for i, text in enumerate(r)]
-            for r in found.drop(columns="rule", errors="ignore").fillna("—").itertuples(index=False)]  # as HEADER
+    found = found.astype(object).fillna("")  # an empty column reads back as float NaN
+    rows = [[[(text, Style(size=8, weight="bold") if i in (0, 1) else SMALL)] for i, text in enumerate(cells(row))]
+            for row in found.itertuples(index=False)]
     doc.table(rows, [0.2, 0.16, 0.13, 0.35, 0.16], header=HEADER)
+    for row in found.itertuples(index=False):
+        for line in filter(None, str(getattr(row, "contradicts", "")).splitlines()):
+            doc.paragraph(f"{FLAG}: {row.situation}: {line}", WARNING)
+
+
+def cells(row) -> list[str]:
+    """One advice.csv row as the table's columns (:data:`HEADER`): the encodings too uncertain to rank follow
+    the evidence; a row the judge step flagged says so in its confidence."""
+    doubtful = getattr(row, "too_uncertain", "")
+    evidence = str(row.evidence or "—") + (f"; too uncertain to rank: {doubtful}" if doubtful else "")
+    flagged = f" — {FLAG}" if getattr(row, "contradicts", "") else ""
+    return [str(row.situation), str(row.recommendation or "—"), str(row.runner_up or "—"), evidence,
+            str(row.confidence or "—") + flagged]
