@@ -18,6 +18,15 @@ KINDS = ("nlp", "classification", "code", "structured", "long", "multimodal")  #
 
 
 @dataclass(frozen=True)
+class Cover:
+    """A situation a row's words name (``words``, as the report prints it) and the registered tasks that
+    test it; no task: nothing in posbench can test it yet."""
+
+    words: str
+    tasks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class GuidanceRow:
     """One line of the article's section 九: its key in ``comparisons.yaml``, its side, its words."""
 
@@ -26,6 +35,8 @@ class GuidanceRow:
     quote: str  # the row, verbatim
     english: str
     task_kinds: tuple[str, ...]  # the kinds of task (KINDS) the row speaks to in ``advise``
+    covers: tuple[Cover, ...] = ()  # situations the words name; the report says which no deciding task tested
+    lengths: tuple[int, ...] = ()  # training lengths the words span; the report says which no comparison decided at
 
     @property
     def claim(self) -> str:
@@ -35,16 +46,23 @@ class GuidanceRow:
 
 ROWS = (
     GuidanceRow("standard_nlp", USE_ADD, "标准NLP任务（文本分类、翻译、问答）",
-                "Standard NLP tasks (text classification, translation, question answering)", ("nlp", "classification")),
+                "Standard NLP tasks (text classification, translation, question answering)", ("nlp", "classification"),
+                (Cover("text classification", ("text_order", "text_source")),
+                 Cover("translation", ("scan", "scan_length")), Cover("question answering", ("babi",)))),
     GuidanceRow("fixed_length", USE_ADD, "序列长度相对固定（< 512）", "Sequence length fairly fixed (< 512)",
-                ("code",)),
+                ("code",), lengths=(64, 128, 256)),  # below 512, the design's L in {64 ...}
     GuidanceRow("parameter_budget", USE_ADD, "参数预算有限", "Limited parameter budget", ()),
     GuidanceRow("long_sequences", CONSIDER_OTHER, "超长序列（基因组、长文档）",
-                "Very long sequences (genomes, long documents)", ("long",)),
+                "Very long sequences (genomes, long documents)", ("long",),
+                (Cover("very long sequences", ("passkey", "multikey_niah", "variable_tracking", "long_range",
+                                               "lm_prose_long")),
+                 Cover("long documents", ("lm_prose_long",)), Cover("genomes"))),
     GuidanceRow("precise_position", CONSIDER_OTHER, "需要精确位置控制（代码生成、结构化数据）",
-                "Precise position control needed (code generation, structured data)", ("code", "structured")),
+                "Precise position control needed (code generation, structured data)", ("code", "structured"),
+                (Cover("code generation", ("code_brackets", "lm_code")),
+                 Cover("structured data", ("table_lookup", "table_lookup_json")))),
     GuidanceRow("multimodal", CONSIDER_OTHER, "多模态融合（视觉+语言）", "Multimodal fusion (vision + language)",
-                ("multimodal",)),
+                ("multimodal",), (Cover("vision + language", ("mosaic_qa", "mosaic_resolution")),)),
 )
 BY_KEY = {row.key: row for row in ROWS}
 

@@ -148,9 +148,9 @@ def test_the_judge_step_shows_a_withdrawn_comparison_with_its_result_and_lets_it
     assert report.evidence_lines(report.of_row(table, row), report.of_row(table, row, decides=False)) == [
         f"withdrawn ({line.withdrawn}), its result: {line.line}"]
     assert line.line.startswith("mosaic_qa accuracy at 1× (tiny): mrope vs sinusoidal: effect -0.37")
-    (shown,) = report.summary(report.withdrawn(report.of_row(table, row, decides=False)))  # page 1's summary line
-    assert shown[0] == f"mosaic-mrope: sinusoidal → mrope, accuracy — withdrawn, decides nothing ({line.withdrawn})"
-    assert (shown[2], shown[4]) == ("10/10, look 1", "mosaic_qa, tiny, trained at 22")  # n: the cap
+    (shown,) = report.withdrawn(report.of_row(table, row, decides=False)).itertuples(index=False)  # page 1's line
+    assert report.finding(shown) == f"withdrawn, decides nothing: {line.withdrawn}"
+    assert report.decided_on(report.withdrawn(report.of_row(table, row, decides=False))) == "mosaic_qa trained at 22"
 
 
 def test_the_judge_step_refuses_a_declared_blind_arm(planted, tmp_path, monkeypatch):

@@ -40,3 +40,14 @@ def test_task_kinds_name_the_rows_advise_brings_up():
         "structured": ["precise_position"], "long": ["long_sequences"], "multimodal": ["multimodal"]}
     assert guidance.rows_for_kind(None) == []
     assert {tasks.get(name).kind for name in tasks.names()} <= set(guidance.KINDS)
+
+
+def test_each_rows_named_situations_are_tested_by_registered_tasks():
+    """What a row's words name (``covers``) points at tasks that exist, or at none where nothing can test
+    it yet; the report's scope line reads it."""
+    for row in guidance.ROWS:
+        for cover in row.covers:
+            assert set(cover.tasks) <= set(tasks.names()), (row.key, cover.words)
+            assert cover.words.lower() in row.english.lower(), cover.words
+    assert [c.words for c in guidance.BY_KEY["precise_position"].covers] == ["code generation", "structured data"]
+    assert guidance.BY_KEY["fixed_length"].lengths and max(guidance.BY_KEY["fixed_length"].lengths) < 512

@@ -5,6 +5,7 @@ row and every claim."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ import pytest
 
 from posbench import claims, comparisons, encodings, evidence, guidance, shapes
 from posbench import verdicts as judge
-from posbench.report import build_report, document, style
+from posbench.report import build_report, document, figures, layout, style
 from posbench.report import shapes as report_shapes
 from posbench.report import verdicts as words
 from posbench.tables import load
@@ -204,32 +205,49 @@ def squeeze(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def built_report(tmp_path_factory):
+    """The report of make_tables' tables: its folder and page count; ``documents`` keeps the Document it
+    was laid out in (its lines of running text per page)."""
     folder = tmp_path_factory.mktemp("report")
     make_tables(folder / "tables")
     judge.write(folder / "tables")
     shapes.write(folder / "tables")
-    pages = build_report(folder / "tables", folder / "report.pdf", plots_dir=folder / "plots")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(document, "Document", keeping(document.Document))
+        pages = build_report(folder / "tables", folder / "report.pdf", plots_dir=folder / "plots")
     return folder, pages
+
+
+documents: list = []
+
+
+def keeping(cls):
+    """``cls`` whose every instance is appended to :data:`documents`."""
+    class Kept(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            documents.append(self)
+
+    return Kept
 
 
 def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     folder, pages = built_report
     text = pdf_text(folder / "report.pdf")
-    assert len(text) == pages == 15  # summary (2: every comparison decides here), forest and row details, claims,
-    # advice, shapes (3: 14 of them), 5 figure pages, appendix
-    claims_page = next(i for i, page in enumerate(text) if "Claimscheck" in page)
+    assert len(text) == pages == 14  # summary, forest and row details (2), claims, advice, shapes (2: 14 of
+    # them), 5 figure pages, appendix (2)
+    claims_page = next(i for i, page in enumerate(text) if squeeze(document.CLAIMS_TITLE) in page)
     assert style.cjk_family() is not None, "install fonts-wqy-microhei (CI needs it)"
     verdict_pages = "".join(text[:claims_page])
     for row in guidance.ROWS:  # the Chinese row, its English line, its verdict
         assert squeeze(row.quote) in verdict_pages and squeeze(row.english) in verdict_pages
     for verdict in EXPECTED.values():
         assert squeeze(verdict) in verdict_pages
-    assert "Declaredcomparisons" in verdict_pages and comparisons.load().sha256[:12] in text[0]
+    assert squeeze(figures.FOREST.title) in verdict_pages and comparisons.load().sha256[:12] in text[0]
     for claim in claims.check_all(load(folder / "tables")):
         assert squeeze(claim.article) in text[claims_page]
     assert "Vaswani" in text[claims_page] and "PPL4.92" in text[claims_page] and "vaswani2017-e" in text[claims_page]
     everything = "".join(text)
-    for spec_title in ("Length extrapolation", "Cost against accuracy", "Appendix D"):
+    for spec_title in (figures.FIGURES[3].title, figures.FIGURES[-2].title, "Appendix E"):
         assert squeeze(spec_title) in everything
     assert "CUDAoutofmemory" in text[-1] and "lossbecamenanatstep12" in text[-1]
 
@@ -250,12 +268,170 @@ def test_the_shapes_page_has_one_line_per_declared_shape_and_its_outcome(built_r
     folder, _ = built_report
     text = pdf_text(folder / "report.pdf")
     everything = "".join(text)
-    page = everything[everything.index("Whatthisbenchmarkreproduces"):]  # the page and its continuation
+    page = everything[everything.index(squeeze(report_shapes.TITLE)):]  # the page and its continuation
     found = pd.read_csv(folder / "tables" / "shapes.csv")
     assert list(found["shape"]) == [s.id for s in shapes.load().shapes]
     for row in found.itertuples():
         assert squeeze(row.outcome) in page and squeeze(row.shape) in page  # the closing note names each shape
     assert squeeze("Table 3, row (E)") in page and shapes.load().sha256[:12] in page
+
+
+ALPHA_LOOK = 0.0147  # one-sided, each of two looks: a 97.1 % interval
+
+
+def planted_line(row: str, comparison: str, task: str, metric: str, outcome: str, **values) -> dict:
+    """A deciding line of verdicts.csv as the judge step writes it, with ``values`` over the defaults."""
+    line = {"declaration_sha256": "ab" * 32, "row": row, "row_verdict": "supported", "row_shown": "supported",
+            "row_rule": f"the rule of {row}", "comparison": comparison, "task": task, "metric": metric,
+            "length_ratio": 1.0, "size": "tiny", "add_arm": "sinusoidal", "comparator_arm": "rope", "train_len": 48,
+            "d_model_added": 64, "d_model_comparator": 64, "lr_added": 0.003, "lr_comparator": 0.003,
+            "n_added": 10, "n_comparator": 10, "mean_added": 0.98, "mean_comparator": 0.978, "effect": -0.002,
+            "ci_low": -0.01, "ci_high": 0.006, "margin": 0.1, "outcome": outcome, "task_verdict": "supported",
+            "stability": 1.0, "steps": 3200, "look": 1, "alpha_look": ALPHA_LOOK, "seeds_added": "100-109",
+            "seeds_comparator": "100-109", "trend_since": 1600, "trend_change": -0.05, "trend_ci_low": -0.07,
+            "trend_ci_high": -0.03, "trend": "closing", "line": f"{comparison}: the judge step's line",
+            "notes": "", "withdrawn": "", "decides": True, "gate_notes": ""}
+    return {**line, **values}
+
+
+def planted_runs(line: dict, undertrained: int) -> list[dict]:
+    """accuracy.csv's rows of both arms' deciding seeds of ``line``, the first ``undertrained`` of them
+    flagged; then a pilot seed and a run at another budget that the line does not read."""
+    runs = [{"machine": "box", "status": "ok", "device": "cpu", "task": line["task"], "encoding": line[encoding],
+             "size": "tiny", "train_len": line["train_len"], "d_model": line[f"d_model_{arm}"],
+             "lr": line[f"lr_{arm}"], "steps": line["steps"], "batch_size": 32, "seed": seed,
+             "params_total": 101_760, "metric": line["metric"], "value": 0.5}
+            for arm, encoding in (("added", "add_arm"), ("comparator", "comparator_arm")) for seed in range(100, 110)]
+    for index, run in enumerate(runs):
+        run["undertrained"] = index < undertrained
+    pilot = {**runs[0], "seed": 0, "undertrained": False}
+    other_budget = {**runs[0], "steps": 500, "params_total": 5, "undertrained": False}
+    return [*runs, pilot, other_budget]
+
+
+def test_page_one_states_the_scale_and_each_rows_finding_flags_and_scope_from_the_tables(tmp_path):
+    """Planted tables: standard_nlp decided by scan alone (within δ, near the ceiling, 15 of 20 runs
+    undertrained, the gap closing), precise_position by code_brackets (rope better by 50 points): page 1
+    prints the scale line, each row's finding in its own direction and units, its flags and what its
+    words name that no deciding task tested, all read from the tables."""
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    nlp = planted_line("standard_nlp", "scan-rope", "scan", "exact_match", "comparator not better by δ")
+    code = planted_line("precise_position", "code-brackets-rope", "code_brackets", "token_accuracy",
+                        "comparator better by more than δ", train_len=128, steps=600, mean_added=0.35,
+                        mean_comparator=0.85, effect=0.5, ci_low=0.47, ci_high=0.53, trend="widening",
+                        trend_since=300, trend_change=0.04, trend_ci_low=0.02, trend_ci_high=0.06)
+    pd.DataFrame([nlp, code]).to_csv(folder / "verdicts.csv", index=False)
+    pd.DataFrame(planted_runs(nlp, 15) + planted_runs(code, 20)).to_csv(folder / "accuracy.csv", index=False)
+    ledger = [{"row": r, "previous_verdict": "supported", "previous_decided_by": c, "previous_effect": "e",
+               "verdict": "supported", "decided_by": c, "effect": "e", "changed": "measuring code aaa -> bbb"}
+              for r, c in (("standard_nlp", "scan-rope"), ("precise_position", "code-brackets-rope"))]
+    pd.DataFrame(ledger).to_csv(folder / "ledger.csv", index=False)
+    meta = {"machines": ["box"], "environment": {"box": {"cpu": "PlantedCPU", "cpu_count": 8, "torch_threads": 4}}}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    build_report(folder, tmp_path / "report.pdf")
+    text = pdf_text(tmp_path / "report.pdf")
+    first = text[0]
+    # the pilot seed and the 500-step run are not deciding runs: one parameter count, 15 of 20 undertrained
+    for expected in ("Scale: model tiny (d_model 64, 2 layers, 4 heads; 101,760 parameters)",
+                     "device cpu (PlantedCPU, 8 cores, 4 torch threads)", "600–3,200 steps × batch 32",
+                     "2.5–4.9 M tokens seen per run", "10 seeds per arm", "97.1 % intervals",
+                     "adding is within δ = 10 exact-match points of rope (rope's advantage −0.2 [−1.0, +0.6], "
+                     "97.1 % interval, 10/10 seeds)",
+                     "undertrained: 15 of 20 deciding runs", "near the ceiling: sinusoidal at 0.980 of 1",
+                     "gap closing from 1600 to 3200 steps: −5.0 [−7.0, −3.0] exact-match points",
+                     "decided on scan trained at 48; tested: translation; not tested: text classification, "
+                     "question answering",
+                     "rope beats adding by 50.0 token-accuracy points, more than δ = 10",
+                     "undertrained: 20 of 20 deciding runs", "gap widening from 300 to 600 steps",
+                     "tested: code generation; not tested: structured data"):
+        assert squeeze(expected) in first, expected
+    assert "near the ceiling: rope" not in first  # 0.85 of token accuracy is not near it
+    everything = "".join(text)
+    assert "Noverdict" not in everything and squeeze("No: every row's verdict, deciding comparison and effect are "
+                                                      "as in the previous reference") in everything
+    assert everything.count(squeeze("the rule of standard_nlp")) == 1  # each rule once, in the appendix
+
+
+def test_scope_names_the_rows_situations_and_lengths_no_deciding_comparison_tested():
+    fixed = guidance.BY_KEY["fixed_length"]
+    lines = pd.DataFrame([{"task": "lm_prose", "train_len": 128, "length_ratio": 1.0}])
+    assert words.scope(fixed, lines) == ("decided on lm_prose trained at 128; not tested at training lengths 64, 256 "
+                                         "(the row's words span 64–256)")
+    precise = guidance.BY_KEY["precise_position"]
+    both = pd.DataFrame([{"task": "code_brackets", "train_len": 128, "length_ratio": 1.0},
+                         {"task": "table_lookup", "train_len": 64, "length_ratio": 2.0}])
+    assert words.scope(precise, both) == ("decided on code_brackets trained at 128; table_lookup trained at 64, "
+                                          "read at 2×; tested: code generation, structured data")
+
+
+@pytest.mark.parametrize("row, verdict, colour", [
+    ("standard_nlp", "supported", layout.FAVOURS_ADDING), ("standard_nlp", "not supported", layout.FAVOURS_OTHER),
+    ("long_sequences", "supported", layout.FAVOURS_OTHER), ("long_sequences", "not supported", layout.FAVOURS_ADDING),
+    ("multimodal", "inconclusive", layout.FAVOURS_NEITHER)])
+def test_a_verdict_is_coloured_by_the_side_of_the_guidance_it_favours(row, verdict, colour):
+    assert document.favours(guidance.BY_KEY[row], verdict) == colour
+
+
+def test_the_forest_plot_colours_by_side_and_keeps_its_legend_off_the_data(built_report):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    folder, _ = built_report
+    tables = load(folder / "tables")
+    figure = Figure(figsize=(layout.CONTENT_W, figures.FOREST.height))
+    figures.draw_forest(figure, (0.0, 0.0, 1.0, 1.0), tables)
+    (ax,), (legend,) = figure.axes, figure.legends
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    assert legend.get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0  # below the axes
+    data = figures.compared_rows(tables).iloc[::-1].reset_index(drop=True)
+    expected = {words.BETTER: layout.FAVOURS_OTHER, words.NOT_BETTER: layout.FAVOURS_ADDING}
+    points = [line for line in ax.lines if line.get_marker() == "o"]
+    assert len(points) == len(data) > 0
+    for point, outcome in zip(points, data["outcome"]):
+        assert point.get_color() == expected.get(outcome, layout.FAVOURS_NEITHER)
+
+
+def test_every_caption_names_only_tasks_its_figure_draws(built_report):
+    """A task named in a caption is a panel of the figure drawn from the same tables."""
+    from matplotlib.figure import Figure
+
+    from posbench import tasks
+
+    folder, _ = built_report
+    tables = load(folder / "tables")
+    for spec in figures.REPORT_FIGURES:
+        if spec.missing(tables) is not None:
+            continue
+        figure = Figure(figsize=(layout.CONTENT_W, spec.height))
+        spec.draw(figure, (0.0, 0.0, 1.0, 1.0), tables)
+        titles = " ".join(ax.get_title() for ax in figure.axes)
+        named = {task for task in tasks.names() if re.search(rf"\b{task}\b", spec.caption)}
+        assert {task for task in named if not re.search(rf"\b{task}\b", titles)} == set(), spec.name
+
+
+def test_no_page_holds_more_running_text_than_a_reader_takes_in(built_report):
+    (laid_out,) = documents
+    assert 0 < max(laid_out.body_lines) <= layout.MAX_BODY_LINES
+
+
+def test_the_appendix_states_the_runs_interval_levels_and_seeds(built_report):
+    folder, _ = built_report
+    text = pdf_text(folder / "report.pdf")
+    appendix = "".join(text[next(i for i, page in enumerate(text) if "AppendixA.How" in page):])
+    deciding = load(folder / "tables").get("verdicts").query("decides").dropna(subset=["effect"])
+    assert squeeze(f"intervals at {100 * (1 - 2 * deciding['alpha_look'].iloc[0]):.1f} %") in appendix
+    for line in deciding.itertuples():
+        assert squeeze(f"{line.comparison} {line.n_added}/{line.n_comparator} (look {line.look:g})") in appendix
+    assert "95%Welchinterval" not in appendix and ">=10seeds" not in appendix
+
+
+def test_a_word_wider_than_its_column_is_broken_not_spilled():
+    narrow = layout.text_width("rope_per_mo", layout.SMALL)
+    lines = layout.wrap("rope_per_modality = mrope_mosaic", narrow, layout.SMALL)
+    assert "".join(lines).replace(" ", "") == "rope_per_modality=mrope_mosaic"
+    assert len(lines) > 2 and all(layout.text_width(line, layout.SMALL) <= narrow for line in lines)
+    assert lines[0] == "rope_per_"  # cut after an underscore
 
 
 def test_report_writes_each_figure_as_a_png_and_its_caption_from_the_spec(built_report):
@@ -332,7 +508,9 @@ def test_missing_tables_give_sentences_not_crashes(tmp_path):
     (tmp_path / "tables" / "accuracy.csv").write_text("\n")  # what aggregate writes for no rows
     build_report(tmp_path / "tables", tmp_path / "report.pdf")
     everything = "".join(pdf_text(tmp_path / "report.pdf"))
-    assert "Notshown:cost.csvisnotin" in everything and "accuracy.csvisempty" in everything
+    absent = everything[everything.index("Notshown:" + squeeze(figures.FIGURES[1].title)):]  # one line names them
+    assert "(cost.csvisnotin" in absent and "(accuracy.csvisempty" in absent
+    assert squeeze(figures.FIGURES[1].title) not in everything[:everything.index("Notshown:")]  # no empty section
 
 
 def test_without_a_cjk_font_english_lines_and_one_warning(tmp_path, monkeypatch):
@@ -485,7 +663,8 @@ def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_one
 
     make_tables(tmp_path)
     accuracy = pd.read_csv(tmp_path / "accuracy.csv").assign(d_model=64)
-    base = {"machine": "m", "status": "ok", "size": "tiny", "metric": "bits_per_char", "higher_is_better": False}
+    base = {"machine": "m", "status": "ok", "size": "tiny", "metric": "bits_per_char", "higher_is_better": False,
+            "steps": 300}  # the plain cells' budget: one experiment per line (posbench.experiments)
     swept = [{**base, "task": "lm_prose", "encoding": encoding, "seed": seed, "train_len": 64, "d_model": width,
               "params_total": params, "value": 3.0 - width / 100 + seed / 1000}
              for encoding, width, params in (("sinusoidal", 32, 31552), ("sinusoidal", 128, 421120),

@@ -15,7 +15,7 @@ import pytest
 from posbench import comparisons, evidence, guidance
 from posbench import verdicts as judge
 from posbench.report import verdicts as report
-from posbench.tables import Tables
+from posbench.tables import RESULT_COLUMNS, Tables
 
 SEEDS = comparisons.load().seed_rule.first_seed + np.arange(20)  # the deciding seeds of any first look
 SPREAD = 0.01 * np.linspace(-1.5, 1.5, len(SEEDS))  # around each mean
@@ -78,7 +78,7 @@ def test_each_rule_in_words():
 def test_results_without_a_needed_column_are_no_results():
     found = tables(extrapolation().drop(columns="status"))
     frame = judge.results_frame(found)
-    assert frame.empty and list(frame.columns) == list(judge.RESULT_COLUMNS)
+    assert frame.empty and list(frame.columns) == list(RESULT_COLUMNS)
     table = judge.verdict_tables(found, None)[0]
     assert table.empty and list(table.columns) == ["declaration_sha256", "decides"]
     assert report.row_verdict(report.of_row(table, guidance.ROWS[0])) == (
@@ -130,14 +130,18 @@ def test_the_preset_decides_and_the_rest_is_descriptive():
     assert (table["row_rule"] == [judge.rule(guidance.BY_KEY[row]) for row in table["row"]]).all()
 
 
-def test_the_summary_names_the_deciding_comparison_its_interval_seeds_and_scope():
+def test_page_one_words_the_deciding_comparison_in_its_own_direction_with_its_interval_seeds_and_scope():
     found = tables(extrapolation())
-    (scan,) = report.summary(row_lines(found, "standard_nlp", "default"))
+    lines = row_lines(found, "standard_nlp", "default")
+    (scan,) = lines.itertuples(index=False)
     x = judgements(found, "standard_nlp", "default")[0].judged[0].numbers
-    assert scan == ("scan-rope: sinusoidal → rope, exact_match",
-                    f"{x.effect:+.3f} [{x.ci_low:+.3f}, {x.ci_high:+.3f}] vs δ 0.1", "10/10, look 1",
-                    "3200 steps", "scan, tiny, trained at 48")  # SCAN's declared budget, its own training length
     assert 0.009 < x.effect < 0.011  # rope 0.61 against sinusoidal 0.60
+    assert report.finding(scan) == (
+        f"adding is within δ = 10 exact-match points of rope (rope's advantage {report.signed(x.effect * 100, 1)} "
+        f"[{report.signed(x.ci_low * 100, 1)}, {report.signed(x.ci_high * 100, 1)}], "
+        f"{report.interval_level(scan.alpha_look)} interval, 10/10 seeds)")
+    assert report.decided_on(lines) == "scan trained at 48"  # SCAN's declared budget, its own training length
+    assert report.scope(guidance.BY_KEY["standard_nlp"], lines).startswith("decided on scan trained at 48; tested: ")
 
 
 def test_the_items_give_each_comparison_its_evaluation_error():

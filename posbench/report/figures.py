@@ -21,10 +21,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from posbench import experiments
 from posbench.aggregate import at_defaults, plain
-from posbench.model import SIZES, ModelConfig, count_params, meta_model
+from posbench.model import ModelConfig, count_params, meta_model
 from posbench.report.data import direction, metric_label
+from posbench.report.layout import FAVOURS_ADDING, FAVOURS_NEITHER, FAVOURS_OTHER
 from posbench.report.style import colour, palette
+from posbench.report.verdicts import BETTER, NOT_BETTER
+from posbench.sizes import SIZES
 from posbench.tables import Tables
 from posbench.tasks.digits_2d import PATCH
 
@@ -121,12 +125,14 @@ def latency_missing(tables: Tables) -> str | None:
 
 
 def _machine_columns(cost: pd.DataFrame) -> pd.Series:
-    """``device (device name), mode`` per row: timings of different GPU models, or of inference and
-    training, never share (or average into) one panel."""
+    """``device (device name), mode`` per row, and where those rows were timed at several dtypes, batches or
+    thread counts, which (:data:`posbench.experiments.COST_BUDGET`): timings of different GPU models, of
+    inference and training, or of different runs never share (or average into) one panel."""
     name = cost["device_name"].fillna("") if "device_name" in cost else pd.Series("", index=cost.index)
     mode = cost["mode"].fillna("infer") if "mode" in cost else pd.Series("infer", index=cost.index)
     label = cost["device"].astype(str).where(name == "", cost["device"].astype(str) + " (" + name.astype(str) + ")")
-    return label + ", " + mode.astype(str)
+    machine = cost.assign(machine=label + ", " + mode.astype(str))
+    return experiments.panels(machine, ("machine",), key=experiments.COST_BUDGET)[experiments.PANEL]
 
 
 def draw_latency_memory(figure: Figure, rect: Rect, tables: Tables) -> None:
@@ -220,11 +226,16 @@ def _bars(ax, rows: pd.DataFrame, label_of=lambda e: e) -> None:
     ax.set(ylabel="")
 
 
+def accuracy_rows(tables: Tables) -> pd.DataFrame:
+    """accuracy.csv's plain cells, one experiment per bar: a panel per task and budget."""
+    return tables.experiments("accuracy", "task", "encoding", "value")
+
+
 def draw_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
-    accuracy = tables.ok("accuracy", "task", "encoding", "value")
-    tasks = sorted(accuracy["task"].unique())
+    accuracy = accuracy_rows(tables)
+    tasks = sorted(accuracy["panel"].unique())
     for ax, task in zip(panels(figure, rect, len(tasks), 2, left=1.35, top=0.3, wspace=0.9, hspace=0.7), tasks):
-        rows = accuracy[accuracy["task"] == task]
+        rows = accuracy[accuracy["panel"] == task]
         _bars(ax, rows)
         seeds = rows.groupby("encoding")["value"].count()
         seed_text = f"{seeds.min()}–{seeds.max()} seeds" if seeds.min() != seeds.max() else f"{seeds.min()} seeds"
@@ -233,9 +244,9 @@ def draw_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
 
 # ----- extrapolation -----------------------------------------------------------------------------
 def _curves(tables: Tables) -> pd.DataFrame:
-    rows = tables.ok("extrapolation", "task", "encoding", "length_ratio", "value")
-    spans = rows.groupby("task")["length_ratio"].nunique()
-    return rows[rows["task"].isin(spans[spans > 1].index)]
+    rows = tables.experiments("extrapolation", "task", "encoding", "length_ratio", "value")
+    spans = rows.groupby("panel")["length_ratio"].nunique()
+    return rows[rows["panel"].isin(spans[spans > 1].index)]
 
 
 def extrapolation_missing(tables: Tables) -> str | None:
@@ -250,11 +261,11 @@ def task_curves(figure: Figure, rect: Rect, rows: pd.DataFrame, x: str, y: str, 
     ±1 sd band over seeds) of ``y`` against ``x``; yields ``(ax, task, that task's rows)`` for the labels."""
     import seaborn as sns
 
-    tasks = sorted(rows["task"].unique())
+    tasks = sorted(rows["panel"].unique())  # a task per budget (posbench.experiments)
     encoding_legend(figure, rect, list(rows["encoding"].unique()))
     for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.75, wspace=0.3,
                                top=legend_top(rows["encoding"])), tasks):
-        cell = rows[rows["task"] == task]
+        cell = rows[rows["panel"] == task]
         sns.lineplot(cell, x=x, y=y, hue="encoding", palette=palette(rows["encoding"].unique()), errorbar="sd",
                      ax=ax, **style)
         _no_legend(ax)
@@ -307,10 +318,10 @@ MIN_POSITION_RUNS = 8  # a task whose longest windows score fewer runs of positi
 def position_curves(tables: Tables) -> pd.DataFrame:
     """Loss-by-position rows at each task's longest evaluation length, for tasks scored along the whole
     window; ``x`` the middle of each run of positions, ``bits`` the loss in bits (nats / ln 2)."""
-    rows = tables.ok("positions", "task", "encoding", "eval_len", "start", "stop", "loss")
-    longest = rows[rows["eval_len"] == rows.groupby("task")["eval_len"].transform("max")]
-    runs = longest.groupby("task")["start"].nunique()
-    rows = longest[longest["task"].isin(runs[runs >= MIN_POSITION_RUNS].index)]
+    rows = tables.experiments("positions", "task", "encoding", "eval_len", "start", "stop", "loss")
+    longest = rows[rows["eval_len"] == rows.groupby("panel")["eval_len"].transform("max")]
+    runs = longest.groupby("panel")["start"].nunique()
+    rows = longest[longest["panel"].isin(runs[runs >= MIN_POSITION_RUNS].index)]
     return rows.assign(x=(rows["start"] + rows["stop"]) / 2, bits=rows["loss"] / np.log(2))
 
 
@@ -331,17 +342,19 @@ def draw_positions(figure: Figure, rect: Rect, tables: Tables) -> None:
 # ----- the sweeps: training length (row 2) and width (row 3) ---------------------------------------
 def swept_rows(tables: Tables, axis: str) -> pd.DataFrame:
     """Accuracy rows (the metric at the training length) of the tasks trained at more than one value of
-    ``axis`` (``train_len`` or ``d_model``), the other axis at its default, at the size with most such rows."""
+    ``axis`` (``train_len`` or ``d_model``), the other axis at its default, at the size with most such rows;
+    a panel per task and budget (steps, batch, dtype: :mod:`posbench.experiments`), so a line joins one
+    budget's widths or lengths only, each point at one learning rate."""
     rows = tables.ok("accuracy", "task", "encoding", "size", "value", "train_len", "d_model", "params_total",
                      swept=True)
     other = "d_model" if axis == "train_len" else "train_len"
-    rows = at_defaults(rows, (other,))
-    spans = rows.groupby(["task", "size"])[axis].nunique()
+    rows = experiments.one_experiment(at_defaults(rows, (other,)), ("task",), axis)
+    spans = rows.groupby(["panel", "size"])[axis].nunique()
     swept = spans[spans > 1].reset_index()
     if swept.empty:
         return rows.iloc[:0]
     size = swept["size"].value_counts().index[0]
-    return rows[(rows["size"] == size) & rows["task"].isin(swept.loc[swept["size"] == size, "task"])]
+    return rows[(rows["size"] == size) & rows["panel"].isin(swept.loc[swept["size"] == size, "panel"])]
 
 
 def sweep_missing(axis: str, what: str) -> Callable[[Tables], str | None]:
@@ -363,9 +376,22 @@ def draw_frontier(figure: Figure, rect: Rect, tables: Tables) -> None:
         for (encoding, width), point in cell.groupby(["encoding", "d_model"]):
             ax.annotate(f"{int(width)}", (point["params_total"].mean(), point["value"].mean()), fontsize=5,
                         color=colour(encoding), xytext=(2, 2), textcoords="offset points")
-        ticks = sorted(cell.groupby("d_model")["params_total"].median())  # one a width: log minor labels overlap
+        ends = cell["params_total"].agg(["min", "max"]).tolist()  # the axis's ends, then one tick a width
+        ticks = apart(sorted({*ends, *cell.groupby("d_model")["params_total"].median()}))  # none overlapping
         ax.minorticks_off()
-        ax.set_xticks(ticks, [f"{t / 1000:.0f}k" for t in ticks], rotation=45, fontsize=6)
+        ax.set_xticks(ticks, [f"{t / 1000:.0f}k" for t in ticks], fontsize=6.5)
+
+
+TICKS_APART = 1.15  # neighbouring log-axis ticks whose ratio is below this would print over each other
+
+
+def apart(ticks: list[float]) -> list[float]:
+    """``ticks`` (ascending, positive) without those closer than :data:`TICKS_APART` to the last one kept."""
+    kept = []
+    for tick in ticks:
+        if not kept or tick / kept[-1] >= TICKS_APART:
+            kept.append(tick)
+    return kept
 
 
 def draw_training_length(figure: Figure, rect: Rect, tables: Tables) -> None:
@@ -398,7 +424,7 @@ def grid_labels(rows: pd.DataFrame) -> dict[str, str]:
 
 
 def layout_rows(tables: Tables) -> pd.DataFrame:
-    accuracy = tables.ok("accuracy", "task", "encoding", "value")
+    accuracy = accuracy_rows(tables)
     return accuracy[accuracy["task"].isin(LAYOUT_TASKS)]
 
 
@@ -417,25 +443,27 @@ LAYOUT_TITLES = {
 
 def draw_layout(figure: Figure, rect: Rect, tables: Tables) -> None:
     rows = layout_rows(tables)
-    present = [task for task in LAYOUT_TASKS if task in set(rows["task"])]
-    for ax, task in zip(panels(figure, rect, len(present), 1, left=2.6, top=0.25, hspace=0.75), present):
-        cell = rows[rows["task"] == task]
+    present = [(task, panel) for task in LAYOUT_TASKS for panel in sorted(set(rows.loc[rows["task"] == task, "panel"]))]
+    for ax, (task, panel) in zip(panels(figure, rect, len(present), 1, left=2.6, top=0.25, hspace=0.75), present):
+        cell = rows[rows["panel"] == panel]
+        budget = panel[len(task):]  # " · 2,000 steps" where the task ran at several budgets
         _bars(ax, cell, grid_labels(cell).get)
-        ax.set(xlabel=metric_label(cell), title=f"{LAYOUT_TITLES[task]} ({direction(cell)})")
+        ax.set(xlabel=metric_label(cell), title=f"{LAYOUT_TITLES[task]}{budget} ({direction(cell)})")
 
 
 # ----- passkey: depth × length ---------------------------------------------------------------------
 def passkey_cells(tables: Tables) -> pd.DataFrame:
-    """Exact-match rate per (encoding, evaluation length, key depth) of the passkey task, pooled over
-    seeds, from the per-item results (an item's depth is fixed by its index: ``Passkey.eval_depth``)."""
+    """Exact-match rate per (panel, evaluation length, key depth) of the passkey task, pooled over
+    seeds, from the per-item results (an item's depth is fixed by its index: ``Passkey.eval_depth``); a
+    panel per encoding and budget (:mod:`posbench.experiments`)."""
     from posbench.tasks.passkey import Passkey
 
     items = tables.items
     if items is None or "task" not in items.columns:
-        return pd.DataFrame(columns=["encoding", "eval_len", "depth", "exact"])
-    rows = plain(items[items["task"] == "passkey"])
+        return pd.DataFrame(columns=["panel", "encoding", "eval_len", "depth", "exact"])
+    rows = experiments.one_experiment(plain(items[items["task"] == "passkey"]), ("encoding",))
     rows = rows.assign(depth=rows["item"].map(Passkey.eval_depth), exact=rows["exact"].astype(float))
-    return rows.groupby(["encoding", "eval_len", "depth"], as_index=False)["exact"].mean()
+    return rows.groupby(["panel", "encoding", "eval_len", "depth"], as_index=False)["exact"].mean()
 
 
 def passkey_missing(tables: Tables) -> str | None:
@@ -447,24 +475,35 @@ def passkey_missing(tables: Tables) -> str | None:
 
 
 PASSKEY_COLUMNS = 4
+HEAT_LABELS = 4  # a heat map with more lengths than this labels every other one
 
 
 def draw_passkey(figure: Figure, rect: Rect, tables: Tables) -> None:
     cells = passkey_cells(tables)
-    encodings = sorted(cells["encoding"].unique())
+    encodings = sorted(cells["panel"].unique())  # an encoding per budget
     rect = (rect[0], rect[1], rect[2] - 0.9 / figure.get_size_inches()[0], rect[3])  # room for the colour bar
     axes = panels(figure, rect, len(encodings), PASSKEY_COLUMNS, left=0.55, bottom=0.55, top=0.3, hspace=0.7,
                   wspace=0.25)
     for index, (ax, encoding) in enumerate(zip(axes, encodings)):
-        grid = cells[cells["encoding"] == encoding].pivot(index="depth", columns="eval_len", values="exact")
+        grid = cells[cells["panel"] == encoding].pivot(index="depth", columns="eval_len", values="exact")
         image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
-        ax.set_xticks(range(len(grid.columns)), [f"{n:g}" for n in grid.columns], fontsize=5, rotation=90)
-        ax.set_yticks(range(0, len(grid.index), 5), [f"{d:.1f}" for d in grid.index[::5]], fontsize=5)
+        step = 1 if len(grid.columns) <= HEAT_LABELS else 2  # every other length labelled: none overlap
+        ax.set_xticks(range(len(grid.columns)), [short_count(n) if i % step == 0 else ""
+                                                 for i, n in enumerate(grid.columns)], fontsize=6.5)
+        first = index % PASSKEY_COLUMNS == 0  # the depth axis is labelled once a row of panels
+        ax.set_yticks(range(0, len(grid.index), 5), [f"{d:.1f}" for d in grid.index[::5]] if first else [],
+                      fontsize=6.5)
+        ax.grid(False)
         ax.set_title(encoding, fontsize=7)
         ax.set(xlabel="evaluation length", ylabel="key depth" if index % PASSKEY_COLUMNS == 0 else "")
     bar = figure.colorbar(image, ax=axes, fraction=0.04, pad=0.03)
-    bar.set_label("exact match (share of keys)", fontsize=6)
-    bar.ax.tick_params(labelsize=5)
+    bar.set_label("exact match (share of keys)", fontsize=7)
+    bar.ax.tick_params(labelsize=6.5)
+
+
+def short_count(n: float) -> str:
+    """``2048`` as ``2k``, ``512`` as ``512``: a tick label that fits a narrow heat-map column."""
+    return f"{n / 1024:g}k" if n >= 1024 and n % 1024 == 0 else f"{n:g}"
 
 
 # ----- cost against accuracy ---------------------------------------------------------------------
@@ -472,27 +511,33 @@ def cost_accuracy_missing(tables: Tables) -> str | None:
     return tables.missing("accuracy", "task", "encoding", "value", "wall_time_s")
 
 
+def cost_accuracy_points(tables: Tables) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows (one experiment per point: a panel per task and budget) and each point's means and sds."""
+    rows = tables.experiments("accuracy", "task", "encoding", "value", "wall_time_s")
+    summary = rows.groupby(["panel", "encoding"]).agg(time=("wall_time_s", "mean"), time_sd=("wall_time_s", "std"),
+                                                      mean=("value", "mean"), sd=("value", "std")).reset_index()
+    return rows, summary
+
+
 def draw_cost_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
-    rows = tables.ok("accuracy", "task", "encoding", "value", "wall_time_s")
-    summary = rows.groupby(["task", "encoding"]).agg(time=("wall_time_s", "mean"), time_sd=("wall_time_s", "std"),
-                                                     mean=("value", "mean"), sd=("value", "std")).reset_index()
-    tasks = sorted(summary["task"].unique())
+    rows, summary = cost_accuracy_points(tables)
+    tasks = sorted(summary["panel"].unique())
     encoding_legend(figure, rect, list(summary["encoding"].unique()))
     for ax, task in zip(panels(figure, rect, len(tasks), 2, hspace=0.8, wspace=0.3,
                                top=legend_top(summary["encoding"])), tasks):
         ax.xaxis.set_major_locator(MaxNLocator(5))
-        cell = summary[summary["task"] == task]
+        cell = summary[summary["panel"] == task]
         for _, point in cell.iterrows():
             ax.errorbar(point["time"], point["mean"], xerr=np.nan_to_num(point["time_sd"]),
                         yerr=np.nan_to_num(point["sd"]), fmt="o", color=colour(point["encoding"]), ms=4,
                         capsize=2, lw=0.8)
-        ax.set(xlabel="training wall time per run (s)", ylabel=metric_label(rows[rows["task"] == task]),
-               title=f"{task} ({direction(rows[rows['task'] == task])})")
+        ax.set(xlabel="training wall time per run (s)", ylabel=metric_label(rows[rows["panel"] == task]),
+               title=f"{task} ({direction(rows[rows['panel'] == task])})")
 
 
 # ----- the verdicts' forest plot ----------------------------------------------------------------
-OUTCOME_COLOURS = {"comparator better by more than δ": "#c0392b", "comparator not better by δ": "#1e8449",
-                   "unclear": "#7f8c8d", "too few seeds": "#bdc3c7"}
+FAVOURS = {BETTER: (FAVOURS_OTHER, "another scheme (comparator better by more than δ)"),
+           NOT_BETTER: (FAVOURS_ADDING, "adding (comparator not better by δ)")}  # else: neither
 
 
 def compared_rows(tables: Tables) -> pd.DataFrame:
@@ -509,23 +554,26 @@ def draw_forest(figure: Figure, rect: Rect, tables: Tables) -> None:
     """Each comparison's effect and 95 % interval in units of its margin δ: the band is ±δ; right of +δ
     the comparator is better by more than δ, left of it not better by δ."""
     data = compared_rows(tables).iloc[::-1].reset_index(drop=True)  # first comparison on top
-    (ax,) = panels(figure, rect, 1, 1, left=3.3, bottom=0.45, top=0.15)
+    (ax,) = panels(figure, rect, 1, 1, left=3.3, bottom=0.7, top=0.15)
     scaled = data[["effect", "ci_low", "ci_high"]].div(data["margin"], axis=0)
     ax.axvspan(-1, 1, color="#eeeeee", zorder=0)
     for x in (0, 1):
         ax.axvline(x, color="#555555" if x else "#999999", lw=0.8, ls="-" if x else ":")
     for y, row in scaled.iterrows():
-        outcome = data.loc[y, "outcome"]
+        shade = FAVOURS.get(data.loc[y, "outcome"], (FAVOURS_NEITHER,))[0]
         ax.errorbar(row["effect"], y, xerr=[[row["effect"] - row["ci_low"]], [row["ci_high"] - row["effect"]]],
-                    fmt="o", ms=4, capsize=2, lw=1.2, color=OUTCOME_COLOURS.get(outcome, "#333333"))
+                    fmt="o", ms=4.5, capsize=2, lw=1.6, color=shade, mec="#333333", mew=0.4)
     sizes = data["size"].nunique() > 1
     labels = [f"{r.row} · {_arms_label(r)} · {r.task} {r.length_ratio:g}×" + (f" ({r.size})" if sizes else "")
               for r in data.itertuples()]
     ax.set_yticks(range(len(data)), labels, fontsize=6.5)
     ax.set_ylim(-0.7, len(data) - 0.3)
     ax.set_xlabel("effect / δ (positive: comparator better; band: ±δ; Welch interval at the look's level)", fontsize=7)
-    handles = [Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items() if o in set(data["outcome"])]
-    ax.legend(handles=handles, fontsize=6, loc="lower right", frameon=False)
+    handles = [Patch(color=FAVOURS.get(o, (FAVOURS_NEITHER, f"neither ({o})"))[0],
+                     label="favours " + FAVOURS.get(o, (FAVOURS_NEITHER, f"neither ({o})"))[1])
+               for o in dict.fromkeys(data["outcome"])]
+    figure.legend(handles=handles, fontsize=6.5, loc="lower center", ncol=len(handles), frameon=False,
+                  bbox_to_anchor=((rect[0] + rect[2]) / 2, rect[1]))  # below the axis label: never over a point
 
 
 def _arms_label(row) -> str:
@@ -540,13 +588,14 @@ def _arms_label(row) -> str:
     return f"{comparator} vs {added}{declared.trained}"
 
 
-FOREST = FigureSpec("verdicts_forest", "Declared comparisons",
+FOREST = FigureSpec("verdicts_forest", "How large is each deciding effect, in units of its margin δ?",
                     "From verdicts.csv: each declared comparison's effect (comparator minus added encoding, signed so "
                     "that positive means the comparator is better) and Welch interval over seeds at its look's level "
-                    "(verdicts.csv's alpha_look: one-sided 1.47 % at either of Pocock's two looks, so 97.1 %), "
-                    "divided by its "
-                    "margin δ (the grey band is ±δ); colour = the outcome after Holm within the guidance row.",
-                    "Verdicts", 2.8, forest_missing, draw_forest)
+                    "(two-sided 1 − 2·alpha_look, Pocock's split of α between two looks; page 1 prints the level), "
+                    "divided by its margin δ (the grey band is ±δ); colour = the side of the guidance the outcome "
+                    "favours after Holm within the row (blue: adding, orange: another scheme, grey: neither), as on "
+                    "page 1.",
+                    "Verdicts", 3.0, forest_missing, draw_forest)
 
 def trajectory_rows(tables: Tables) -> pd.DataFrame:
     """trajectory.csv's rows of the deciding comparisons (one per comparison, size and checkpoint budget)."""
@@ -562,7 +611,7 @@ def draw_trajectory(figure: Figure, rect: Rect, tables: Tables) -> None:
     """Per deciding comparison, its effect and interval at each annealed checkpoint against the budget."""
     data = trajectory_rows(tables)
     cells = list(data.groupby(["comparison", "size"], sort=False))
-    axes = panels(figure, rect, len(cells), min(3, len(cells)), left=0.55, bottom=0.45, top=0.3, hspace=0.8)
+    axes = panels(figure, rect, len(cells), min(3, len(cells)), left=0.55, bottom=0.45, top=0.3, hspace=1.0)
     for ax, ((comparison, size), cell) in zip(axes, cells):
         margin = cell["margin"].iloc[0]
         ax.axhspan(-margin, margin, color="#eeeeee", zorder=0)
@@ -579,31 +628,32 @@ def draw_trajectory(figure: Figure, rect: Rect, tables: Tables) -> None:
         ax.set_xlabel("training steps (annealed checkpoint)", fontsize=6)
 
 
-TRAJECTORY = FigureSpec("verdicts_trajectory", "Each deciding effect against the training budget",
+TRAJECTORY = FigureSpec("verdicts_trajectory", "Does each deciding effect hold as training goes on?",
                         "From trajectory.csv: a deciding comparison's effect (comparator minus added, positive: the "
-                        "comparator is better) and its 95 % Welch interval over the verdict's seeds at each annealed "
+                        "comparator is better) and its Welch interval over the verdict's seeds at each annealed "
                         "checkpoint (warmup-stable-decay, a decay branch per budget), log axis; the grey band is "
                         "±δ. The verdict is made at the last budget; the trend (verdicts.csv) compares the last "
                         "two.", "Verdicts", 2.6, trajectory_missing, draw_trajectory)
 
 FIGURES = (
-    FigureSpec("params_flops", "Parameters and FLOPs: add vs naive concat vs fixed-width concat",
+    FigureSpec("params_flops", "What does concatenation cost in parameters and FLOPs, against adding?",
                "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops "
                f"(L = {FLOPS_SEQ_LEN}, batch 1) for every size in posbench.SIZES; naive concat [E;P] runs the whole "
                "network at width 2d, fixed-width concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding "
                "line). Log-log axes.", "Cost", 3.2,
                lambda t: None, draw_params_flops),
-    FigureSpec("latency_memory", "Latency and memory against sequence length",
+    FigureSpec("latency_memory", "How do latency and memory grow with sequence length?",
                "From cost.csv: median latency (ms) and memory above the idle baseline (MiB; the raw peak where no "
                "baseline was recorded) per encoding, one column per device (and its model name) and mode, for the "
                "size profiled most on that device (other sizes: see cost.csv). Log-log axes: the slope shows how "
                "each encoding's cost grows with length.",
                "Cost", 5.4, latency_missing, draw_latency_memory),
-    FigureSpec("accuracy", "Accuracy per task at the training length",
+    FigureSpec("accuracy", "How well does each encoding do at the training length?",
                "From accuracy.csv: diamond = mean over seeds, error bar = seed standard deviation, grey dots = seeds; "
-               "each panel's title says whether higher or lower is better.",
+               "each panel's title says whether higher or lower is better. A task trained at several budgets has a "
+               "panel per budget, its title naming the steps (or what else differs): no mean pools two budgets.",
                "Accuracy", 8.2, accuracy_missing, draw_accuracy),
-    FigureSpec("extrapolation", "Length extrapolation",
+    FigureSpec("extrapolation", "What happens beyond the training length?",
                "From extrapolation.csv: metric against evaluation length / training length (log axis), "
                "mean over seeds with a ±1 sd band; the dotted line marks the training length; a cross marks a "
                "learned table read past the rows training reached (untrained positions). Character LMs: solid = "
@@ -611,20 +661,20 @@ FIGURES = (
                "sliding windows of m at stride m/4, each window scoring its last m/4 characters, so every scored "
                "character (but the first window's) sees at least 3m/4 characters of context: the gap is context.",
                "Accuracy", 6.5, extrapolation_missing, draw_extrapolation),
-    FigureSpec("loss_by_position", "Loss by position beyond the training length",
+    FigureSpec("loss_by_position", "Where in a long window does the loss rise?",
                "From positions.csv: the loss in bits per scored target (bits per character for the language "
                "models) over 16 equal runs of positions of the longest evaluation windows (the non-overlapping "
                "windows every headline uses), mean over seeds with a ±1 sd band; the dotted line marks the "
                "training length. Falling past it: the model uses the longer context; flat: it survives it; "
                "rising: it breaks. Every arm reads the same windows, so ups and downs that all arms share are the "
                "text's own; read the gaps between arms.", "Accuracy", 4.4, positions_missing, draw_positions),
-    FigureSpec("training_length", "Fixed lengths: the metric at each training length",
+    FigureSpec("training_length", "Does the training length change the ranking?",
                "From accuracy.csv (cells at several training lengths: train.sweeps, or a comparison's train_length): "
                "each task trained and evaluated at one fixed "
                "length per point (log axis), mean over seeds with a ±1 sd band, at the size's width. Descriptive; "
                "the fixed-length row is decided by its declared comparisons.", "Accuracy", 3.4,
                sweep_missing("train_len", "training length"), draw_training_length),
-    FigureSpec("parameter_frontier", "Parameter budget: the metric against total parameters",
+    FigureSpec("parameter_frontier", "What does each parameter buy?",
                "From accuracy.csv (cells at several widths: train.sweeps, or a comparison's d_model): each encoding at "
                "every model width d (the number "
                "by each point; naive concat runs its network at 2d, so its point at d sits near adding's at 2d), "
@@ -632,24 +682,23 @@ FIGURES = (
                "band, at the task's training length. Descriptive; the parameter-budget row is decided by its "
                "declared comparisons at matched parameter counts.", "Accuracy", 3.4,
                sweep_missing("d_model", "width"), draw_frontier),
-    FigureSpec("layouts", "Grids and vision + language: 1-D vs 2-D vs per-modality positions, add vs concat",
-               f"From accuracy.csv: digits_2d (sklearn's 8×8 digits as {(8 // PATCH) ** 2} patches of {PATCH}×{PATCH} "
-               "pixels) and mosaic_qa (four digits tiling a 16×16 image as 16 patches, then a question in words: "
-               "patches and words in one sequence), each arm labelled by how it sees the layout (1-D: the flat "
+    FigureSpec("layouts", "Do grids and vision + language need 2-D or per-modality positions?",
+               "From accuracy.csv: one panel per task with a layout (its title says how images and words are laid "
+               "out as one sequence of patches and words), each arm labelled by how it sees the layout (1-D: the flat "
                "sequence, 2-D: the grid, per modality: grid and text each their own) and where positions enter; "
                "diamond = mean over seeds, error bar = seed sd, grey dots = seeds.",
                "Accuracy", 4.4, layout_missing, draw_layout),
-    FigureSpec("passkey", "Passkey retrieval: key depth × evaluation length",
-               "From items.parquet (passkey): the share of keys retrieved whole (exact match), pooled over seeds, "
-               "per key depth (0: the key opens the sequence, 1: it ends just before the question) and evaluation "
-               "length; the colour bar reads 0 (dark) to 1 (yellow). Descriptive: the declared comparisons pool "
-               "depths.",
+    FigureSpec("passkey", "Where does passkey retrieval fail, by key depth and length?",
+               "From the passkey runs' per-item results: the share of keys retrieved whole (exact match), pooled "
+               "over seeds, per key depth (0: the key opens the sequence, 1: it ends just before the question) and "
+               "evaluation length; the colour bar reads 0 (dark) to 1 (yellow). Descriptive: the declared "
+               "comparisons pool depths.",
                "Accuracy", 3.4, passkey_missing, draw_passkey),
-    FigureSpec("cost_accuracy", "Cost against accuracy",
+    FigureSpec("cost_accuracy", "What does accuracy cost in training time?",
                "From accuracy.csv: training wall time of a run (s) against its metric, mean ± seed sd on both "
                "axes. Wall time depends on the machine's load; parameter counts are in the accuracy table.",
                "Cost", 5.6, cost_accuracy_missing, draw_cost_accuracy),
-    FigureSpec("decode_latency", "Generation: per-token latency against context length",
+    FigureSpec("decode_latency", "How does per-token generation latency grow with the context?",
                "From cost.csv (mode decode): the median latency (ms) of one generated token against a KV cache "
                "of that many tokens, per encoding, one panel per device (and its model name), for the size "
                "profiled most on it (other sizes: see cost.csv). Log-log axes: the slope shows how each "

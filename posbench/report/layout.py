@@ -21,7 +21,9 @@ CONTENT_W = PAGE_W - 2 * MARGIN
 LINE_SPACING = 1.3
 CELL_PAD = 0.06  # inches around a table cell's text
 COLUMN_GAP = 0.08  # extra inches kept free at the right of every column
-VERDICT_COLOURS = {"supported": "#b7e1b0", "not supported": "#f4b6b0", "inconclusive": "#dddddd"}
+# One colour meaning on page 1 and in the forest plot: the side of the article's guidance the evidence favours.
+FAVOURS_ADDING, FAVOURS_OTHER, FAVOURS_NEITHER = "#9ecae1", "#fdae6b", "#dddddd"
+MAX_BODY_LINES = 45  # lines of running text a page may hold (tables and figures aside)
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,21 @@ def wrap(text: str, width: float, style: Style) -> list[str]:
                 line, used = piece.lstrip(), text_width(piece.lstrip(), style)
             else:
                 line, used = line + piece, used + piece_width
+            while used > width and len(line) > 1:  # one word wider than the column: broken, never spilled
+                head = _longest_fit(line, width, style)
+                lines.append(head)
+                line = line[len(head):]
+                used = text_width(line, style)
         lines.append(line.rstrip())
     return lines
+
+
+def _longest_fit(text: str, width: float, style: Style) -> str:
+    """The longest start of ``text`` that fits ``width`` (at least one character), cut after an underscore
+    where one falls in its second half."""
+    end = max(1, next((n for n in range(len(text), 0, -1) if text_width(text[:n], style) <= width), 1))
+    cut = text.rfind("_", end // 2, end)
+    return text[:cut + 1] if cut > 0 else text[:end]
 
 
 def line_height(style: Style) -> float:
@@ -99,6 +114,7 @@ class Document:
         self.figure: Figure | None = None
         self.y = MARGIN
         self.pages = 0
+        self.body_lines: list[int] = []  # per page, lines of running text (paragraph lines but code dumps)
 
     # ----- pages --------------------------------------------------------------------------------
     def new_page(self) -> None:
@@ -106,6 +122,7 @@ class Document:
         self.figure = Figure(figsize=(PAGE_W, PAGE_H))
         self.y = MARGIN
         self.pages += 1
+        self.body_lines.append(0)
 
     def close_page(self) -> None:
         if self.figure is not None:
@@ -140,6 +157,7 @@ class Document:
             self.need(line_height(style))
             self._text(MARGIN + indent, self.y, line, style)
             self.y += line_height(style)
+            self.body_lines[-1] += style.family != "monospace"
         self.y += 0.05
 
     def table(self, rows: list[list[Cell]], widths: list[float], header: list[str] | None = None,

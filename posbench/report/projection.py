@@ -1,4 +1,4 @@
-"""The page "Projected cost at deployed shapes": the judge step's ``projection.csv`` (:mod:`posbench.projection`,
+"""The page on the projected cost at deployed shapes: the judge step's ``projection.csv`` (:mod:`posbench.projection`,
 nothing measured), every figure on it labelled projected. One table per question a deployer asks: what each
 encoding costs at one shape and GPU as the context grows, and how the named shapes fare on each GPU at 128k.
 """
@@ -12,7 +12,7 @@ import pandas as pd
 from posbench.report.layout import BODY, H2, SMALL, Document, Style
 from posbench.tables import Tables
 
-TITLE = "Projected cost at deployed shapes (not measured)"
+TITLE = "What would each encoding cost at deployed shapes? (projected, not measured)"
 TABLE = "projection.csv"  # as posbench.projection.TABLE writes it
 FOCUS = ("llama-3-8b", "h100")  # the shape and GPU of the first table: the issue's question
 CONTEXTS = (4096, 32768, 131072)  # the first table's columns

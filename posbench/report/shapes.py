@@ -1,6 +1,6 @@
-"""The page "What this benchmark reproduces": the judge step's ``shapes.csv``, one line per published
-shape (:mod:`posbench.shapes`) — the paper, its figure and what it reports, ours, the outcome — then a
-closing note with each shape's intervals beside the paper's numbers. The page reads the CSV only.
+"""The page "Which published results does this benchmark reproduce?": the judge step's ``shapes.csv``, one
+line per published shape (:mod:`posbench.shapes`) — the paper, its figure and what it reports (once per
+paper), ours with its intervals, the outcome. The page reads the CSV only.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from posbench.report.layout import BODY, H2, SMALL, Document, Style
 from posbench.tables import Tables
 
-TITLE = "What this benchmark reproduces"
-HEADER = ["Paper · its figure", "Published", "Ours (ordering: mean per arm, seeds)", "Outcome"]
+TITLE = "Which published results does this benchmark reproduce?"
+HEADER = ["Paper · its figure", "Published", "Ours: shape, ordering, mean per arm, intervals", "Outcome"]
 OUTCOME_COLOURS = {"reproduced": "#b7e1b0", "contradicted": "#f4b6b0"}  # every other outcome: grey
 
 
@@ -24,18 +24,22 @@ def page(doc: Document, tables: Tables) -> None:
                   "reproduced when every adjacent pair's 95 % Welch interval over seeds lies on the paper's side "
                   "(inside ±margin for a '≈'), contradicted when one lies on the other side, else not shown; not "
                   "reachable when an arm did not beat chance in distribution; not run when an arm has no records. "
-                  "A tiny model on a CPU: the papers' shapes, never their sizes.", SMALL)
-    rows = [[[(s.paper, Style(size=7.5, weight="bold")), (s.figure, SMALL)], [(_text(s.published), SMALL)],
-             [(f"{s.task} {s.metric} at {s.length}{f' ({s.size})' if _text(s.size) else ''}: {s.ordering}", SMALL),
-              (_text(s.ours) or "—", SMALL)],
-             [(s.outcome, Style(size=8, weight="bold", badge=OUTCOME_COLOURS.get(s.outcome, "#dddddd"))),
-              (_text(s.note), SMALL)]]
-            for s in found.itertuples(index=False)]
-    doc.table(rows, [0.25, 0.25, 0.32, 0.18], header=HEADER)
-    doc.heading("Our numbers beside the papers'", H2, keep=1.0)
+                  "A paper several shapes read is named once. A tiny model on a CPU: the papers' shapes, never "
+                  "their sizes.", SMALL)
+    rows, previous = [], None
     for s in found.itertuples(index=False):
-        doc.paragraph(f"{s.shape}: paper — {_text(s.published)}; ours — {_text(s.intervals) or _text(s.note) or '—'}",
-                      SMALL)
+        same = previous is not None and previous.paper == s.paper
+        paper = [("(as above)", SMALL)] if same else [(s.paper, Style(size=7.5, weight="bold"))]
+        figure = [] if same and previous.figure == s.figure else [(s.figure, SMALL)]
+        published = [] if same and _text(previous.published) == _text(s.published) else [(_text(s.published), SMALL)]
+        rows.append([paper + figure, published,
+                     [(f"{s.shape}: {s.task} {s.metric} at {s.length}{f' ({s.size})' if _text(s.size) else ''}: "
+                       f"{s.ordering}", Style(size=7, weight="bold")),
+                      (_text(s.ours) or "—", SMALL), *([(_text(s.intervals), SMALL)] if _text(s.intervals) else [])],
+                     [(s.outcome, Style(size=8, weight="bold", badge=OUTCOME_COLOURS.get(s.outcome, "#dddddd"))),
+                      (_text(s.note), SMALL)]])
+        previous = s
+    doc.table(rows, [0.22, 0.22, 0.36, 0.2], header=HEADER)
 
 
 def _text(value) -> str:
