@@ -5,7 +5,8 @@
 # make mutate mutation testing, each module against its own tests (scripts/mutate.py; about an hour
 #             on 2 cores; not in CI). MODULES=posbench/measure.py limits it to some modules.
 PYTHON ?= python3
-CORES ?= 2
+# Every core this process may run on (nproc; getconf where nproc is missing); `make run CORES=2` uses two.
+CORES ?= $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 VENV := .venv
 PY := $(VENV)/bin/python
 TORCH := torch==2.13.0

@@ -14,7 +14,7 @@ from posbench.devices import BFLOAT16, FLOAT32
 from posbench.model import ModelConfig, count_params, meta_model
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE_TABLES = ROOT / "results/reference/cpu-amd-epyc-2core/tables"
+REFERENCE_TABLES = ROOT / "results/reference/default-2026-12-02-zen5-cpu-amd-epyc-2core/tables"
 LLAMA_3_8B = projection.SHAPES["llama-3-8b"]
 
 
