@@ -7,7 +7,9 @@
 #   scripts/slurm-cluster.sh down    stop the daemons this script started (by PID file)
 #   scripts/slurm-cluster.sh status  daemons, PIDs and `sinfo`
 #
-# Needs root on Debian/Ubuntu. State (PID files, logs, spool) lives in $POSBENCH_SLURM_STATE
+# Needs root on Debian/Ubuntu. `up` exits 3 when the packages cannot be installed (no package
+# source reachable, say): the cluster cannot exist here, which tests skip on; any other failure
+# exits 1. State (PID files, logs, spool) lives in $POSBENCH_SLURM_STATE
 # (default /tmp/posbench-slurm). The config is written there and linked from
 # /etc/slurm/slurm.conf, because the plugin's in-job `srun` runs with every SLURM_* variable
 # (SLURM_CONF included) removed and so only finds the default path.
@@ -22,6 +24,7 @@ PARTITION=debug
 PACKAGES=(slurmctld slurmd slurm-client munge)
 DAEMONS=(munged slurmctld slurmd)     # start order; stopped in reverse
 IDLE_TIMEOUT_S=60
+PACKAGES_UNAVAILABLE=3  # exit status of `up` when apt-get cannot install the packages
 
 die() { echo "slurm-cluster: $*" >&2; exit 1; }
 now() { date +%s.%N; }
@@ -36,8 +39,11 @@ install_missing_packages() {
     [[ ${#missing[@]} -eq 0 ]] && return
     echo "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if ! { apt-get update -qq \
+           && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }; then
+        echo "slurm-cluster: could not install ${missing[*]} with apt-get" >&2
+        exit "$PACKAGES_UNAVAILABLE"
+    fi
 }
 
 # Memory slurmd sees on this machine (MiB), less 1 GiB for the OS and the daemons.
@@ -54,6 +60,10 @@ write_config() {
     mkdir -p "$STATE_DIR/spool/ctld" "$STATE_DIR/spool/d" "$PID_DIR" "$LOG_DIR" /etc/slurm
     # OverMemoryKill: without cgroups (task/none) the per-job memory limit is enforced by
     # polling each step's RSS every second and killing a step over its --mem.
+    # proctrack/pgid: a job's processes are its steps' process groups, so a cancelled job's
+    # SIGKILL reaches a process whose parent has already exited. proctrack/linuxproc follows
+    # parent links instead, and lost the job-level snakemake of a cancelled job that way: it
+    # ignored SIGTERM while shutting down and stayed behind, idle, after the job had ended.
     cat >"$OUR_CONF" <<EOF
 # Written by posbench scripts/slurm-cluster.sh; a throwaway single-node test cluster.
 ClusterName=posbench
@@ -66,7 +76,7 @@ SlurmctldPidFile=$STATE_DIR/spool/slurmctld.pid
 SlurmdPidFile=$STATE_DIR/spool/slurmd.pid
 SlurmctldLogFile=$LOG_DIR/slurmctld.log
 SlurmdLogFile=$LOG_DIR/slurmd.log
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=1
