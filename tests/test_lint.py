@@ -18,7 +18,7 @@ def test_ruff_check_is_clean():
 # dates, issue and stop numbers, and timings taken on a machine ("47 -> 29 ms on …", "a 2-core …").
 LAB_NOTE = re.compile(r"Xeon|EPYC|Zen [0-9]|20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]|issue [0-9]+|stop [0-9]+"
                       r"|\b[0-9][0-9.,]* ?ms on\b|\ba [0-9]+-core\b")
-RESULTS_PATH = re.compile(r"results/\S+")  # a committed results folder is named by its machine and date
+RESULTS_PATH = re.compile(r"results/\S+")  # a results path may name its machine (results/records/<machine>/)
 NOTED_SOURCES = ("posbench", "workflow", "config.yaml", "Snakefile")
 # Declared text whose words are part of a hashed declaration (posbench.shapes.load's sha256, printed in
 # shapes.csv): rewording it re-declares the shape, so it changes only with a re-declaration.
@@ -36,7 +36,7 @@ def test_lab_notes_are_found_and_results_paths_are_not_notes():
         "x = 1  # 47 -> 29 ms on a 2-core Xeon", "# see issue 30", "# 2026-12-02 run"]
     assert lab_notes("timed in 29 ms on one core\nran on a 4-core box\nZen 5, stop 47\n") == [
         "timed in 29 ms on one core", "ran on a 4-core box", "Zen 5, stop 47"]
-    assert lab_notes("reference: results/reference/default-2026-12-02-zen5-cpu-amd-epyc-2core/tables\n"
+    assert lab_notes("records: results/records/Xeon-2026-12-02/copy.json\n"
                      "terms on the left; 2 issues; the 2-core count is the machine's\n") == []
 
 

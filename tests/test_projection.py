@@ -1,6 +1,6 @@
-"""The projected cost model: its FLOPs, parameters and KV cache against hand computations at named shapes,
-term for term equal to posbench's own analytic counts at posbench's shape, a roofline on planted devices,
-the CPU check's fit, and one-line errors for a bad shape, device or config key."""
+"""The projected cost model: its FLOPs, parameters and KV cache against hand computations at named architectures,
+term for term equal to posbench's own analytic counts at posbench's own architecture, a roofline on planted devices,
+the CPU check's fit, and one-line errors for a bad architecture, device or config key."""
 
 import json
 from pathlib import Path
@@ -14,8 +14,8 @@ from posbench.devices import BFLOAT16, FLOAT32
 from posbench.model import ModelConfig, count_params, meta_model
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE_TABLES = ROOT / "results/reference/default-2026-12-02-zen5-cpu-amd-epyc-2core/tables"
-LLAMA_3_8B = projection.SHAPES["llama-3-8b"]
+REFERENCE_TABLES = ROOT / "results/reference/default/tables"
+LLAMA_3_8B = projection.ARCHITECTURES["llama-3-8b"]
 
 
 def test_llama_3_8b_prefill_and_decode_flops_per_token_follow_the_written_formula():
@@ -44,25 +44,25 @@ def test_llama_3_8b_kv_cache_at_128k_is_the_hand_computation_with_grouped_query_
     assert projection.kv_cache_bytes(LLAMA_3_8B, work, 131072, FLOAT32) == 2 * kv_bytes
 
 
-@pytest.mark.parametrize(("shape", "expected"), [("llama-3-8b", 8_030_261_248), ("qwen2.5-7b", 7_615_616_512)])
-def test_parameters_of_named_shapes_are_the_published_counts(shape, expected):
+@pytest.mark.parametrize(("arch", "expected"), [("llama-3-8b", 8_030_261_248), ("qwen2.5-7b", 7_615_616_512)])
+def test_parameters_of_named_architectures_are_the_published_counts(arch, expected):
     # Llama-3-8B: untied 128256 × 4096 embedding and head, 32 × (attention 41,943,040 + SwiGLU 176,160,768
     # + norms 8,192), final norm 4,096. Qwen2.5-7B adds q, k, v biases (3584 + 2 × 512 per layer).
-    shape = projection.SHAPES[shape]
-    assert projection.parameters(shape, projection.position_work("rope", shape, 4096)) == expected
+    arch = projection.ARCHITECTURES[arch]
+    assert projection.parameters(arch, projection.position_work("rope", arch, 4096)) == expected
 
 
 @pytest.mark.parametrize("name", projection.projected_encodings())
-def test_posbench_shape_matches_posbench_counts_term_for_term(name):
-    shape = projection.posbench_shape("base")
+def test_posbench_architecture_matches_posbench_counts_term_for_term(name):
+    arch = projection.posbench_architecture("base")
     for length in (256, 1000):
         cfg = ModelConfig.from_size("base", max_len=length, encoding=name, causal=True)
-        work = projection.position_work(name, shape, length)
-        assert (projection.total_flops(projection.prefill_ops(shape, work, length, FLOAT32))
+        work = projection.position_work(name, arch, length)
+        assert (projection.total_flops(projection.prefill_ops(arch, work, length, FLOAT32))
                 == sum(flops.analytic_flops(cfg, 1, length, causal_half=True).values()))
-        assert (projection.total_flops(projection.decode_ops(shape, work, length, FLOAT32))
+        assert (projection.total_flops(projection.decode_ops(arch, work, length, FLOAT32))
                 == sum(flops.decode_flops(cfg, 1, length).values()))
-        assert projection.parameters(shape, work) == count_params(meta_model(cfg))["total"]
+        assert projection.parameters(arch, work) == count_params(meta_model(cfg))["total"]
 
 
 def test_what_each_encoding_materialises_follows_its_traits():
@@ -89,16 +89,16 @@ def test_roofline_of_planted_operations_and_a_planted_device():
     assert row.prefill_bound == "compute" and not row.fits  # 16 GB of weights in 1 GB
 
 
-def test_a_config_json_reads_as_its_shape_and_bad_keys_are_one_line_errors():
+def test_a_config_json_reads_as_its_architecture_and_bad_keys_are_one_line_errors():
     config = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
               "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False}
-    shape = projection.shape_from_hf_config(config, "llama-3-8b")
-    assert (shape.head_dim, shape.num_key_value_heads) == (128, 8)
-    assert projection.parameters(shape, projection.position_work("rope", shape, 8)) == 8_030_261_248
+    arch = projection.architecture_from_hf_config(config, "llama-3-8b")
+    assert (arch.head_dim, arch.num_key_value_heads) == (128, 8)
+    assert projection.parameters(arch, projection.position_work("rope", arch, 8)) == 8_030_261_248
     with pytest.raises(ValueError, match="config has no 'vocab_size'; needs: hidden_size"):
-        projection.shape_from_hf_config({k: v for k, v in config.items() if k != "vocab_size"})
+        projection.architecture_from_hf_config({k: v for k, v in config.items() if k != "vocab_size"})
     with pytest.raises(ValueError, match="'num_key_value_heads' is 5; allowed: a divisor of num_attention_heads"):
-        projection.shape_from_hf_config({**config, "num_key_value_heads": 5})
+        projection.architecture_from_hf_config({**config, "num_key_value_heads": 5})
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -142,11 +142,11 @@ def test_cpu_check_fits_the_overhead_at_the_shortest_length_and_judges_the_rest(
     assert not projection_check.passes(pd.DataFrame({"judged": [True, False], "within": [False, True]}))
 
 
-def test_the_table_the_report_reads_holds_every_shape_device_context_and_encoding(tmp_path):
+def test_the_table_the_report_reads_holds_every_architecture_device_context_and_encoding(tmp_path):
     from posbench.report import projection as page
 
     frame = pd.read_csv(projection.write_table(tmp_path))
-    assert len(frame) == (len(projection.SHAPES) * len(projection.DEVICES) * len(projection.CONTEXTS)
+    assert len(frame) == (len(projection.ARCHITECTURES) * len(projection.DEVICES) * len(projection.CONTEXTS)
                           * len(projection.projected_encodings()))
     assert frame["label"].eq(projection.PROJECTED).all() and list(frame.columns) == projection.Projection.columns()
     focus = frame[(frame["shape"] == "llama-3-8b") & (frame["device"] == "h100")]

@@ -4,6 +4,9 @@ row and every claim."""
 
 from __future__ import annotations
 
+import ast
+import functools
+import io
 import json
 import re
 import warnings
@@ -13,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pypdf
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from posbench import claims, comparisons, encodings, evidence, guidance, shapes
-from posbench import verdicts as judge
+from posbench import aggregate, analytic, claims, comparisons, encodings, evidence, guidance, judge, shapes
 from posbench.report import build_report, document, figures, layout, style
 from posbench.report import shapes as report_shapes
 from posbench.report import verdicts as words
@@ -47,8 +50,15 @@ def noise(seed: int, scale: float = 0.004) -> float:
     return scale * Z[SEEDS.index(seed)]  # over the seeds: mean 0, sample sd = scale
 
 
+@functools.cache
+def analytic_table() -> pd.DataFrame:
+    """``analytic.csv`` as the aggregate step computes it (the same for every tables folder)."""
+    return aggregate.analytic_table()
+
+
 def make_tables(folder, seeds=SEEDS) -> None:
-    """cost, accuracy, extrapolation CSVs and meta.json as `python -m posbench aggregate` writes them."""
+    """cost, accuracy, extrapolation and analytic CSVs and meta.json as `python -m posbench aggregate` writes
+    them."""
     common = {"machine": "testbox", "git_commit": "abc1234def", "status": "ok", "reason": ""}
     accuracy, extrapolation = [], []
     for task, (metric, higher, train_len, means) in TASKS.items():
@@ -86,6 +96,7 @@ def make_tables(folder, seeds=SEEDS) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, rows in (("cost", cost), ("accuracy", accuracy), ("extrapolation", extrapolation)):
         pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    analytic_table().to_csv(folder / "analytic.csv", index=False)
     meta = {"machines": ["testbox"], "git_commits": ["abc1234def"], "mixed_code_versions": False,
             "n_records": len(cost) + len(accuracy),
             "environment": {"testbox": {"machine": "testbox", "python": "3.11", "platform": "Linux", "cpu": "x86_64",
@@ -167,16 +178,59 @@ def test_the_verdict_table_lists_every_comparison_with_results(tmp_path):
 
 # ----- claims: computed figures ------------------------------------------------------------------
 def test_computed_claims_have_reference_values(tmp_path):
-    found = {c.article: c for c in claims.check_all(load(tmp_path))}  # no tables: computed ones only
+    analytic_table().to_csv(tmp_path / "analytic.csv", index=False)  # no measured tables: computed claims only
+    found = {c.article: c for c in claims.check_all(load(tmp_path))}
     concat = found["Concat [E;P] at width 2d costs ~4× the projection parameters and more FLOPs"]
     assert "projection params naive ×4.00, fixed-width ×1.00" in concat.ours and concat.verdict == evidence.SUPPORTED
-    periods = 2 * np.pi / claims.pair_frequencies(512)
-    assert periods[0] == pytest.approx(2 * np.pi) and periods[-1] == pytest.approx(2 * np.pi * 10000 ** (510 / 512))
-    assert found["Low dimensions (small i) change slowly"].verdict == evidence.NOT_SUPPORTED
-    assert claims.shift_linearity_error() < 1e-9
+    assert "FLOPs naive ×3.70, fixed ×1.00 (posbench.flops, d=512, L=512)" in concat.ours  # no cost.csv
+    periods = found["Low dimensions (small i) change slowly"]
+    assert periods.ours == ("computed at d=512: period of pair i=0 is 6.28 positions, of pair i=255 "
+                            f"{2 * np.pi * 10000 ** (510 / 512):,.0f} positions")
+    assert periods.verdict == evidence.NOT_SUPPORTED
+    shift = found["PE(pos+k) is a linear function of PE(pos)"]
+    assert "pos < 1024, k in 1, 7, 100, 1000" in shift.ours and shift.verdict == evidence.SUPPORTED
+    assert found["T5 concatenates position encodings"].ours == (
+        "computed (posbench t5): width 512 -> 512 (nothing concatenated); a logit bias of shape (8, 16, 16) from 256 "
+        "learned scalars")
     assert found["ALiBi adds + m·|i−j| to the attention logits"].verdict == evidence.NOT_SUPPORTED
-    assert "largest off-diagonal bias -0.003906" in found["ALiBi adds + m·|i−j| to the attention logits"].ours
+    assert "8 heads): largest off-diagonal bias -0.003906" in found["ALiBi adds + m·|i−j| to the attention logits"].ours
     assert found["Adding does not lose information"].verdict == evidence.INCONCLUSIVE
+
+
+def test_the_analytic_table_holds_the_sinusoid_and_parameter_figures_the_claims_read():
+    frame = analytic_table()
+    periods = [analytic.value(frame, f"period_{pair}_pair", "sinusoidal", "medium") for pair in ("first", "last")]
+    assert periods == pytest.approx([2 * np.pi, 2 * np.pi * 10000 ** (510 / 512)], rel=1e-12)
+    assert analytic.value(frame, "shift_linearity_error", "sinusoidal", "medium", 1024) < 1e-9
+    assert analytic.value(frame, "shift_linearity_error", "sinusoidal", "medium") is None  # a length-bound quantity
+    params = {e: analytic.value(frame, "params_projection", e, "tiny") for e in analytic.CONCAT_FAMILY}
+    assert params == {"sinusoidal": 98_304, "sinusoidal_concat": 4 * 98_304, "sinusoidal_concat_fixed": 98_304}
+    assert analytic.value(frame, "largest_off_diagonal_bias", "alibi", "medium") == -2 ** -8  # the 8th head's slope
+    assert analytic.value(frame, "largest_off_diagonal_bias", "t5", "medium") is None  # learned: no formula to read
+
+
+def test_without_the_analytic_table_the_computed_claims_say_so_and_the_cited_verdict_stays(tmp_path):
+    found = {c.article: c for c in claims.check_all(load(tmp_path))}
+    why = (f"not computed: analytic.csv is not in {tmp_path} (`python -m posbench aggregate --analytic-only --out "
+           f"{tmp_path}` writes it)")
+    for article in ("Concat [E;P] at width 2d costs ~4× the projection parameters and more FLOPs",
+                    "Low dimensions (small i) change slowly", "PE(pos+k) is a linear function of PE(pos)",
+                    "ALiBi adds + m·|i−j| to the attention logits"):
+        assert (found[article].ours, found[article].verdict) == (why, evidence.INCONCLUSIVE), article
+    t5 = found["T5 concatenates position encodings"]
+    assert (t5.ours, t5.verdict) == (why, f"{claims.CITED}: {evidence.NOT_SUPPORTED}")
+
+
+def test_the_params_figure_is_read_from_the_analytic_table_and_not_shown_without_it(tmp_path):
+    assert figures.params_flops_missing(load(tmp_path)) == (
+        f"analytic.csv is not in {tmp_path}: `python -m posbench aggregate --analytic-only --out {tmp_path}` writes it")
+    analytic_table().to_csv(tmp_path / "analytic.csv", index=False)
+    drawn = figures.params_and_flops(load(tmp_path))
+    assert figures.params_flops_missing(load(tmp_path)) is None and len(drawn) == 15  # 5 sizes × 3 encodings
+    tiny = drawn[drawn["size"] == "tiny"].set_index("encoding")
+    assert list(tiny["params"]) == [131_712, 443_648, 123_520] and tiny.loc["sinusoidal", "d_model"] == 64
+    assert tiny.loc["sinusoidal", "flops"] == analytic.value(analytic_table(), "flops_forward", "sinusoidal", "tiny",
+                                                             figures.FLOPS_SEQ_LEN)
 
 
 def test_probe_table_decides_the_information_claim(tmp_path):
@@ -210,7 +264,6 @@ def built_report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     make_tables(folder / "tables")
     judge.write(folder / "tables")
-    shapes.write(folder / "tables")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(document, "Document", keeping(document.Document))
         pages = build_report(folder / "tables", folder / "report.pdf", plots_dir=folder / "plots")
@@ -233,8 +286,8 @@ def keeping(cls):
 def test_report_pages_hold_every_guidance_row_and_claim(built_report):
     folder, pages = built_report
     text = pdf_text(folder / "report.pdf")
-    assert len(text) == pages == 14  # summary, forest and row details (2), claims, advice, shapes (2: 14 of
-    # them), 5 figure pages, appendix (2)
+    assert len(text) == pages == 15  # summary, forest and row details (2), claims, advice, shapes (2: 14 of
+    # them), projected cost (judge.write writes projection.csv), 5 figure pages, appendix (2)
     claims_page = next(i for i, page in enumerate(text) if squeeze(document.CLAIMS_TITLE) in page)
     assert style.cjk_family() is not None, "install fonts-wqy-microhei (CI needs it)"
     verdict_pages = "".join(text[:claims_page])
@@ -508,9 +561,10 @@ def test_missing_tables_give_sentences_not_crashes(tmp_path):
     (tmp_path / "tables" / "accuracy.csv").write_text("\n")  # what aggregate writes for no rows
     build_report(tmp_path / "tables", tmp_path / "report.pdf")
     everything = "".join(pdf_text(tmp_path / "report.pdf"))
-    absent = everything[everything.index("Notshown:" + squeeze(figures.FIGURES[1].title)):]  # one line names them
-    assert "(cost.csvisnotin" in absent and "(accuracy.csvisempty" in absent
-    assert squeeze(figures.FIGURES[1].title) not in everything[:everything.index("Notshown:")]  # no empty section
+    absent = everything[everything.index("Notshown:" + squeeze(figures.FIGURES[0].title)):]  # one line names them
+    assert "(analytic.csvisnotin" in absent and "(cost.csvisnotin" in absent and "(accuracy.csvisempty" in absent
+    for spec in figures.FIGURES[:2]:  # no empty section
+        assert squeeze(spec.title) not in everything[:everything.index("Notshown:")]
 
 
 def test_without_a_cjk_font_english_lines_and_one_warning(tmp_path, monkeypatch):
@@ -547,6 +601,20 @@ def test_aggregate_and_report_refuse_empty_inputs_in_one_line(tmp_path, capsys):
     assert main(["report", "--tables", str(tmp_path / "tables"), "--out", str(tmp_path / "report.pdf")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "argument --tables: no rows in" in err[0] and not (tmp_path / "report.pdf").exists()
+
+
+def test_aggregate_analytic_only_adds_the_table_to_a_folder_without_records(tmp_path, capsys):
+    from posbench.__main__ import main
+
+    assert main(["aggregate", "--out", str(tmp_path)]) == 1  # neither records nor --analytic-only
+    assert capsys.readouterr().err == ("posbench aggregate: error: argument --records: required unless "
+                                       "--analytic-only; nothing written\n")
+    (tmp_path / "cost.csv").write_text("kept\n")
+    assert main(["aggregate", "--out", str(tmp_path), "--analytic-only"]) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'analytic.csv'}\n"
+    written = pd.read_csv(tmp_path / "analytic.csv")
+    pd.testing.assert_frame_equal(written, pd.read_csv(io.StringIO(analytic_table().to_csv(index=False))))
+    assert set(written["quantity"]) == set(analytic.QUANTITIES) and (tmp_path / "cost.csv").read_text() == "kept\n"
 
 
 def test_a_training_free_scaling_is_an_arm_of_the_extrapolation_figure(tmp_path):
@@ -686,8 +754,8 @@ def test_sweep_figures_read_the_swept_cells_and_every_other_figure_the_plain_one
     figure = figures.Figure(figsize=(8, 4))
     figures.draw_frontier(figure, (0.0, 0.0, 1.0, 1.0), tables)
     ax = next(a for a in figure.axes if a.get_title())
-    assert ax.get_xscale() == "log" and ax.get_title().startswith("lm_prose at widths 32, 64, 128 (lower is better)")
-    assert {t.get_text() for t in ax.texts} >= {"32", "64", "128"}
+    assert ax.get_xscale() == "log" and ax.get_title() == "lm_prose (lower is better)"
+    assert {t.get_text() for t in ax.texts} >= {"d 32", "d 64", "d 128"}
     figure = figures.Figure(figsize=(8, 4))
     figures.draw_training_length(figure, (0.0, 0.0, 1.0, 1.0), tables)
     ax = next(a for a in figure.axes if a.get_title())
@@ -725,7 +793,7 @@ def test_no_report_module_judges_it_reads_the_judge_steps_tables():
     import posbench.report
 
     judging = {"scipy", "statsmodels", "posbench.evidence", "posbench.advise", "posbench.verdicts", "posbench.claims",
-               "posbench.shapes"}
+               "posbench.shapes", "posbench.statistics", "posbench.arms", "posbench.trajectories"}
     for path in Path(posbench.report.__file__).parent.glob("*.py"):
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):
@@ -734,6 +802,99 @@ def test_no_report_module_judges_it_reads_the_judge_steps_tables():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
         assert not {name for name in imported if name.split(".")[0] in judging or name in judging}, path.name
+
+
+# Modules the report and the claims may import although torch lies behind them, each with why; the walk below
+# stops at them. Everything else they reach, at any depth, imports no torch: no model, FLOP count, encoding or
+# device code runs when the report is drawn or a claim judged (their numbers come from analytic.csv). The
+# package's own __init__ is not walked: it re-exports the model's API (posbench.build_model, ...), so at run time
+# any posbench import still loads torch through it.
+READ_THROUGH_TORCH = {
+    "posbench.encodings": "the registry of encoding names and traits: its entries are torch modules",
+    "posbench.tasks": "the registry of tasks (a task's default training length): its entries are torch modules",
+    "posbench.records": "write_atomically sits beside environment(), which imports torch to name its version",
+    "posbench.train": "the published shapes check a declared eval scaling with train.check_eval_scaling",
+}
+
+
+def posbench_imports(name: str) -> tuple[set[str], bool]:
+    """The posbench modules ``name`` imports anywhere in its source, with the packages above them (importing a
+    module runs its packages' __init__; the root's aside) and a package's own modules; and whether ``name``
+    imports torch itself."""
+    from test_imports import MODULES, containing_module
+
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found, torch = set(), False
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            sources, names = [], [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parent = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
+            source = ".".join(part for part in (parent, node.module) if part)
+            sources, names = [source], [f"{source}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        torch |= any(imported.split(".")[0] == "torch" for imported in sources + names)
+        for module in filter(None, (containing_module(imported, MODULES) for imported in names)):
+            parts = module.split(".")
+            found |= {".".join(parts[:end]) for end in range(2, len(parts) + 1)}
+    return {module for module in found if module in MODULES and module != name}, torch
+
+
+def torch_walk(start: str, stop: set[str]) -> tuple[list[str], set[str]]:
+    """Each import path from ``start`` to a module that imports torch, not entering ``stop`` nor a module below
+    one; and the modules of ``stop`` the walk met."""
+    def stop_of(name: str) -> str | None:
+        return next((s for s in stop if name == s or name.startswith(f"{s}.")), None)
+
+    parent, queue, found, met = {start: None}, [start], [], set()
+    while queue:
+        name = queue.pop(0)
+        imported, torch = posbench_imports(name)
+        if torch:
+            path = [name]
+            while parent[path[-1]]:
+                path.append(parent[path[-1]])
+            found.append(" <- ".join(path))
+        for target in sorted(imported - set(parent)):
+            if stop_of(target):
+                met.add(stop_of(target))
+            else:
+                parent[target] = name
+                queue.append(target)
+    return found, met
+
+
+def read_only_modules() -> list[str]:
+    from test_imports import MODULES
+
+    return [name for name in MODULES if name == "posbench.claims" or name.split(".")[:2] == ["posbench", "report"]]
+
+
+@pytest.mark.parametrize("name", read_only_modules())
+def test_the_report_and_the_claims_import_no_torch_at_any_depth(name):
+    assert torch_walk(name, set(READ_THROUGH_TORCH))[0] == []
+
+
+def test_each_module_read_through_is_met_and_has_torch_behind_it():
+    met = set().union(*(torch_walk(name, set(READ_THROUGH_TORCH))[1] for name in read_only_modules()))
+    assert met == set(READ_THROUGH_TORCH)
+    assert all(torch_walk(module, set())[0] for module in READ_THROUGH_TORCH)
+
+
+def test_the_torch_walk_finds_a_path_behind_a_package_and_stops_where_told(tmp_path, monkeypatch):
+    import test_imports
+
+    package = tmp_path / "posbench"
+    (package / "reg").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "reader.py").write_text("def f():\n    from posbench import reg\n")
+    (package / "reg" / "__init__.py").write_text("from posbench.reg.entry import E\n")
+    (package / "reg" / "entry.py").write_text("import torch.nn\n")
+    monkeypatch.setattr(test_imports, "MODULES", test_imports.modules_of(package))
+    assert torch_walk("posbench.reader", set()) == (["posbench.reg.entry <- posbench.reg <- posbench.reader"], set())
+    assert torch_walk("posbench.reader", {"posbench.reg"}) == ([], {"posbench.reg"})
 
 
 def test_the_learned_vs_sinusoidal_claim_reads_its_arms_as_the_vaswani_shape_does(tmp_path):
@@ -774,3 +935,76 @@ def test_the_extrapolation_claim_reads_each_budget_apart_at_its_chosen_rate(tmp_
                           "comparator not better by δ")
     assert second.startswith("lm_prose, tiny, 2000 steps: +1.29 [") and second.endswith("→ comparator better by more "
                                                                                        "than δ")
+
+
+# ----- presentation: what a reader sees at 100 % ----------------------------------------------------
+def test_a_long_panel_title_shrinks_then_breaks_within_its_room_and_a_short_one_is_kept():
+    figure = figures.Figure(figsize=(6, 3))
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2)
+    long = "lm_prose · 2,000 steps at widths 32, 64, 128 (7–20 seeds; lower is better)"
+    figures.fit_title(right, long)
+    room = figures.title_room(right)
+    renderer = figure.canvas.get_renderer()
+    assert right.title.get_window_extent(renderer).width / figure.dpi <= room
+    assert right.title.get_fontsize() == figures.SMALLEST_TITLE and right.get_title().replace("\n", " ") == long
+    figures.fit_title(left, "scan (lower is better)")
+    assert left.get_title() == "scan (lower is better)" and left.title.get_fontsize() > figures.SMALLEST_TITLE
+    # the room: the panel and, alike on both sides, the nearer of the figure's edge and half the gap between panels
+    gap = (right.get_position().x0 - left.get_position().x1) * 6
+    edge = (1 - right.get_position().x1) * 6 - figures.EDGE_ROOM
+    assert room == pytest.approx(right.get_position().width * 6 + 2 * min(gap / 2, edge))
+
+
+def test_width_ticks_keep_every_value_a_narrow_axis_has_room_for_each_labelled_apart():
+    close = [108_928.0, 112_256.0]  # adding at d = 64 and concat at d = 32: 3 % apart
+    assert figures.apart(close, (105_000.0, 116_000.0)) == close  # the axis spans only them: both labelled
+    assert figures.apart(close, (1e5, 1e7)) == close[:1]  # two decades: they would print over each other
+    assert figures.thousands(close) == ["109k", "112k"]
+    assert figures.thousands([108_928.0, 109_100.0]) == ["108.9k", "109.1k"]
+
+
+def test_log_axes_label_one_two_and_five_times_each_power_of_ten():
+    figure = figures.Figure(figsize=(3, 3))
+    FigureCanvasAgg(figure)
+    ax = figure.subplots()
+    ax.plot([256, 4096], [14.0, 190.0])
+    ax.set(xscale="log", yscale="log")
+    figures.readable_log(ax.yaxis)
+    figure.canvas.draw()
+    shown = [t.get_text() for t in ax.get_yticklabels() if ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
+    assert shown == ["20", "50", "100", "200"]  # the data span 14 to 190, the axis a little more
+
+
+def test_every_registered_encoding_and_a_few_scaled_arms_have_colours_of_their_own():
+    arms = ["rope+yarn:16", "rope+yarn:4", "rope+dynamic:4"]
+    colours = style.palette(arms)
+    named = [*encodings.names(), *arms]
+    assert len({colours[name] for name in named}) == len(named)
+
+
+def test_a_heading_wider_than_the_page_breaks_into_lines_inside_the_margins(tmp_path):
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    title = "What would each encoding cost at deployed architectures? (projected, not measured) " * 2
+    with PdfPages(tmp_path / "h.pdf") as pdf:
+        doc = layout.Document(pdf, "footer")
+        doc.new_page()
+        doc.heading(title, layout.H2)
+        lines = [text.get_text() for text in doc.figure.texts]
+        doc.close_page()
+    assert len(lines) > 1 and " ".join(lines) == title.strip()
+    assert max(layout.text_width(line, layout.H2) for line in lines) <= layout.CONTENT_W
+
+
+def test_the_advice_tables_headers_and_arm_names_each_fit_one_line():
+    from posbench.report import advice
+
+    columns = [w * layout.CONTENT_W - 2 * layout.CELL_PAD - layout.COLUMN_GAP for w in advice.WIDTHS]
+    assert sum(advice.WIDTHS) == pytest.approx(1.0)
+    header = layout.Style(size=7.5, weight="bold")
+    assert all(layout.text_width(h, header) <= width for h, width in zip(advice.HEADER, columns))
+    arm = layout.Style(size=8, weight="bold")
+    assert layout.text_width("sinusoidal = rope", arm) <= columns[1]  # a tie of two, the reference's widest
+    assert layout.text_width("rope+dynamic:4", layout.SMALL) <= columns[2]  # the longest scaled arm's name
+

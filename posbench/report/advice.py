@@ -12,6 +12,7 @@ from posbench.tables import Tables
 
 TITLE = "Which encoding should I use?"
 HEADER = ["Situation", "Recommendation", "Runner-up", "Evidence", "Confidence"]
+WIDTHS = [0.18, 0.185, 0.145, 0.36, 0.13]  # of the page: a header, a tie of two or an arm's name on one line
 FLAG = "FLAGGED: goes against a deciding comparison"
 WARNING = Style(size=8, weight="bold", colour="#b03a2e")
 
@@ -19,7 +20,7 @@ WARNING = Style(size=8, weight="bold", colour="#b03a2e")
 def page(doc: Document, tables: Tables) -> None:
     doc.heading(TITLE, H2, page_break=True)
     found = tables.get("advice")
-    rule = f"Rule: {found['rule'].iloc[0]} '=' marks a tie. " if "rule" in found else ""
+    rule = f"{found['rule'].iloc[0]} '=' marks a tie. " if "rule" in found else ""
     doc.paragraph("Each row asks `python -m posbench advise` about a common situation, on this run's tables. "
                   f"{rule}Ask about your own situation with the command "
                   "(--task, --train-len, --deploy-len, --param-budget, --latency-budget-ms, --device, --decode).",
@@ -32,7 +33,7 @@ def page(doc: Document, tables: Tables) -> None:
     found = found.astype(object).fillna("")  # an empty column reads back as float NaN
     rows = [[[(text, Style(size=8, weight="bold") if i in (0, 1) else SMALL)] for i, text in enumerate(cells(row))]
             for row in found.itertuples(index=False)]
-    doc.table(rows, [0.2, 0.16, 0.13, 0.35, 0.16], header=HEADER)
+    doc.table(rows, WIDTHS, header=HEADER)
     for row in found.itertuples(index=False):
         for line in filter(None, str(getattr(row, "contradicts", "")).splitlines()):
             doc.paragraph(f"{FLAG}: {row.situation}: {line}", WARNING)

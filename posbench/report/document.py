@@ -288,7 +288,9 @@ def appendix(doc: Document, tables: Tables, config: dict | None) -> None:
     doc.heading("Appendix D. With what configuration?", H2)
     config = config if config is not None else tables.meta.get("config")
     if config:
-        doc.paragraph(yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=120).rstrip(), MONO)
+        # a list of plain values on one line ([0, 1, 2]): the dump reads as the config file does, not a value a line
+        doc.paragraph(yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=120,
+                                     default_flow_style=None).rstrip(), MONO)
     else:
         doc.paragraph("No config: pass --config or run the aggregate step with it.", BODY)
     doc.heading("Appendix E. Which cells did not finish (oom / skipped / error)?", H2)

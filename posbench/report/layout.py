@@ -144,13 +144,17 @@ class Document:
 
     # ----- blocks -------------------------------------------------------------------------------
     def heading(self, text: str, style: Style = H2, page_break: bool = False, keep: float = 0.4) -> None:
-        """``keep``: inches of what follows that must fit on the heading's page."""
+        """``keep``: inches of what follows that must fit on the heading's page. A heading wider than the page
+        is broken into lines, never run off its edge."""
         if page_break:
             self.new_page()
-        self.need(line_height(style) * 2 + keep)
+        lines = wrap(text, CONTENT_W, style)
+        self.need(line_height(style) * (len(lines) + 1) + keep)
         self.y += 0.08 if self.y > MARGIN else 0
-        self._text(MARGIN, self.y, text, style)
-        self.y += line_height(style) + 0.05
+        for line in lines:
+            self._text(MARGIN, self.y, line, style)
+            self.y += line_height(style)
+        self.y += 0.05
 
     def paragraph(self, text: str, style: Style = BODY, indent: float = 0.0) -> None:
         for line in wrap(text, CONTENT_W - indent, style):

@@ -33,7 +33,12 @@ _FIXED_COLOURS = {
     "rope": "#1b7837", "rope_2d": "#7fbf7b",
     "alibi": "#c51b7d", "t5": "#6a3d9a",
 }
-_SPARE_COLOURS = ("#8c564b", "#bcbd22", "#e377c2", "#393b79", "#637939", "#843c39")
+# A spare colour for each other registered encoding and for a few scaled arms (rope+yarn:16): no two arms of
+# one figure share a colour.
+_SPARE_COLOURS = ("#8c564b", "#bcbd22", "#e377c2", "#393b79", "#637939", "#843c39", "#d62728", "#9467bd",
+                  "#e6ab02", "#e7298a", "#7570b3", "#a6761d", "#5254a3", "#8ca252", "#8c6d31",
+                  "#ad494a", "#7b4173", "#6b6ecf", "#b5cf6b", "#bd9e39", "#d6616b", "#a55194", "#ce6dbd",
+                  "#e7ba52", "#756bb1", "#b15928", "#fb9a99", "#cab2d6", "#bc80bd", "#fccde5", "#9e9ac8")
 
 
 def palette(arms=()) -> dict[str, str]:

@@ -33,7 +33,7 @@ length, while the headline pools every answer token of a set; evaluation batches
 sequence tasks' 64, for the same reason (memory at 1,500 positions). Training: batches of 32
 (the paper: 128) for 2,000 steps, the budget at which ``reverse``, the nearest measured relative,
 is past 95 % in distribution; ``missing_duplicate_string`` has a budget of its own. Whether a
-budget teaches a task in distribution is a pilot's to say (results/reference/README.md, Lab notes):
+budget teaches a task in distribution is a pilot's to say (results/reference/NOTES.md, Lab notes):
 until one does, a task's numbers beyond 40 say nothing about extrapolation, and the in-distribution
 gate reads its arms as not learned.
 """

@@ -62,7 +62,7 @@ class CodeBrackets(CodeLM):
 
     train_length: int = 128
     max_offset: int = 64
-    steps: int = 600  # chosen on validation (the measurements: results/reference/README.md, Lab notes)
+    steps: int = 600  # chosen on validation (the measurements: results/reference/NOTES.md, Lab notes)
     eval_chars: int = 131072  # about 1,300 scored brackets at every length
     eval_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
 

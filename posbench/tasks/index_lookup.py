@@ -9,7 +9,7 @@ longer evaluation therefore asks the same kind of question in a longer sequence,
 must still be found by its absolute position, the row of the guidance on precise position.
 
 The budget, 1,200 steps, is one at which an arm is past 95 % in distribution, so numbers beyond the
-training length compare trained models (the measurements behind it: results/reference/README.md (Lab notes)).
+training length compare trained models (the measurements behind it: results/reference/NOTES.md (Lab notes)).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ the tiny model's blocks, of which training reaches only the first 64: the record
 marks every mean read past them.
 
 Each record keeps its evaluation time (``wall_time_s.eval``, of which ``sliding``: four windows per
-span); measured costs of one tiny model's evaluation are in results/reference/README.md (Lab notes).
+span); measured costs of one tiny model's evaluation are in results/reference/NOTES.md (Lab notes).
 """
 
 from __future__ import annotations

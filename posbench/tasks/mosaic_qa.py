@@ -2,7 +2,7 @@
 
 Four of scikit-learn's 8×8 digits with four different labels tile a 16×16 image, cut into 4×4-pixel
 patches: a 4×4 grid of 16 patches read row by row, each digit a 2×2 block of them (2×2-pixel patches,
-64 of them, left a tiny model near chance: results/reference/README.md, Lab notes). Six text tokens
+64 of them, left a tiny model near chance: results/reference/NOTES.md, Lab notes). Six text tokens
 follow, one of two questions (half each):
 
 * ``what digit is at <corner> ?`` — the digit in that tile (classes 0–9);

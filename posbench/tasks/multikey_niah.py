@@ -19,7 +19,7 @@ item (:meth:`MultikeyNiah.eval_depth`), so a depth × length map can be read fro
 Trained on 9 needles (63 tokens: a ``tiny`` model on one core trains on that in a short run) and
 evaluated to 16× it (144 needles in 1,008 tokens; 16 key symbols in pairs give 256 distinct keys, so
 every needle's key stays unique). The budget, 4,000 steps, is one at which a tiny arm is past 95 %
-in distribution; at 600 and 2,000 it was still near chance or learning (results/reference/README.md
+in distribution; at 600 and 2,000 it was still near chance or learning (results/reference/NOTES.md
 (Lab notes)).
 """
 

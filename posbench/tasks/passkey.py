@@ -17,7 +17,7 @@ pooled score weighs every depth equally and a depth × length map can be read fr
 (:meth:`Passkey.eval_depth`). Trained at ``train_length`` (64) and evaluated to 32× it (2,048
 positions), this is the long-sequence question asked as retrieval: does the model find the key
 beyond its training length, or only survive the length? The budget: 600 steps at 64 (what the arms
-reach at 1× with it, and its cost: results/reference/README.md (Lab notes)).
+reach at 1× with it, and its cost: results/reference/NOTES.md (Lab notes)).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Output ``j`` must find input ``n+1-j``: a distance that changes with every step,
 makes reversal harder than copying for relative encodings.
 
 The budget, 2,000 steps, is one at which an arm is past 95 % in distribution, so numbers beyond the
-training length compare trained models (the measurements behind it: results/reference/README.md (Lab notes))."""
+training length compare trained models (the measurements behind it: results/reference/NOTES.md (Lab notes))."""
 
 from __future__ import annotations
 

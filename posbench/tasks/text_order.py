@@ -6,7 +6,7 @@ window backwards; ``scramble`` shuffles the characters of every word within cons
 non-space characters, cut words at either end included; spaces and newlines stay in place). A
 window no perturbation changes (a rule of ``*``, say) is passed over for the next one. ``scramble``
 is too hard for the tiny model's budget (even RoPE stays at chance) and is kept for larger models;
-the measurements are in ``results/reference/README.md`` (Lab notes).
+the measurements are in ``results/reference/NOTES.md`` (Lab notes).
 
 Splits, evaluation sets and lengths: :mod:`posbench.tasks.window_classification`.
 """

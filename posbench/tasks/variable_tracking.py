@@ -23,7 +23,7 @@ The problem size ``length`` is the context in tokens, filler and statements (the
 come after it). Trained at 64 (two chains of up to 4 hops take 42 tokens of it: a ``tiny`` model on
 one core trains on this in a short run) and evaluated to 16× it (1,024 tokens, mostly filler).
 The budget, 4,000 steps, is the largest tried; a tiny arm is still learning there (at 600 it stayed
-near chance), so a comparison's pilot should check it in distribution first (results/reference/README.md
+near chance), so a comparison's pilot should check it in distribution first (results/reference/NOTES.md
 (Lab notes)).
 """
 
