@@ -2,30 +2,27 @@
 beside it, a verdict.
 
 Figures come from three places, and each says which: *computed* from posbench's own code (parameter
-counts on the meta device, the sinusoid table in float64, the ALiBi bias), *measured* in this run's
+counts on the meta device, the sinusoid table in float64, the ALiBi bias: the aggregate step's
+``analytic.csv``, :mod:`posbench.analytic`, so no claim builds a model here), *measured* in this run's
 tables, and *cited* from the paper a claim is about (never a figure we did not read there).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import asdict, dataclass, fields
 
-import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
-from posbench import comparisons, encodings, evidence, shapes
-from posbench.encodings.absolute import SINUSOID_BASE, sinusoid_table
+from posbench import analytic, comparisons, evidence, experiments, shapes
+from posbench.arms import seed_values
 from posbench.evidence import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Entry
 from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
-from posbench.model import ModelConfig, count_params, meta_model
+from posbench.sizes import SIZES
 from posbench.tables import Tables, higher_is_better
 
-D_MODEL = 512  # the width the article's examples use
-SIZE_AT_D = "medium"  # posbench.SIZES entry with d_model = 512
+D_MODEL = SIZES[analytic.CLAIM_SIZE]["d_model"]  # the width the article's examples use
+FLOPS_SEQ_LEN = min(analytic.FLOPS_SEQ_LENS)  # analytic.csv's FLOPs the concat claim reads without cost.csv's
 SHIFT_LINEARITY_TOLERANCE = 1e-9
 CITED = "cited"
 PROBE_MARGIN = 0.02  # two points of probe accuracy: the probe's own seed spread is about 0.01 (reference run)
@@ -40,27 +37,26 @@ class Claim:
     rule: str
 
 
-@contextlib.contextmanager
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
-def projection_params(model) -> int:
-    """Weights of the attention and feed-forward projections: the part that grows with width²."""
-    return sum(m.weight.numel() for m in model.blocks.modules() if isinstance(m, nn.Linear))
+def computed(tables: Tables, *wanted: tuple) -> list[float] | str:
+    """Each ``(quantity, encoding)`` or ``(quantity, encoding, seq_len)`` of ``analytic.csv`` at the article's
+    size, in order; or, where one is missing, the sentence a claim prints in its place."""
+    frame = tables.get(analytic.TABLE)
+    found = [analytic.value(frame, quantity, encoding, analytic.CLAIM_SIZE, *length)
+             for quantity, encoding, *length in wanted]
+    if None not in found:
+        return found
+    quantity, encoding, *_ = wanted[found.index(None)]
+    why = (tables.missing(analytic.TABLE, "quantity", "encoding", "size", "value")
+           or f"analytic.csv has no {quantity} of {encoding} at size {analytic.CLAIM_SIZE}")
+    return f"not computed: {why} (`python -m posbench aggregate --analytic-only --out {tables.folder}` writes it)"
 
 
 # ----- 1. concat costs -------------------------------------------------------------------------
 def flops_ratios(tables: Tables) -> tuple[dict[str, float], str]:
-    """Analytic FLOPs of naive and fixed concat over adding: from cost.csv, else posbench.flops."""
+    """Analytic FLOPs of naive and fixed concat over adding: from cost.csv, else analytic.csv's at the article's
+    width and :data:`FLOPS_SEQ_LEN`."""
     cost = tables.ok("cost", "encoding", "size", "seq_len", "flops_analytic")
-    family = ["sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed"]
-    cost = cost[cost["encoding"].isin(family)]
+    cost = cost[cost["encoding"].isin(analytic.CONCAT_FAMILY)]
     keys = [k for k in ("size", "seq_len", "mode", "batch") if k in cost.columns]
     candidates = []  # (model width, group key, FLOPs per encoding)
     for key, cell in cost.groupby(keys):
@@ -71,19 +67,26 @@ def flops_ratios(tables: Tables) -> tuple[dict[str, float], str]:
         _, key, flops = max(candidates, key=lambda candidate: candidate[0])
         where = ", ".join(f"{k}={v}" for k, v in zip(keys, key))
         return {e: flops[e] / flops["sinusoidal"] for e in flops.index}, f"cost.csv ({where})"
-    try:
-        from posbench.flops import analytic_flops
-    except ImportError:
-        return {}, "no FLOPs: cost.csv lacks them and posbench.flops is absent"
-    flops = {e: sum(analytic_flops(ModelConfig.from_size(SIZE_AT_D, encoding=e), 1, 512).values()) for e in family}
-    return {e: f / flops["sinusoidal"] for e, f in flops.items()}, f"posbench.flops, d={D_MODEL}, L=512"
+    flops = computed(tables, *[("flops_forward", e, FLOPS_SEQ_LEN) for e in analytic.CONCAT_FAMILY])
+    if isinstance(flops, str):
+        return {}, f"no FLOPs: cost.csv lacks them and {flops.removeprefix('not computed: ')}"
+    flops = dict(zip(analytic.CONCAT_FAMILY, flops))
+    return ({e: f / flops["sinusoidal"] for e, f in flops.items()},
+            f"posbench.flops, d={D_MODEL}, L={FLOPS_SEQ_LEN}")  # its counts, as analytic.csv holds them
+
+
+def ratios(tables: Tables, quantity: str) -> dict[str, float] | str:
+    """``quantity`` of each concat encoding over adding's, at the article's width (or why it is missing)."""
+    values = computed(tables, *[(quantity, e) for e in analytic.CONCAT_FAMILY])
+    return values if isinstance(values, str) else {e: v / values[0] for e, v in zip(analytic.CONCAT_FAMILY, values)}
 
 
 def claim_concat_cost(tables: Tables) -> Claim:
-    models = {e: meta_model(ModelConfig.from_size(SIZE_AT_D, encoding=e))
-              for e in ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")}
-    proj = {e: projection_params(m) / projection_params(models["sinusoidal"]) for e, m in models.items()}
-    total = {e: count_params(m)["total"] / count_params(models["sinusoidal"])["total"] for e, m in models.items()}
+    article = "Concat [E;P] at width 2d costs ~4× the projection parameters and more FLOPs"
+    rule = "supported when naive concat's projection params are 3.5–4.5× adding's and its FLOPs higher"
+    proj, total = ratios(tables, "params_projection"), ratios(tables, "params_total")
+    if isinstance(why := proj if isinstance(proj, str) else total, str):
+        return Claim(article, why, "", INCONCLUSIVE, rule)
     flops, source = flops_ratios(tables)
     fixed = flops.get("sinusoidal_concat_fixed", float("nan"))
     flops_text = (f"; FLOPs naive ×{flops['sinusoidal_concat']:.2f}, fixed ×{fixed:.2f} ({source})"
@@ -92,23 +95,15 @@ def claim_concat_cost(tables: Tables) -> Claim:
     fixed_free = abs(proj["sinusoidal_concat_fixed"] - 1) < 0.01
     verdict = SUPPORTED if naive_costs else NOT_SUPPORTED
     return Claim(
-        "Concat [E;P] at width 2d costs ~4× the projection parameters and more FLOPs",
+        article,
         f"computed at d={D_MODEL}: projection params naive ×{proj['sinusoidal_concat']:.2f}, "
         f"fixed-width ×{proj['sinusoidal_concat_fixed']:.2f}; total params naive ×{total['sinusoidal_concat']:.2f}, "
         f"fixed ×{total['sinusoidal_concat_fixed']:.2f}{flops_text}",
-        "", verdict,
-        "supported when naive concat's projection params are 3.5–4.5× adding's and its FLOPs higher"
-        + ("; true for naive concat only: fixed-width concat stays within 1 %" if fixed_free else ""))
+        "", verdict, rule + ("; true for naive concat only: fixed-width concat stays within 1 %" if fixed_free else ""))
 
 
 # ----- 2. learned vs sinusoidal ------------------------------------------------------------------
 VASWANI = "vaswani2017-e"  # the published shape that reads this claim's arms (posbench/shapes.yaml)
-
-
-def seed_values(rows: pd.DataFrame) -> np.ndarray:
-    """Per-seed values of ok rows, in seed order."""
-    ok = rows[rows["status"] == "ok"] if "status" in rows.columns else rows
-    return ok.dropna(subset=["value"]).sort_values("seed")["value"].to_numpy(float)
 
 
 def measured(judged: list) -> str:
@@ -133,7 +128,7 @@ def claim_learned_vs_sinusoidal(tables: Tables) -> Claim:
     shape = shapes.load().shape(VASWANI)
     results = tables.get("extrapolation")
     entries = []
-    for size in shapes.sizes_with_results(results, shape.task):
+    for size in shapes.task_sizes(results, shape.task):
         learned, sinusoidal = (shapes.arm_result(results, shape, arm, size).values for arm in ("learned", "sinusoidal"))
         if len(learned) and len(sinusoidal):
             label = f"{shape.task} ({size}, as shape {shape.id} reads it)"
@@ -156,76 +151,64 @@ def min_seeds() -> int:
 
 
 # ----- 3. periods --------------------------------------------------------------------------------
-def pair_frequencies(width: int = D_MODEL) -> np.ndarray:
-    """Angle per position of each (sin, cos) pair, read back from posbench's sinusoid table."""
-    with float64():
-        table = sinusoid_table(torch.arange(2), width)  # (2, width)
-    return np.arctan2(table[1, 0::2].numpy(), table[1, 1::2].numpy())  # (width/2,)
-
-
 def claim_periods(tables: Tables) -> Claim:
-    periods = 2 * math.pi / pair_frequencies()
-    low, high = periods[0], periods[-1]
+    article = "Low dimensions (small i) change slowly"
+    rule = "supported if the lowest pair's period exceeds the highest pair's; the formula gives the opposite"
+    periods = computed(tables, ("period_first_pair", "sinusoidal"), ("period_last_pair", "sinusoidal"))
+    if isinstance(periods, str):
+        return Claim(article, periods, "", INCONCLUSIVE, rule)
+    low, high = periods
     return Claim(
-        "Low dimensions (small i) change slowly",
-        f"computed at d={D_MODEL}: period of pair i=0 is {low:.2f} positions, of pair i={len(periods) - 1} "
+        article,
+        f"computed at d={D_MODEL}: period of pair i=0 is {low:.2f} positions, of pair i={D_MODEL // 2 - 1} "
         f"{high:,.0f} positions",
-        "", NOT_SUPPORTED if low < high else SUPPORTED,
-        "supported if the lowest pair's period exceeds the highest pair's; the formula gives the opposite")
+        "", NOT_SUPPORTED if low < high else SUPPORTED, rule)
 
 
 # ----- 4. shift linearity ------------------------------------------------------------------------
-def shift_linearity_error(width: int = D_MODEL, length: int = 1024, shifts=(1, 7, 100, 1000)) -> float:
-    """Max |R(k·ω) PE(pos) − PE(pos + k)| over positions and shifts, in float64."""
-    with float64():
-        table = sinusoid_table(torch.arange(length + max(shifts)), width).numpy()  # (L + k, width)
-    omega = SINUSOID_BASE ** (-np.arange(0, width, 2) / width)  # (width/2,)
-    sin, cos = table[:, 0::2], table[:, 1::2]  # (L + k, width/2) each
-    worst = 0.0
-    for k in shifts:
-        c, s = np.cos(k * omega), np.sin(k * omega)  # the rotation depends on k only
-        rotated_sin = sin[:length] * c + cos[:length] * s  # sin(a + b)
-        rotated_cos = cos[:length] * c - sin[:length] * s  # cos(a + b)
-        worst = max(worst, np.abs(rotated_sin - sin[k:k + length]).max(), np.abs(rotated_cos - cos[k:k + length]).max())
-    return float(worst)
-
-
 def claim_shift_linearity(tables: Tables) -> Claim:
-    error = shift_linearity_error()
+    article = "PE(pos+k) is a linear function of PE(pos)"
+    rule = f"supported when the error is below {SHIFT_LINEARITY_TOLERANCE:g}"
+    error = computed(tables, ("shift_linearity_error", "sinusoidal", analytic.SHIFT_POSITIONS))
+    if isinstance(error, str):
+        return Claim(article, error, "", INCONCLUSIVE, rule)
     return Claim(
-        "PE(pos+k) is a linear function of PE(pos)",
-        f"computed (float64, d={D_MODEL}, pos < 1024, k in 1, 7, 100, 1000): max error of a rotation "
-        f"per frequency pair = {error:.1e}",
-        "", SUPPORTED if error < SHIFT_LINEARITY_TOLERANCE else NOT_SUPPORTED,
-        f"supported when the error is below {SHIFT_LINEARITY_TOLERANCE:g}")
+        article,
+        f"computed (float64, d={D_MODEL}, pos < {analytic.SHIFT_POSITIONS}, k in "
+        f"{', '.join(map(str, analytic.SHIFTS))}): max error of a rotation per frequency pair = {error[0]:.1e}",
+        "", SUPPORTED if error[0] < SHIFT_LINEARITY_TOLERANCE else NOT_SUPPORTED, rule)
 
 
 # ----- 5. T5 -------------------------------------------------------------------------------------
 def claim_t5(tables: Tables) -> Claim:
-    t5 = encodings.build("t5", d_model=D_MODEL, n_heads=8, max_len=64)
-    bias = t5.attention_bias(t5.positions(16), t5.positions(16))  # (h, q, k)
-    return Claim(
-        "T5 concatenates position encodings",
-        f"computed (posbench t5): width {t5.d_model} -> {t5.model_width} (nothing concatenated); "
-        f"a logit bias of shape {tuple(bias.shape)} from {sum(p.numel() for p in t5.parameters())} learned scalars",
-        "Raffel et al. 2020 (T5), §2.1: a learned scalar per relative-position bucket is added to the "
-        "attention logits, shared across layers; no position vectors are concatenated",
-        f"{CITED}: {NOT_SUPPORTED}",
-        "checked against the cited paper")
+    cited = ("Raffel et al. 2020 (T5), §2.1: a learned scalar per relative-position bucket is added to the "
+             "attention logits, shared across layers; no position vectors are concatenated")
+    found = computed(tables, *[(quantity, "t5") for quantity in ("model_width", "bias_heads", "bias_positions",
+                                                                  "params_encoding")])
+    if isinstance(found, str):
+        ours = found
+    else:
+        width, heads, positions, params = map(int, found)
+        ours = (f"computed (posbench t5): width {D_MODEL} -> {width} (nothing concatenated); a logit bias of shape "
+                f"{(heads, positions, positions)} from {params} learned scalars")
+    return Claim("T5 concatenates position encodings", ours, cited, f"{CITED}: {NOT_SUPPORTED}",
+                 "checked against the cited paper")
 
 
 # ----- 6. ALiBi sign -----------------------------------------------------------------------------
 def claim_alibi_sign(tables: Tables) -> Claim:
-    alibi = encodings.build("alibi", d_model=D_MODEL, n_heads=8, max_len=64)
-    bias = alibi.attention_bias(alibi.positions(16), alibi.positions(16))  # (h, q, k)
-    off_diagonal = bias[:, ~torch.eye(16, dtype=torch.bool)]
-    largest = float(off_diagonal.max())
+    article = "ALiBi adds + m·|i−j| to the attention logits"
+    cited = "Press et al. 2022: the bias is −m·|i−j| (a penalty on distance)"
+    rule = "supported only if the bias for i ≠ j is positive"
+    found = computed(tables, ("largest_off_diagonal_bias", "alibi"), ("bias_heads", "alibi"))
+    if isinstance(found, str):
+        return Claim(article, found, cited, INCONCLUSIVE, rule)
+    largest, heads = found
     return Claim(
-        "ALiBi adds + m·|i−j| to the attention logits",
-        f"computed (posbench alibi, 8 heads): largest off-diagonal bias {largest:.4g} (< 0): a penalty −m·|i−j|",
-        "Press et al. 2022: the bias is −m·|i−j| (a penalty on distance)",
-        NOT_SUPPORTED if largest < 0 else SUPPORTED,
-        "supported only if the bias for i ≠ j is positive")
+        article,
+        f"computed (posbench alibi, {heads:.0f} heads): largest off-diagonal bias {largest:.4g} (< 0): a penalty "
+        "−m·|i−j|",
+        cited, NOT_SUPPORTED if largest < 0 else SUPPORTED, rule)
 
 
 # ----- 7. sinusoidal extrapolation ---------------------------------------------------------------
@@ -239,7 +222,7 @@ def claim_sinusoidal_extrapolation(tables: Tables) -> Claim:
     entries = []
     for (task, size, steps), cell in rows.groupby(["task", _column(rows, "size", ""), _column(rows, "steps", 0)]):
         margin = declared.margin(task, cell["metric"].iloc[0])
-        cell = evidence.best_rate(cell)[0]
+        cell = experiments.best_rate(cell)[0]
         by = {ratio: seed_values(r) for ratio, r in cell.groupby("length_ratio")}
         if {1.0, 2.0} <= set(by) and margin is not None:
             label = ", ".join([task, *([size] if size else []), *([f"{steps:g} steps"] if steps else [])])

@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from posbench import experiments
-from posbench.aggregate import TABLE_NAMES, plain  # the tables aggregate writes
+from posbench import analytic, experiments
 
-# The tables the judge step writes (posbench.verdicts, posbench.shapes, posbench.projection).
+# The tables the aggregate step writes from the records (posbench.aggregate), CSV and Parquet; items is Parquet
+# only. It also writes analytic.csv, computed from the code (posbench.analytic).
+TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "checkpoints", "probe")
+
+# The tables the judge step writes (posbench.judge.write).
 JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "advice", "axes", "shapes", "projection")
 
 # The columns of the extrapolation table every judgement reads (results_frame).
@@ -39,7 +42,7 @@ class Tables:
 
     def ok(self, name: str, *columns: str, swept: bool = False) -> pd.DataFrame:
         """Rows of ``name`` with status ok and every listed column present and non-empty; of a train
-        table only the cells at their task's length and size's width (:func:`posbench.aggregate.plain`)
+        table only the cells at their task's length and size's width (:func:`plain`)
         unless ``swept``, which keeps a sweep's other lengths and widths too."""
         frame = self.get(name)
         if frame.empty or any(c not in frame.columns for c in columns):
@@ -78,10 +81,35 @@ def results_frame(tables: Tables) -> pd.DataFrame:
     return frame
 
 
+def plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a train table (accuracy, extrapolation, positions, items) trained at their task's
+    length and their size's width: what the grid and most comparisons train, without a sweep's other
+    lengths and widths (which only the sweep figures and the comparisons that declare them read).
+    A table without those columns is returned as it is."""
+    if frame.empty or not {"task", "size", "train_len", "d_model"} <= set(frame.columns):
+        return frame
+    return at_defaults(frame, ("train_len", "d_model"))
+
+
+def at_defaults(frame: pd.DataFrame, axes: tuple[str, ...]) -> pd.DataFrame:
+    """The rows of ``frame`` whose ``axes`` (``train_len``, ``d_model``) hold their task's training length
+    and their size's width (:func:`posbench.tasks.default_axes`)."""
+    from posbench.tasks import default_axes
+
+    defaults = {cell: default_axes(*cell) for cell in set(zip(frame["task"], frame["size"]))}
+    chosen = pd.Series(True, index=frame.index)
+    for axis in axes:
+        i = ("train_len", "d_model").index(axis)
+        default = pd.Series([defaults[cell][i] for cell in zip(frame["task"], frame["size"])], index=frame.index,
+                            dtype=float)
+        chosen &= frame[axis] == default
+    return frame[chosen]
+
+
 def load(folder: str | Path) -> Tables:
     folder = Path(folder)
     frames, problems = {}, []
-    for name in (*TABLE_NAMES, *JUDGED_NAMES):
+    for name in (*TABLE_NAMES, analytic.TABLE, *JUDGED_NAMES):
         path = folder / f"{name}.csv"
         if not path.exists():
             continue

@@ -1,25 +1,21 @@
-"""The judge step: the guidance rows' verdicts, the article's claims and the advice for common
-situations, judged once from a run's tables, written beside them as ``verdicts.csv``, ``claims.csv``,
-``advice.csv`` and ``axes.csv``.
+"""The guidance rows' verdicts, judged once from a run's tables: ``verdicts.csv``, ``trajectory.csv``,
+``ledger.csv`` and ``axes.csv``, which :mod:`posbench.judge` writes beside them with the step's other tables.
 
-It runs after aggregation and before the report (its own Snakemake rule, ``python -m posbench
-judge``), so ``advise`` and the report read the same judgements and neither computes a statistic:
-the declared comparisons (``comparisons.yaml``) are judged by :mod:`posbench.evidence`, the claims by
-:mod:`posbench.claims`. ``verdicts.csv`` has one row per comparison and model size; each carries its
-row's verdict as printed, how the row is decided, and the comparison's one-line summary, so a reader
-needs nothing else to word page 1.
+The declared comparisons (``comparisons.yaml``) are judged by :mod:`posbench.evidence`; ``advise`` and the
+report read what is written and compute no statistic. ``verdicts.csv`` has one row per comparison and model
+size; each carries its row's verdict as printed, how the row is decided, and the comparison's one-line summary,
+so a reader needs nothing else to word page 1.
 """
 
 from __future__ import annotations
 
-import functools
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-from posbench import advise, axis_check, claims, comparisons, evidence, guidance, ledger
-from posbench.records import write_atomically
+from posbench import axis_check, comparisons, evidence, guidance, ledger
+from posbench.arms import cell_rows, declared_rows
 from posbench.tables import Tables, load, results_frame
 
 
@@ -112,7 +108,7 @@ def records_of(results: pd.DataFrame, comparison: comparisons.Comparison, size: 
     if "git_commit" not in results.columns:
         return set()
     seeds = comparison.seeds(int(look) if look == look else 1)
-    rows = [evidence.declared_rows(results[evidence.cell_rows(results, spec, size)], seeds, comparison.budget)
+    rows = [declared_rows(results[cell_rows(results, spec, size)], seeds, comparison.budget)
             for spec in comparison.arms]
     return set(pd.concat(rows)["git_commit"].dropna().astype(str))
 
@@ -163,24 +159,6 @@ def scope(judged: evidence.Judged) -> str:
             "(workflow/cluster.yaml runs them)")
 
 
-def write(tables_dir: str | Path, preset: str | None = None, previous: str | Path | None = None) -> list[Path]:
-    """Judge the tables in ``tables_dir`` with the comparisons of ``preset`` deciding (every declared one
-    for ``None`` or a preset the declarations do not name) and write ``verdicts.csv``, then ``claims.csv``
-    and ``advice.csv`` (the common situations, which read the verdicts as ``advise`` does; a row whose ranking
-    goes against a deciding comparison names it in ``contradicts``: :func:`advice_warnings`) and ``axes.csv``
-    (the axis check of every multi-axis arm) beside them."""
-    tables = load(tables_dir)
-    verdicts, trajectory = verdict_tables(tables, preset)
-    written = [_write(tables_dir, "verdicts", verdicts), _write(tables_dir, "trajectory", trajectory),
-               _write(tables_dir, "ledger", ledger_table(verdicts, tables.meta, previous))]
-    tables.frames["verdicts"] = pd.read_csv(written[0])  # as advise reads it, without loading every table again
-    inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
-                           extrapolation=tables.get("extrapolation"))
-    return written + [_write(tables_dir, "claims", claims.table(tables)),
-                      _write(tables_dir, "advice", advise.situations_table(inputs)),
-                      _write(tables_dir, "axes", axes_table(tables))]
-
-
 def ledger_table(verdicts: pd.DataFrame, meta: dict, previous: str | Path | None) -> pd.DataFrame:
     """``ledger.csv`` against the run in ``previous`` (a tables folder); no rows without one."""
     if previous is None:
@@ -188,6 +166,3 @@ def ledger_table(verdicts: pd.DataFrame, meta: dict, previous: str | Path | None
     before = load(previous)
     return ledger.table(before.get("verdicts"), verdicts, before.meta, meta)
 
-
-def _write(tables_dir: str | Path, name: str, frame: pd.DataFrame) -> Path:
-    return write_atomically(Path(tables_dir) / f"{name}.csv", functools.partial(frame.to_csv, index=False))

@@ -95,7 +95,7 @@ def test_an_output_below_a_file_is_refused_in_one_line_before_any_work(command, 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, a folder no one can create files in")
 def test_judge_refuses_a_tables_folder_it_cannot_write_into(capsys, monkeypatch):
     """``judge`` writes beside its input tables; a folder that takes no file is refused before any judging."""
-    monkeypatch.setattr("posbench.verdicts.write", never)
+    monkeypatch.setattr("posbench.judge.write", never)
     monkeypatch.setattr(arguments, "without_rows", lambda folder, command: False)
     assert main(["judge", "--tables", "/proc/self"]) == 1
     assert capsys.readouterr().err == ("posbench judge: error: argument --tables: cannot write /proc/self: "

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+import posbench.tables
 import posbench.train
 from posbench import encodings, free_running, metrics, records, tasks
 from posbench.__main__ import main
@@ -589,7 +590,7 @@ def test_the_tables_name_each_cell_by_length_and_width_and_plain_keeps_the_defau
         frame = pd.read_csv(tmp_path / "tables" / f"{table}.csv")
         cells = sorted(set(zip(frame["train_len"], frame["d_model"], frame["params_total"])))
         assert [cell[:2] for cell in cells] == sorted([(default, 64), (default, 16), (4, 64)])
-        assert set(zip(*posbench.aggregate.plain(frame)[["train_len", "d_model"]].values.T)) == {(default, 64)}
+        assert set(zip(*posbench.tables.plain(frame)[["train_len", "d_model"]].values.T)) == {(default, 64)}
     items = pd.read_parquet(tmp_path / "tables" / "items.parquet")
     assert set(zip(items["train_len"], items["d_model"])) == {(default, 64), (default, 16), (4, 64)}
-    assert len(posbench.aggregate.plain(items)) == (items["d_model"] == 64).sum() - (items["train_len"] == 4).sum()
+    assert len(posbench.tables.plain(items)) == (items["d_model"] == 64).sum() - (items["train_len"] == 4).sum()

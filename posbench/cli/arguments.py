@@ -134,8 +134,7 @@ def without_rows(folder: Path, command: str) -> bool:
     on stderr (a command that reads tables has nothing to do, and writes nothing)."""
     import sys
 
-    from posbench.aggregate import TABLE_NAMES
-    from posbench.tables import load
+    from posbench.tables import TABLE_NAMES, load
 
     tables = load(folder)
     if any(not tables.get(name).empty for name in TABLE_NAMES):

@@ -1,6 +1,5 @@
-"""``python -m posbench judge``: the tables -> the judge step's CSVs (verdicts, trajectory, ledger, claims,
-advice, axes, shapes) beside them, and the projected cost at deployed shapes (``projection.csv``:
-:mod:`posbench.projection`, measured nothing)."""
+"""``python -m posbench judge``: the tables -> the judge step's CSVs beside them (:func:`posbench.judge.write`:
+verdicts, trajectory, ledger, claims, advice, axes, shapes, and the projected cost at deployed shapes)."""
 
 from __future__ import annotations
 
@@ -24,14 +23,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from posbench import projection, shapes, verdicts
+    from posbench import judge, verdicts
     from posbench.workflow import second_look_ids
 
     if (arguments.without_rows(args.tables, "judge")
             or arguments.unwritable("judge", "--tables", args.tables, folder=True)):
         return 1
-    written = [*verdicts.write(args.tables, args.preset, args.previous), shapes.write(args.tables),
-               projection.write_table(args.tables)]
+    written = judge.write(args.tables, args.preset, args.previous)
     print("wrote " + ", ".join(str(path) for path in written))
     print(f"second looks asked for: {', '.join(second_look_ids(written[0])) or 'none'}")
     for warning in [*verdicts.registration_warnings(written[0]), *verdicts.advice_warnings(args.tables)]:

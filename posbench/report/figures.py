@@ -9,7 +9,6 @@ The workflow reads :data:`REPORT_FIGURES` when it parses (``workflow/rules/repor
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,22 +18,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
-from posbench import experiments
-from posbench.aggregate import at_defaults, plain
-from posbench.model import ModelConfig, count_params, meta_model
+from posbench import analytic, experiments
 from posbench.report.data import direction, metric_label
-from posbench.report.layout import FAVOURS_ADDING, FAVOURS_NEITHER, FAVOURS_OTHER
+from posbench.report.layout import FAVOURS_ADDING, FAVOURS_NEITHER, FAVOURS_OTHER, Style, text_width, wrap
 from posbench.report.style import colour, palette
 from posbench.report.verdicts import BETTER, NOT_BETTER
 from posbench.sizes import SIZES
-from posbench.tables import Tables
+from posbench.tables import Tables, at_defaults, plain
 from posbench.tasks.digits_2d import PATCH
 
 Rect = tuple[float, float, float, float]  # left, bottom, right, top (figure fractions)
-CONCAT_FAMILY = ("sinusoidal", "sinusoidal_concat", "sinusoidal_concat_fixed")
-FLOPS_SEQ_LEN = 1024
+FLOPS_SEQ_LEN = max(analytic.FLOPS_SEQ_LENS)  # the longest length analytic.csv counts FLOPs at
 
 
 @dataclass(frozen=True)
@@ -81,28 +77,64 @@ def _no_legend(ax) -> None:
         ax.get_legend().remove()
 
 
-# ----- parameters and FLOPs ----------------------------------------------------------------------
-@functools.cache
-def params_and_flops(widths=tuple(SIZES)) -> pd.DataFrame:
-    """Parameters and analytic FLOPs per size for add vs naive vs fixed concat (meta device: no memory)."""
-    from posbench.flops import analytic_flops
+SMALLEST_TITLE = 7.0  # points; a panel title shrinks to this before it breaks into lines
+EDGE_ROOM = 0.1  # inches a title keeps free at the figure's edge
 
-    rows = []
-    for size in widths:
-        for encoding in CONCAT_FAMILY:
-            config = ModelConfig.from_size(size, encoding=encoding)
-            model = meta_model(config)
-            rows.append({"size": size, "d_model": SIZES[size]["d_model"], "encoding": encoding,
-                         "params": count_params(model)["total"],
-                         "flops": sum(analytic_flops(config, 1, FLOPS_SEQ_LEN).values())})
-    return pd.DataFrame(rows)
+
+def title_room(ax) -> float:
+    """Inches a title centred over ``ax`` may span: the panel's width and, on either side alike, the least of
+    the room to the figure's edge and half the gap to a neighbouring panel in its row."""
+    figure_width = ax.figure.get_figwidth()
+    box = ax.get_position()
+    row = [other.get_position() for other in ax.figure.axes
+           if other is not ax and other.get_position().y0 < box.y1 and other.get_position().y1 > box.y0]
+    left = [box.x0 - other.x1 for other in row if other.x1 <= box.x0]
+    right = [other.x0 - box.x1 for other in row if other.x0 >= box.x1]
+    side = min(box.x0 * figure_width - EDGE_ROOM, (1 - box.x1) * figure_width - EDGE_ROOM,
+               *(gap * figure_width / 2 for gap in left + right))
+    return box.width * figure_width + 2 * max(side, 0.0)
+
+
+def fit_title(ax, text: str) -> None:
+    """``text`` as the panel's title within :func:`title_room`: smaller type first, then broken into lines,
+    so a title never runs over its neighbour's or off the page (or off a standalone figure's edge)."""
+    width = title_room(ax)
+    size = ax.title.get_fontsize()
+    size = max(SMALLEST_TITLE, min(size, size * width / text_width(text, Style(size=size))))
+    ax.set_title("\n".join(wrap(text, width, Style(size=size))), fontsize=size)
+
+
+def readable_log(axis) -> None:
+    """A log axis labelled at 1, 2 and 5 times each power of ten in plain numbers: one that spans a
+    decade or less still shows several values, not a lone ``10^2``."""
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+
+
+# ----- parameters and FLOPs ----------------------------------------------------------------------
+def params_and_flops(tables: Tables) -> pd.DataFrame:
+    """Parameters and forward FLOPs (L = :data:`FLOPS_SEQ_LEN`, batch 1) of adding, naive and fixed-width concat
+    per size, read from ``analytic.csv`` (the aggregate step computes them): one row per size and encoding it
+    holds both for."""
+    frame = tables.get(analytic.TABLE)
+    rows = [{"size": size, "d_model": SIZES[size]["d_model"], "encoding": encoding,
+             "params": analytic.value(frame, "params_total", encoding, size),
+             "flops": analytic.value(frame, "flops_forward", encoding, size, FLOPS_SEQ_LEN)}
+            for size in SIZES for encoding in analytic.CONCAT_FAMILY]
+    return pd.DataFrame(rows).dropna(subset=["params", "flops"])
+
+
+def params_flops_missing(tables: Tables) -> str | None:
+    if (why := tables.missing(analytic.TABLE, "quantity", "encoding", "size", "value")):
+        return f"{why}: `python -m posbench aggregate --analytic-only --out {tables.folder}` writes it"
+    return None if len(params_and_flops(tables)) else f"{analytic.TABLE}.csv has no parameters and FLOPs per size"
 
 
 def draw_params_flops(figure: Figure, rect: Rect, tables: Tables) -> None:
-    data = params_and_flops()
-    encoding_legend(figure, rect, list(CONCAT_FAMILY))
+    data = params_and_flops(tables)
+    encoding_legend(figure, rect, list(analytic.CONCAT_FAMILY))
     dashes = {"sinusoidal": "-", "sinusoidal_concat": "-", "sinusoidal_concat_fixed": "--"}  # fixed lies on add
-    for ax, column, label in zip(panels(figure, rect, 2, 2, wspace=0.4, top=legend_top(CONCAT_FAMILY)),
+    for ax, column, label in zip(panels(figure, rect, 2, 2, wspace=0.4, top=legend_top(analytic.CONCAT_FAMILY)),
                                  ("params", "flops"),
                                  ("parameters (count)", f"FLOPs per forward pass (L={FLOPS_SEQ_LEN}, batch 1)")):
         for encoding, line in data.groupby("encoding"):
@@ -159,11 +191,12 @@ def draw_latency_memory(figure: Figure, rect: Rect, tables: Tables) -> None:
             sns.lineplot(shown, x="seq_len", y=column, hue="encoding", palette=palette(),
                          marker="o", ax=ax, errorbar=None)
             _no_legend(ax)
-            ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel=label,
-                   title=f"{device}, size {size}")
+            ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel=label)
+            fit_title(ax, f"{device}, size {size}")
             lengths = sorted(shown["seq_len"].unique())
             ax.set_xticks(lengths, [str(int(n)) for n in lengths])
             ax.minorticks_off()
+            readable_log(ax.yaxis)
 
 
 # ----- decoding ----------------------------------------------------------------------------------
@@ -200,7 +233,8 @@ def draw_decode(figure: Figure, rect: Rect, tables: Tables) -> None:
                      ax=ax, errorbar=None)
         _no_legend(ax)
         ax.set(xscale="log", yscale="log", xlabel="context (tokens in the KV cache)",
-               ylabel="per-token latency (ms, median)", title=f"{device}, size {size}")
+               ylabel="per-token latency (ms, median)")
+        fit_title(ax, f"{device}, size {size}")
         lengths = sorted(shown["seq_len"].unique())
         ax.set_xticks(lengths, [str(int(n)) for n in lengths])
         ax.minorticks_off()
@@ -239,7 +273,8 @@ def draw_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
         _bars(ax, rows)
         seeds = rows.groupby("encoding")["value"].count()
         seed_text = f"{seeds.min()}–{seeds.max()} seeds" if seeds.min() != seeds.max() else f"{seeds.min()} seeds"
-        ax.set(xlabel=metric_label(rows), title=f"{task} ({seed_text}; {direction(rows)})")
+        ax.set(xlabel=metric_label(rows))
+        fit_title(ax, f"{task} ({seed_text}; {direction(rows)})")
 
 
 # ----- extrapolation -----------------------------------------------------------------------------
@@ -275,11 +310,11 @@ def task_curves(figure: Figure, rect: Rect, rows: pd.DataFrame, x: str, y: str, 
 def draw_extrapolation(figure: Figure, rect: Rect, tables: Tables) -> None:
     for ax, task, cell in task_curves(figure, rect, _curves(tables), "length_ratio", "value", marker="o",
                                       markersize=4):
-        ratios = sorted(cell["length_ratio"].unique())
-        ax.set(xscale="log", xlabel="evaluation length / training length (×)", ylabel=metric_label(cell),
-               title=f"{task} ({direction(cell)})")
-        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+        ax.set(xscale="log", xlabel="evaluation length / training length (×)", ylabel=metric_label(cell))
+        fit_title(ax, f"{task} ({direction(cell)})")
         ax.minorticks_off()
+        ratios = apart(sorted(cell["length_ratio"].unique()), ax.get_xlim())  # 1.25 and 1.5 would overprint
+        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
         ax.axvline(1.0, color="#888888", lw=0.6, ls=":")
         draw_sliding(ax, cell)
         mark_untrained_positions(ax, cell)
@@ -334,8 +369,8 @@ def positions_missing(tables: Tables) -> str | None:
 
 def draw_positions(figure: Figure, rect: Rect, tables: Tables) -> None:
     for ax, task, cell in task_curves(figure, rect, position_curves(tables), "x", "bits", lw=1):
-        ax.set(xlabel="position in the window", ylabel="bits per scored target",
-               title=f"{task} at {cell['eval_len'].iloc[0]:g} (lower is better)")
+        ax.set(xlabel="position in the window", ylabel="bits per scored target")
+        fit_title(ax, f"{task} at {cell['eval_len'].iloc[0]:g} (lower is better)")
         ax.axvline(cell["train_len"].iloc[0], color="#888888", lw=0.6, ls=":")
 
 
@@ -370,36 +405,49 @@ def sweep_missing(axis: str, what: str) -> Callable[[Tables], str | None]:
 def draw_frontier(figure: Figure, rect: Rect, tables: Tables) -> None:
     rows = swept_rows(tables, "d_model")
     for ax, task, cell in task_curves(figure, rect, rows, "params_total", "value", marker="o", markersize=4):
-        ax.set(xscale="log", xlabel="parameters (total, trained model)", ylabel=metric_label(cell),
-               title=f"{task} at widths {', '.join(str(int(d)) for d in sorted(cell['d_model'].unique()))} "
-                     f"({direction(cell)})")
+        ax.set(xscale="log", xlabel="parameters (total); each point labelled with its width d",
+               ylabel=metric_label(cell))
+        ax.margins(x=0.12)  # room for the width labels beside the outermost points
+        fit_title(ax, f"{task} ({direction(cell)})")
         for (encoding, width), point in cell.groupby(["encoding", "d_model"]):
-            ax.annotate(f"{int(width)}", (point["params_total"].mean(), point["value"].mean()), fontsize=5,
-                        color=colour(encoding), xytext=(2, 2), textcoords="offset points")
-        ends = cell["params_total"].agg(["min", "max"]).tolist()  # the axis's ends, then one tick a width
-        ticks = apart(sorted({*ends, *cell.groupby("d_model")["params_total"].median()}))  # none overlapping
+            ax.annotate(f"d {int(width)}", (point["params_total"].mean(), point["value"].mean()), fontsize=6,
+                        color=colour(encoding), xytext=(3, 3), textcoords="offset points")
         ax.minorticks_off()
-        ax.set_xticks(ticks, [f"{t / 1000:.0f}k" for t in ticks], fontsize=6.5)
+        ticks = apart(sorted(cell.groupby(["encoding", "d_model"])["params_total"].mean()), ax.get_xlim())
+        ax.set_xticks(ticks, thousands(ticks), fontsize=6.5)
 
 
-TICKS_APART = 1.15  # neighbouring log-axis ticks whose ratio is below this would print over each other
+TICK_ROOM = 0.1  # the least share of a log axis between two labelled ticks: closer ones would print over each other
 
 
-def apart(ticks: list[float]) -> list[float]:
-    """``ticks`` (ascending, positive) without those closer than :data:`TICKS_APART` to the last one kept."""
+def apart(ticks: list[float], limits: tuple[float, float]) -> list[float]:
+    """``ticks`` (ascending, positive) without those closer than :data:`TICK_ROOM` of the log axis from
+    ``limits[0]`` to ``limits[1]`` to the last one kept: as many labels as the axis has room for, however
+    narrow the range it spans."""
+    span = np.log(limits[1] / limits[0])
     kept = []
     for tick in ticks:
-        if not kept or tick / kept[-1] >= TICKS_APART:
+        if not kept or np.log(tick / kept[-1]) >= TICK_ROOM * span:
             kept.append(tick)
     return kept
+
+
+def thousands(ticks: list[float]) -> list[str]:
+    """Counts in thousands (``109k``), with the fewest decimals (up to two) that tell every two apart."""
+    for decimals in range(3):
+        labels = [f"{t / 1000:.{decimals}f}k" for t in ticks]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
 
 
 def draw_training_length(figure: Figure, rect: Rect, tables: Tables) -> None:
     rows = swept_rows(tables, "train_len")
     for ax, task, cell in task_curves(figure, rect, rows, "train_len", "value", marker="o", markersize=4):
         lengths = sorted(cell["train_len"].unique())
-        ax.set(xscale="log", xlabel="training length (= evaluation length)", ylabel=metric_label(cell),
-               title=f"{task} ({direction(cell)})")
+        ax.set(xscale="log", xlabel="training length (= evaluation length)", ylabel=metric_label(cell))
+        ax.margins(x=0.08)  # the outermost points clear of the frame
+        fit_title(ax, f"{task} ({direction(cell)})")
         ax.set_xticks(lengths, [f"{n:g}" for n in lengths])
         ax.minorticks_off()
 
@@ -448,7 +496,8 @@ def draw_layout(figure: Figure, rect: Rect, tables: Tables) -> None:
         cell = rows[rows["panel"] == panel]
         budget = panel[len(task):]  # " · 2,000 steps" where the task ran at several budgets
         _bars(ax, cell, grid_labels(cell).get)
-        ax.set(xlabel=metric_label(cell), title=f"{LAYOUT_TITLES[task]}{budget} ({direction(cell)})")
+        ax.set(xlabel=metric_label(cell))
+        fit_title(ax, f"{LAYOUT_TITLES[task]}{budget} ({direction(cell)})")
 
 
 # ----- passkey: depth × length ---------------------------------------------------------------------
@@ -531,8 +580,8 @@ def draw_cost_accuracy(figure: Figure, rect: Rect, tables: Tables) -> None:
             ax.errorbar(point["time"], point["mean"], xerr=np.nan_to_num(point["time_sd"]),
                         yerr=np.nan_to_num(point["sd"]), fmt="o", color=colour(point["encoding"]), ms=4,
                         capsize=2, lw=0.8)
-        ax.set(xlabel="training wall time per run (s)", ylabel=metric_label(rows[rows["panel"] == task]),
-               title=f"{task} ({direction(rows[rows['panel'] == task])})")
+        ax.set(xlabel="training wall time per run (s)", ylabel=metric_label(rows[rows["panel"] == task]))
+        fit_title(ax, f"{task} ({direction(rows[rows['panel'] == task])})")
 
 
 # ----- the verdicts' forest plot ----------------------------------------------------------------
@@ -637,11 +686,11 @@ TRAJECTORY = FigureSpec("verdicts_trajectory", "Does each deciding effect hold a
 
 FIGURES = (
     FigureSpec("params_flops", "What does concatenation cost in parameters and FLOPs, against adding?",
-               "Computed with posbench.build_model/count_params (meta device) and posbench.flops.analytic_flops "
-               f"(L = {FLOPS_SEQ_LEN}, batch 1) for every size in posbench.SIZES; naive concat [E;P] runs the whole "
-               "network at width 2d, fixed-width concat [E_(d-p);P_p] stays at d (dashed: it lies on the adding "
-               "line). Log-log axes.", "Cost", 3.2,
-               lambda t: None, draw_params_flops),
+               "From analytic.csv, which the aggregate step computes with posbench's model on the meta device and "
+               f"posbench.flops.analytic_flops (L = {FLOPS_SEQ_LEN}, batch 1) for every size in posbench.SIZES; "
+               "naive concat [E;P] runs the whole network at width 2d, fixed-width concat [E_(d-p);P_p] stays at d "
+               "(dashed: it lies on the adding line). Log-log axes.", "Cost", 3.2,
+               params_flops_missing, draw_params_flops),
     FigureSpec("latency_memory", "How do latency and memory grow with sequence length?",
                "From cost.csv: median latency (ms) and memory above the idle baseline (MiB; the raw peak where no "
                "baseline was recorded) per encoding, one column per device (and its model name) and mode, for the "

@@ -2,7 +2,8 @@
 import sys
 
 from posbench import workflow as pw
-from posbench.aggregate import TABLE_NAMES
+from posbench.analytic import TABLE as ANALYTIC_TABLE
+from posbench.tables import TABLE_NAMES
 from posbench.devices import ANY_DEVICE, on_cuda
 
 try:
@@ -28,7 +29,7 @@ BATCHES = pw.batch_manifests(
 GPU_MODEL = config["gpu_model"]
 TABLES = expand(
     f"{RESULTS}/tables/{{table}}.csv",
-    table=TABLE_NAMES,
+    table=[*TABLE_NAMES, ANALYTIC_TABLE],
 )
 
 
@@ -70,4 +71,4 @@ wildcard_constraints:
     seeds=pw.NUMBER_LIST,
     d_models=pw.NUMBER_LIST,
     lr_dir=pw.LR_DIR,
-    shape_dir=pw.SHAPE_DIR,
+    axes_dir=pw.AXES_DIR,
