@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import yaml
 
 from posbench import encodings, metrics, tasks
 from posbench.guidance import BY_KEY as ROWS
+from posbench.statistics import POWER_Z, power_seeds
 
 PATH = Path(__file__).with_name("comparisons.yaml")
 PRESETS = ("default", "full")
@@ -38,8 +38,7 @@ AXES = {"train_length": int, "added_d_model": int, "comparator_d_model": int}
 # marked with the reason; it never decides and is shown as withdrawn beside its old result. ``steps``: the
 # declared budget both arms train (default: the task's steps).
 OPTIONAL = {**AXES, "steps": int, "withdrawn": str}
-POWER_Z = 1.9600 + 0.8416  # z_0.975 + z_0.80: a one-sided 2.5 % test (one side of a 95 % interval), 80 % power
-LOOK_RULES = ("pocock", "obrien_fleming")  # how α is split between a comparison's two looks (evidence.boundaries)
+LOOK_RULES = ("pocock", "obrien_fleming")  # how α is split between a comparison's two looks (statistics.boundaries)
 # The file's sections besides ``rows``, each key with its type.
 SEED_RULE = {"alpha": float, "power": float, "min": int, "max": int, "first_seed": int, "looks": str}
 BUDGET_RULE = {"checkpoints": int, "spacing": (int, float), "decay_fraction": float, "scale": dict}
@@ -64,7 +63,7 @@ class SeedRule:
         from scipy.stats import norm
 
         z = norm.ppf(1 - self.alpha) + norm.ppf(self.power)
-        return min(self.max, max(self.min, math.ceil(2 * (z * spread / margin) ** 2)))
+        return min(self.max, max(self.min, power_seeds(z, spread, margin)))
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ class ArmSpec:
 
     def resolved(self, size: str) -> tuple[int, int]:
         """The training length and model width this arm trains at: its own, else the task's and the size's."""
-        length, width = tasks.default_shape(self.task, size)
+        length, width = tasks.default_axes(self.task, size)
         return self.train_length or length, self.d_model or width
 
 

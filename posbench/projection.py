@@ -1,15 +1,15 @@
-"""Projected cost of each encoding at the shapes people deploy, on GPUs this project has never had: a
+"""Projected cost of each encoding at the architectures people deploy, on GPUs this project has never had: a
 cost model of its own (not posbench's training model), labelled "projected" wherever it is printed.
 
 What it reads
 -------------
-* A decoder's shape as a transformers ``config.json`` gives it (:class:`Shape`): ``hidden_size``,
+* A decoder's architecture as a transformers ``config.json`` gives it (:class:`Architecture`): ``hidden_size``,
   ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads`` (grouped-query attention),
-  ``head_dim``, ``intermediate_size``, ``vocab_size``, ``tie_word_embeddings``. Named shapes
-  (:data:`SHAPES`) carry the values of the models' ``config.json`` on the Hugging Face hub (each
+  ``head_dim``, ``intermediate_size``, ``vocab_size``, ``tie_word_embeddings``. Named architectures
+  (:data:`ARCHITECTURES`) carry the values of the models' ``config.json`` on the Hugging Face hub (each
   one's address in its ``source``); ``--hf-config`` reads any other.
 * What an encoding adds, from the registry alone (:func:`position_work`): the encoding is built on the
-  meta device at the shape's width, heads and context, and its :class:`~posbench.encodings.base.Traits`
+  meta device at the architecture's width, heads and context, and its :class:`~posbench.encodings.base.Traits`
   and hooks say the rest — the widths (a naive concat widens the residual stream), the dimensions its
   rotation multiplies (its ``rotation_flops``: a partial rotation's whole head), its own parameters, the
   tables it holds (its buffers: a sinusoid table, rotation angles, ALiBi's penalties, T5's bucket of each
@@ -26,7 +26,7 @@ What it computes
 * FLOPs under :mod:`posbench.flops`' convention (2 per multiply-add; the encoding's adds, the residual
   adds and a gated FFN's product 1 per element; attention over the ``L(L+1)/2`` logits a causal kernel
   computes, the bias add over all ``L²``, as :func:`posbench.flops.analytic_flops` with
-  ``causal_half``): on posbench's own shape the count equals that function's, term by term
+  ``causal_half``): on posbench's own architecture the count equals that function's, term by term
   (``tests/test_projection.py``). Prefill counts the head at every token, as posbench's forward does.
 * Memory: weights, the KV cache (``2 · layers · kv_heads · head_dim · context · bytes``) and every
   position tensor the encoding materialises at the context (its tables and, for a materialised bias,
@@ -62,10 +62,10 @@ CONTEXTS = (1024, 4096, 16384, 32768, 131072)  # the contexts the tables project
 TABLE = "projection.csv"  # beside the judge step's tables
 
 
-# ----- shapes ------------------------------------------------------------------------------------
+# ----- architectures ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Shape:
-    """A decoder's shape, by transformers' config keys; ``gated_ffn``: a SwiGLU (gate, up, down)
+class Architecture:
+    """A decoder's architecture, by transformers' config keys; ``gated_ffn``: a SwiGLU (gate, up, down)
     feed-forward; ``norm_weights``: parameters per channel of a norm (RMSNorm 1, LayerNorm 2);
     ``attention_bias``: biases on the q, k, v projections (Qwen2)."""
 
@@ -84,11 +84,11 @@ class Shape:
     source: str = ""
 
 
-def _hub(name: str, repo: str, **config) -> Shape:
-    return Shape(name=name, source=HF.format(repo), **config)
+def _hub(name: str, repo: str, **config) -> Architecture:
+    return Architecture(name=name, source=HF.format(repo), **config)
 
 
-SHAPES: dict[str, Shape] = {shape.name: shape for shape in (
+ARCHITECTURES: dict[str, Architecture] = {arch.name: arch for arch in (
     _hub("llama-3-8b", "meta-llama/Meta-Llama-3-8B", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
          num_key_value_heads=8, head_dim=128, intermediate_size=14336, vocab_size=128256),
     _hub("llama-3-70b", "meta-llama/Meta-Llama-3-70B", hidden_size=8192, num_hidden_layers=80,
@@ -101,27 +101,27 @@ SHAPES: dict[str, Shape] = {shape.name: shape for shape in (
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
-def posbench_shape(size: str) -> Shape:
-    """posbench's own model of ``size`` as a :class:`Shape` (LayerNorm, a two-matrix FFN, no GQA):
+def posbench_architecture(size: str) -> Architecture:
+    """posbench's own model of ``size`` as a :class:`Architecture` (LayerNorm, a two-matrix FFN, no GQA):
     what the CPU check projects, and what the FLOP count is checked against."""
     cfg = ModelConfig.from_size(size)
-    return Shape(name=f"posbench-{size}", hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+    return Architecture(name=f"posbench-{size}", hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
                  num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads,
                  head_dim=cfg.d_model // cfg.n_heads, intermediate_size=cfg.d_ff or 4 * cfg.d_model,
                  vocab_size=cfg.vocab_size, gated_ffn=False, norm_weights=2, source="posbench.sizes.SIZES")
 
 
-def named_shape(name: str) -> Shape:
-    if name in SHAPES:
-        return SHAPES[name]
+def named_architecture(name: str) -> Architecture:
+    if name in ARCHITECTURES:
+        return ARCHITECTURES[name]
     if name.removeprefix("posbench-") in SIZES:
-        return posbench_shape(name.removeprefix("posbench-"))
-    allowed = [*SHAPES, *(f"posbench-{size}" for size in SIZES)]
-    raise ValueError(f"unknown shape {name!r}; allowed: {', '.join(allowed)}")
+        return posbench_architecture(name.removeprefix("posbench-"))
+    allowed = [*ARCHITECTURES, *(f"posbench-{size}" for size in SIZES)]
+    raise ValueError(f"unknown architecture {name!r}; allowed: {', '.join(allowed)}")
 
 
-def shape_from_hf_config(config: dict, name: str = "hf-config") -> Shape:
-    """The :class:`Shape` a transformers ``config.json`` describes (a multimodal one's ``text_config``);
+def architecture_from_hf_config(config: dict, name: str = "hf-config") -> Architecture:
+    """The :class:`Architecture` a transformers ``config.json`` describes (a multimodal one's ``text_config``);
     a missing or bad key is a one-line ``ValueError`` naming it."""
     config = config.get("text_config") or config
     missing = [key for key in REQUIRED_KEYS if key not in config]
@@ -137,7 +137,7 @@ def shape_from_hf_config(config: dict, name: str = "hf-config") -> Shape:
     if heads % values["num_key_value_heads"]:
         raise ValueError(f"config key 'num_key_value_heads' is {values['num_key_value_heads']}; allowed: a divisor "
                          f"of num_attention_heads ({heads})")
-    return Shape(name=name, tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+    return Architecture(name=name, tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
                  attention_bias=bool(config.get("attention_bias", False)), source="--hf-config", **values)
 
 
@@ -182,7 +182,7 @@ def named_device(name: str) -> Device:
 # ----- what an encoding adds ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class PositionWork:
-    """An encoding built at a shape and context (on the meta device), as the cost model reads it."""
+    """An encoding built at an architecture and context (on the meta device), as the cost model reads it."""
 
     name: str
     encoding: torch.nn.Module
@@ -198,11 +198,11 @@ class PositionWork:
     def has_bias(self) -> bool:
         return attention.bias_kind(self.encoding) is not None
 
-    def rotated(self, shape: Shape) -> tuple[int, int]:
+    def rotated(self, arch: Architecture) -> tuple[int, int]:
         """Dimensions turned per token in q (all heads) and k (the kv heads only): what the encoding's rotation
         multiplies, 3 FLOPs an element (RoPE's family: the whole head, its passing pairs turned by 1)."""
         q = self.encoding.rotation_flops(1, 1, "infer") // (2 * 3)
-        return q, q * shape.num_key_value_heads // shape.num_attention_heads
+        return q, q * arch.num_key_value_heads // arch.num_attention_heads
 
     def bias_flops(self, q_len: int, k_len: int) -> int:
         return self.encoding.bias_flops(q_len, k_len, "infer")
@@ -227,11 +227,11 @@ def modelled(name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def position_work(name: str, shape: Shape, context: int) -> PositionWork:
-    """``name`` built on the meta device at ``shape``'s width and heads for ``context`` positions (once per
+def position_work(name: str, arch: Architecture, context: int) -> PositionWork:
+    """``name`` built on the meta device at ``arch``'s width and heads for ``context`` positions (once per
     process: a table projects it on every device)."""
     with torch.device("meta"):
-        encoding = encodings.build(name, d_model=shape.hidden_size, n_heads=shape.num_attention_heads,
+        encoding = encodings.build(name, d_model=arch.hidden_size, n_heads=arch.num_attention_heads,
                                    max_len=context, causal=True)
     traits = encoding.traits
     return PositionWork(name=name, encoding=encoding, width=encoding.model_width, token_width=encoding.token_width,
@@ -243,13 +243,13 @@ def position_work(name: str, shape: Shape, context: int) -> PositionWork:
                         adds_input=traits.combine == "add")
 
 
-def widened(shape: Shape, width: int) -> Shape:
-    """The shape whose residual stream is ``width`` (a naive concat's d + d_p): head width and
+def widened(arch: Architecture, width: int) -> Architecture:
+    """The architecture whose residual stream is ``width`` (a naive concat's d + d_p): head width and
     feed-forward grow with it, as posbench's model builds them."""
-    if width == shape.hidden_size:
-        return shape
-    return replace(shape, hidden_size=width, head_dim=shape.head_dim * width // shape.hidden_size,
-                   intermediate_size=shape.intermediate_size * width // shape.hidden_size)
+    if width == arch.hidden_size:
+        return arch
+    return replace(arch, hidden_size=width, head_dim=arch.head_dim * width // arch.hidden_size,
+                   intermediate_size=arch.intermediate_size * width // arch.hidden_size)
 
 
 # ----- operations --------------------------------------------------------------------------------
@@ -265,18 +265,18 @@ class Op:
     launches: int = 1
 
 
-def operations(shape: Shape, work: PositionWork, new_tokens: int, keys: int, pairs: int,
+def operations(arch: Architecture, work: PositionWork, new_tokens: int, keys: int, pairs: int,
                dtype: str = BFLOAT16) -> list[Op]:
     """The operations of one forward of ``new_tokens`` tokens (batch 1) whose attention sees ``keys``
     keys and computes ``pairs`` logits per head: a prefill of L (keys L, pairs L(L+1)/2) or a decode
     step against a cache of C (1 token, keys and pairs C + 1)."""
     s = TORCH_DTYPES[dtype].itemsize
-    shape = widened(shape, work.width)
-    d, n, h, ff = shape.hidden_size, shape.num_hidden_layers, shape.num_attention_heads, shape.intermediate_size
-    q_dim, kv_dim = h * shape.head_dim, shape.num_key_value_heads * shape.head_dim
+    arch = widened(arch, work.width)
+    d, n, h, ff = arch.hidden_size, arch.num_hidden_layers, arch.num_attention_heads, arch.intermediate_size
+    q_dim, kv_dim = h * arch.head_dim, arch.num_key_value_heads * arch.head_dim
     T = new_tokens
-    ffn_matrices = 3 if shape.gated_ffn else 2
-    rotated_q, rotated_k = work.rotated(shape)
+    ffn_matrices = 3 if arch.gated_ffn else 2
+    rotated_q, rotated_k = work.rotated(arch)
     bias_read = h * T * keys if work.materialised_bias else 0
     ops = [
         Op("embedding", 0, s * T * 2 * work.token_width),
@@ -290,21 +290,21 @@ def operations(shape: Shape, work: PositionWork, new_tokens: int, keys: int, pai
            6 if rotated_q else 0),
         Op("attention", 4 * pairs * q_dim + (h * T * keys if work.has_bias else 0),
            s * (2 * T * q_dim + 2 * keys * kv_dim + bias_read), n),
-        Op("ffn", 2 * T * d * ff * ffn_matrices + (T * ff if shape.gated_ffn else 0),
-           s * (ffn_matrices * d * ff + T * (2 * d + (ffn_matrices + 1) * ff)), n, ffn_matrices + 1 + shape.gated_ffn),
+        Op("ffn", 2 * T * d * ff * ffn_matrices + (T * ff if arch.gated_ffn else 0),
+           s * (ffn_matrices * d * ff + T * (2 * d + (ffn_matrices + 1) * ff)), n, ffn_matrices + 1 + arch.gated_ffn),
         Op("residual", 2 * T * d, s * 6 * T * d, n, 2),
-        Op("head", 2 * T * d * shape.vocab_size, s * (shape.vocab_size * d + T * (shape.vocab_size + 2 * d)),
+        Op("head", 2 * T * d * arch.vocab_size, s * (arch.vocab_size * d + T * (arch.vocab_size + 2 * d)),
            launches=2),
     ]
     return [op for op in ops if op.flops or op.bytes]
 
 
-def prefill_ops(shape: Shape, work: PositionWork, length: int, dtype: str = BFLOAT16) -> list[Op]:
-    return operations(shape, work, length, length, length * (length + 1) // 2, dtype)
+def prefill_ops(arch: Architecture, work: PositionWork, length: int, dtype: str = BFLOAT16) -> list[Op]:
+    return operations(arch, work, length, length, length * (length + 1) // 2, dtype)
 
 
-def decode_ops(shape: Shape, work: PositionWork, context: int, dtype: str = BFLOAT16) -> list[Op]:
-    return operations(shape, work, 1, context + 1, context + 1, dtype)
+def decode_ops(arch: Architecture, work: PositionWork, context: int, dtype: str = BFLOAT16) -> list[Op]:
+    return operations(arch, work, 1, context + 1, context + 1, dtype)
 
 
 def total_flops(ops: list[Op]) -> int:
@@ -344,39 +344,39 @@ def launches(ops: list[Op]) -> int:
 
 
 # ----- parameters and memory ---------------------------------------------------------------------
-def parameters(shape: Shape, work: PositionWork) -> int:
+def parameters(arch: Architecture, work: PositionWork) -> int:
     """Every parameter of the decoder with this encoding (embedding at the token width, the rest at
     the residual width)."""
-    wide = widened(shape, work.width)
+    wide = widened(arch, work.width)
     d, ff = wide.hidden_size, wide.intermediate_size
     q_dim, kv_dim = wide.num_attention_heads * wide.head_dim, wide.num_key_value_heads * wide.head_dim
     attention_weights = d * (2 * q_dim + 2 * kv_dim) + (q_dim + 2 * kv_dim if wide.attention_bias else 0)
     ffn = (3 if wide.gated_ffn else 2) * d * ff
     layer = attention_weights + ffn + 2 * wide.norm_weights * d
-    embedding = shape.vocab_size * work.token_width
-    head = 0 if shape.tie_word_embeddings else shape.vocab_size * d
+    embedding = arch.vocab_size * work.token_width
+    head = 0 if arch.tie_word_embeddings else arch.vocab_size * d
     return embedding + wide.num_hidden_layers * layer + wide.norm_weights * d + head + work.parameters
 
 
-def kv_cache_bytes(shape: Shape, work: PositionWork, context: int, dtype: str = BFLOAT16) -> int:
-    wide = widened(shape, work.width)
+def kv_cache_bytes(arch: Architecture, work: PositionWork, context: int, dtype: str = BFLOAT16) -> int:
+    wide = widened(arch, work.width)
     return (2 * wide.num_hidden_layers * wide.num_key_value_heads * wide.head_dim * context
             * TORCH_DTYPES[dtype].itemsize)
 
 
-def position_bytes(shape: Shape, work: PositionWork, context: int, dtype: str = BFLOAT16) -> int:
+def position_bytes(arch: Architecture, work: PositionWork, context: int, dtype: str = BFLOAT16) -> int:
     """The position tensors the encoding materialises at ``context``: its tables, and a materialised
     bias's ``(h, L, L)`` tensor in a prefill of ``context`` tokens."""
-    bias = shape.num_attention_heads * context * context if work.materialised_bias else 0
+    bias = arch.num_attention_heads * context * context if work.materialised_bias else 0
     return (work.table_elements + bias) * TORCH_DTYPES[dtype].itemsize + work.index_bytes
 
 
 # ----- one projection ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Projection:
-    """One encoding at one shape, context and device: the row of the tables and of ``projection.csv``."""
+    """One encoding at one architecture, context and device: the row of the tables and of ``projection.csv``."""
 
-    shape: str
+    shape: str  # the architecture's name (the column committed projection.csv tables have)
     device: str
     dtype: str
     context: int
@@ -404,18 +404,18 @@ class Projection:
         return [field.name for field in fields(cls)]
 
 
-def project(shape: Shape, name: str, context: int, device: Device, dtype: str = BFLOAT16,
+def project(arch: Architecture, name: str, context: int, device: Device, dtype: str = BFLOAT16,
             op_overhead_s: float | None = None) -> Projection:
-    """The projection of encoding ``name`` at ``shape`` with ``context`` tokens on ``device``."""
-    work = position_work(name, shape, context)
+    """The projection of encoding ``name`` at ``arch`` with ``context`` tokens on ``device``."""
+    work = position_work(name, arch, context)
     rates = Rates.of(device, dtype, op_overhead_s)
-    prefill, decode = prefill_ops(shape, work, context, dtype), decode_ops(shape, work, context, dtype)
+    prefill, decode = prefill_ops(arch, work, context, dtype), decode_ops(arch, work, context, dtype)
     prefill_s, decode_s = roofline_seconds(prefill, rates), roofline_seconds(decode, rates)
-    memory = (parameters(shape, work) * TORCH_DTYPES[dtype].itemsize, kv_cache_bytes(shape, work, context, dtype),
-              position_bytes(shape, work, context, dtype))
+    memory = (parameters(arch, work) * TORCH_DTYPES[dtype].itemsize, kv_cache_bytes(arch, work, context, dtype),
+              position_bytes(arch, work, context, dtype))
     return Projection(
-        shape=shape.name, device=device.name, dtype=dtype, context=context, encoding=name,
-        params=parameters(shape, work), params_position=work.parameters,
+        shape=arch.name, device=device.name, dtype=dtype, context=context, encoding=name,
+        params=parameters(arch, work), params_position=work.parameters,
         prefill_flops_per_token=total_flops(prefill) / context, decode_flops_per_token=total_flops(decode),
         weights_bytes=memory[0], kv_cache_bytes=memory[1], position_bytes=memory[2], total_bytes=sum(memory),
         fits=sum(memory) <= device.memory, prefill_ms=prefill_s["total"] * 1e3,
@@ -429,15 +429,15 @@ def bound(seconds: dict[str, float]) -> str:
     return max(("compute", "memory", "overhead"), key=seconds.__getitem__)
 
 
-def project_all(shape: Shape, context: int, device: Device, dtype: str = BFLOAT16,
+def project_all(arch: Architecture, context: int, device: Device, dtype: str = BFLOAT16,
                 names: list[str] | None = None, op_overhead_s: float | None = None) -> tuple[list[Projection],
                                                                                               list[str]]:
     """Every encoding of ``names`` (default :func:`projected_encodings`) projected, and a line for each
-    that could not be built at this shape."""
+    that could not be built at this architecture."""
     rows, skipped = [], []
     for name in names or projected_encodings():
         try:
-            rows.append(project(shape, name, context, device, dtype, op_overhead_s))
+            rows.append(project(arch, name, context, device, dtype, op_overhead_s))
         except (ValueError, RuntimeError, NotImplementedError) as error:
             skipped.append(f"{name} ({str(error).splitlines()[0]})")
     return rows, skipped
@@ -462,13 +462,13 @@ def table(rows: list[Projection]) -> str:
                      for line in [header, *lines])
 
 
-def heading(shape: Shape, context: int, device: Device, dtype: str, op_overhead_s: float | None) -> str:
+def heading(arch: Architecture, context: int, device: Device, dtype: str, op_overhead_s: float | None) -> str:
     rates = Rates.of(device, dtype, op_overhead_s)
     overhead = (f"{rates.op_overhead_s * 1e6:g} µs per operation" if rates.op_overhead_s else
                 "no per-operation overhead (none measured for this device; --op-overhead-us sets one)")
-    return (f"{PROJECTED.upper()} — not measured. {shape.name} ({shape.num_hidden_layers} layers, d="
-            f"{shape.hidden_size}, {shape.num_attention_heads} heads / {shape.num_key_value_heads} kv heads of "
-            f"{shape.head_dim}, FFN {shape.intermediate_size}, vocab {shape.vocab_size}; {shape.source}) at "
+    return (f"{PROJECTED.upper()} — not measured. {arch.name} ({arch.num_hidden_layers} layers, d="
+            f"{arch.hidden_size}, {arch.num_attention_heads} heads / {arch.num_key_value_heads} kv heads of "
+            f"{arch.head_dim}, FFN {arch.intermediate_size}, vocab {arch.vocab_size}; {arch.source}) at "
             f"{context:,} tokens, batch 1, {dtype}, on {device.label}: roofline from the datasheet's dense "
             f"{rates.flops / 1e12:g} TFLOP/s and {device.bandwidth / 1e12:g} TB/s ({device.source}), {overhead}. "
             f"Prefill: the whole context in one forward (µs/tok: its time per token); decode: one token against "
@@ -476,19 +476,19 @@ def heading(shape: Shape, context: int, device: Device, dtype: str, op_overhead_
             f"as (h, L, L)).")
 
 
-def grid(shapes: list[Shape] | None = None, devices: list[Device] | None = None,
+def grid(architectures: list[Architecture] | None = None, devices: list[Device] | None = None,
          contexts: tuple[int, ...] = CONTEXTS, dtype: str = BFLOAT16) -> list[Projection]:
-    """Every named shape × device × context × encoding: the table the report and ``advise`` read."""
+    """Every named architecture × device × context × encoding: the table the report and ``advise`` read."""
     rows = []
-    for shape in shapes or list(SHAPES.values()):
+    for arch in architectures or list(ARCHITECTURES.values()):
         for device in devices or list(DEVICES.values()):
             for context in contexts:
-                rows += project_all(shape, context, device, dtype)[0]
+                rows += project_all(arch, context, device, dtype)[0]
     return rows
 
 
 def write_table(folder: str | Path) -> Path:
-    """``projection.csv`` under ``folder`` (atomically): :func:`grid`, one row per shape, device, context and
+    """``projection.csv`` under ``folder`` (atomically): :func:`grid`, one row per architecture, device, context and
     encoding, every row labelled projected — what the report's page reads."""
     frame = pd.DataFrame([{column: getattr(row, column) for column in Projection.columns()} for row in grid()])
     return write_atomically(Path(folder) / TABLE, functools.partial(frame.to_csv, index=False))

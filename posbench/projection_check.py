@@ -74,11 +74,11 @@ def measured_cells(tables: Path) -> pd.DataFrame:
 
 def roofline(cells: pd.DataFrame, rates: projection.Rates) -> pd.DataFrame:
     """Each cell's roofline seconds without overhead and its launches."""
-    shape = projection.posbench_shape(SIZE)
+    arch = projection.posbench_architecture(SIZE)
     rows = []
     for cell in cells.itertuples(index=False):
-        work = projection.position_work(cell.encoding, shape, int(cell.seq_len))
-        ops = projection.prefill_ops(shape, work, int(cell.seq_len), FLOAT32)
+        work = projection.position_work(cell.encoding, arch, int(cell.seq_len))
+        ops = projection.prefill_ops(arch, work, int(cell.seq_len), FLOAT32)
         rows.append({"roofline_ms": projection.roofline_seconds(ops, rates)["total"] * 1e3,
                      "launches": projection.launches(ops)})
     return pd.concat([cells, pd.DataFrame(rows)], axis=1)
@@ -147,7 +147,7 @@ def where_off(cells: pd.DataFrame) -> str:
     by_length = judged.groupby("seq_len")["ratio"].median()
     median = judged["ratio"].median()
     direction = "under" if median < 1 else "over"
-    width = projection.posbench_shape(SIZE).hidden_size
+    width = projection.posbench_architecture(SIZE).hidden_size
     reason = (f" (the roofline credits every matmul of d={width} and the attention with the square matmul's "
               "rate; at the shortest length the fitted overhead takes up the difference)" if median < 1 else "")
     return (f"where it is off: the median ratio at L >= {JUDGED_FROM} is {median:.2f} ("

@@ -1,5 +1,5 @@
 """The named model sizes, defined here only: the model builds them, the task registry reads a size's width
-(a task's default shape), and the command line, workflow and report list them. A module of its own so that
+(a task's default axes), and the command line, workflow and report list them. A module of its own so that
 reading a size's numbers needs neither torch nor the model."""
 
 # d_ff defaults to 4 × the model width (posbench.model.ModelConfig).

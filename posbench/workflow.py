@@ -390,7 +390,7 @@ def profile_job_encodings(config: dict, key: str) -> list[str]:
 
 def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     """One entry per train job: ``device, dtype_dir, task, encoding, size, lr, lr_dir, train_length,
-    d_model, shape_dir, steps, seeds`` (seeds sorted; ``steps`` as the record path names it: ``500``, or
+    d_model, axes_dir, steps, seeds`` (seeds sorted; ``steps`` as the record path names it: ``500``, or
     ``125-250-500`` with annealed checkpoints).
 
     The descriptive arms (``train.tasks``) train at their rate (:func:`learning_rate`), ``train.seeds`` and
@@ -418,7 +418,7 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
         jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size), steps), set()).update(seeds)
     run = dict(device=t["device"], dtype_dir=dtype_dir(t["dtype"]))
     return [dict(**run, task=task, encoding=e, size=size, lr=lr, lr_dir=lr_dir(task, lr), train_length=length,
-                 d_model=width, shape_dir=shape_dir(length, width), steps=steps, seeds=sorted(seeds))
+                 d_model=width, axes_dir=axes_dir(length, width), steps=steps, seeds=sorted(seeds))
             for (task, e, size, lr, length, width, steps), seeds in jobs.items()]
 
 
@@ -477,21 +477,21 @@ def budget_arguments(steps: str) -> str:
 
 def plain_axes(spec: ArmSpec, size: str) -> tuple[int | None, int | None]:
     """An arm's training length and width, ``None`` where they are the task's and the size's."""
-    from posbench.tasks import default_shape
+    from posbench.tasks import default_axes
 
     return tuple(None if own == default else own for own, default in zip(spec.resolved(size),
-                                                                           default_shape(spec.task, size)))
+                                                                           default_axes(spec.task, size)))
 
 
-def shape_dir(train_length: int | None, d_model: int | None) -> str:
+def axes_dir(train_length: int | None, d_model: int | None) -> str:
     """The record path's folders for a training length and a width away from the defaults
     (``L256/``, ``d48/``, ``L256/d48/``); nothing at the defaults, so those records keep their paths."""
     return ("" if train_length is None else f"L{train_length}/") + ("" if d_model is None else f"d{d_model}/")
 
 
-def shape_arguments(shape: str) -> str:
-    """``--train-length … --d-model …`` for a train job in :func:`shape_dir`'s folders; nothing at the defaults."""
-    length, width = re.fullmatch(SHAPE_DIR, shape).groups()
+def axes_arguments(folders: str) -> str:
+    """``--train-length … --d-model …`` for a train job in :func:`axes_dir`'s ``folders``; nothing at the defaults."""
+    length, width = re.fullmatch(AXES_DIR, folders).groups()
     return " ".join(([f"--train-length {length}"] if length else []) + ([f"--d-model {width}"] if width else []))
 
 
@@ -514,7 +514,7 @@ def train_cells(config: dict) -> list[dict]:
 def shape_runs(config: dict) -> list[tuple[ArmSpec, float, tuple[int, ...]]]:
     """``(arm, rate factor, seeds)`` for the published shapes of ``train.shapes`` (posbench/shapes.yaml;
     none: nothing): their pilots at ``train.seeds`` (tuned ones at each of ``train.lr_factors``), their
-    confirm stages at fresh seeds (:meth:`posbench.shapes.Declaration.runs`)."""
+    confirm stages at fresh seeds (:meth:`posbench.shapes.DeclaredShapes.runs`)."""
     from posbench import shapes
 
     t = config["train"]
@@ -578,13 +578,13 @@ def probe_cells(config: dict) -> list[dict]:
 # digest, E8-3f2a09c1): a sweep that gains a seed, width or encoding names a new manifest, so its job
 # runs whatever Snakemake's rerun triggers are.
 PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
-TRAIN_RECORD = ("{results}/records/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{shape_dir}"
+TRAIN_RECORD = ("{results}/records/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{axes_dir}"
                 "steps{steps}/{lr_dir}seed{seed}.json")
 PROBE_RECORD = ("{results}/records/{machine}/probe/{device}/{dtype_dir}{embedding}/{encoding}/{tokens}/L{seq_len}/"
                 "d{d_model}/seed{seed}.json")
 PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
 PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/L{seq_len}/{encodings}.json"
-TRAIN_BATCH = ("{results}/batches/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{shape_dir}"
+TRAIN_BATCH = ("{results}/batches/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{axes_dir}"
                "steps{steps}/{lr_dir}seeds{seeds}.json")
 PROBE_BATCH = ("{results}/batches/{machine}/probe/{device}/{dtype_dir}{embedding}/{encoding}/{tokens}/L{seq_len}/"
                "d{d_models}.seeds{seeds}.json")
@@ -592,7 +592,7 @@ LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
 ENCODINGS_KEY = r"E[0-9]+-[0-9a-f]{8}"  # a profile job's encodings (encodings_key) as a wildcard matches them
 NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
 LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
-SHAPE_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (shape_dir), or nothing
+AXES_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (axes_dir), or nothing
 DTYPE_DIR = "((?:{})/)?".format("|".join(d for d in TORCH_DTYPES if d != FLOAT32))  # dtype_dir's folder, or nothing
 
 

@@ -59,6 +59,9 @@ MODULES: dict[str, list[str]] = {
                               "tests/test_generate.py"],
     # the statistics every verdict rests on, and the report's six guidance rows judged by them
     "posbench/evidence.py": ["tests/test_evidence.py"],
+    "posbench/statistics.py": ["tests/test_statistics.py", "tests/test_evidence.py", "tests/test_looks.py"],
+    "posbench/arms.py": ["tests/test_evidence.py"],
+    "posbench/trajectories.py": ["tests/test_looks.py"],
     "posbench/report/verdicts.py": ["tests/test_verdicts.py", *(
         f"tests/test_report.py::test_{name}" for name in (
             "guidance_rows_on_synthetic_tables", "only_the_presets_comparisons_decide_a_row",

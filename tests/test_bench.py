@@ -1,7 +1,7 @@
 """The bench: every registered encoding is timed against a declared target or left out for a declared
-reason; its parts' rows are the numbers they say (timings are never asserted); P8's steps are fit's,
-its FLOPs the analytic train count, its breakdown whole; and the speed-up P8 led to leaves training bit
-for bit as it was."""
+reason; its parts' rows are the numbers they say (timings are never asserted); the train part's steps are
+fit's, its FLOPs the analytic train count, its breakdown whole; and the speed-up the train part led to leaves
+training bit for bit as it was."""
 
 import argparse
 import concurrent.futures
@@ -96,12 +96,12 @@ def test_across_processes_judges_the_median_and_shows_each_run():
     def run(ratio, path, samples):
         rows = [base.Row("decode", "rope C=1024", "paired ratio", ratio, "x", "<= 1.1", ratio <= 1.1),
                 base.Row("decode", "rope C=1024", "path", path)]
-        return base.PartResult("P7", rows, ["a note"], {"rope": samples})
+        return base.PartResult("decode", rows, ["a note"], {"rope": samples})
 
     result = suite.across_processes({1: run(1.109, "relative", [1.0]), 2: run(1.05, "other", [2.0]),
                                      3: run(1.07, "x", [3.0])})
     rows = {row.metric: row for row in result.rows}
-    assert result.title == "P7; each figure the median of 3 fresh processes" and result.notes == ["a note"]
+    assert result.title == "decode; each figure the median of 3 fresh processes" and result.notes == ["a note"]
     judged = rows["paired ratio"]
     assert (judged.value, judged.target, judged.meets) == (1.07, "<= 1.1", True)
     assert rows["paired ratio per process"].value == "1.109 1.050 1.070"
@@ -112,14 +112,14 @@ def test_across_processes_judges_the_median_and_shows_each_run():
 
 
 def test_across_processes_keeps_the_rows_only_some_runs_gave():
-    """P6 stops where each process's own time estimate says: a length one process reached and another did not
-    is kept in its place, its median over the runs that gave it, each run's value beside it; the longest length
+    """The scale part stops where each process's own time estimate says: a length one process reached and another
+    did not is kept in its place, its median over the runs that gave it, each run's value beside it; the longest length
     is one a process reached (the lower middle one); a note is named by the process that gave it (process 1
     died here: the others keep their numbers)."""
     def run(latencies, stopped):
         rows = [base.Row("scale", f"rope L={n}", "latency", ms, "ms") for n, ms in latencies.items()]
-        return base.PartResult("P6", rows + [base.Row("scale", "rope", "longest L", max(latencies), "tokens"),
-                                             base.Row("scale", "rope", "stopped", stopped)])
+        return base.PartResult("scale", rows + [base.Row("scale", "rope", "longest L", max(latencies), "tokens"),
+                                                base.Row("scale", "rope", "stopped", stopped)])
 
     runs = {2: run({1024: 10.0}, "L=2048: not run"), 3: run({1024: 12.0, 2048: 40.0}, "done")}
     runs[2].notes, runs[3].notes = ["missed its target: profile in p2", "timed: rope", "timed: rope"], ["timed: rope"]
@@ -154,7 +154,8 @@ def test_a_killed_process_leaves_the_others_figures(tmp_path):
 def test_each_finished_part_is_written_before_the_next_runs(tmp_path, monkeypatch):
     """A bench stopped in its second part keeps the first's rows, table and samples."""
     def first(options, out):
-        return base.PartResult("P1", [base.Row("overhead", "rope", "paired ratio", 1.02, "x")], [], {"rope": [3.5]})
+        rows = [base.Row("overhead", "rope", "paired ratio", 1.02, "x")]
+        return base.PartResult("overhead", rows, [], {"rope": [3.5]})
 
     def second(options, out):
         raise KeyboardInterrupt
@@ -164,8 +165,8 @@ def test_each_finished_part_is_written_before_the_next_runs(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         suite.run_bench(base.BenchOptions(parts=("overhead", "decode"), threads=1), tmp_path)
     assert (tmp_path / "bench.csv").read_text().splitlines()[1] == "overhead,rope,paired ratio,1.02,x,,"
-    assert "P1" in (tmp_path / "bench.txt").read_text()
-    assert json.loads((tmp_path / "samples.json").read_text())["samples_ms"] == {"P1": {"rope": [3.5]}}
+    assert "\n\noverhead\n" in (tmp_path / "bench.txt").read_text()
+    assert json.loads((tmp_path / "samples.json").read_text())["samples_ms"] == {"overhead": {"rope": [3.5]}}
 
 
 def test_a_part_runs_in_fresh_processes_and_reports_their_median(tmp_path):
@@ -181,7 +182,7 @@ def test_a_part_runs_in_fresh_processes_and_reports_their_median(tmp_path):
     assert {"process 1: alibi@1024", "process 2: alibi@1024"} <= set(result.samples)
 
 
-# ----- shared helpers, P6, the command line --------------------------------------------------------
+# ----- shared helpers, scale, the command line -----------------------------------------------------
 def test_alternate_rotates_the_order_and_counts_calls():
     calls = []
     steps = {name: (lambda name=name: calls.append(name)) for name in "abc"}
@@ -191,10 +192,10 @@ def test_alternate_rotates_the_order_and_counts_calls():
 
 
 def test_text_table_pivots_rows_with_targets():
-    result = base.PartResult("P1", [base.Row("overhead", "rope", "median", 12.345, "ms"),
-                                    base.Row("overhead", "rope", "ratio", 1.07, "x", "<= 1.05", False)])
+    result = base.PartResult("overhead", [base.Row("overhead", "rope", "median", 12.345, "ms"),
+                                          base.Row("overhead", "rope", "ratio", 1.07, "x", "<= 1.05", False)])
     lines = suite.text_table(result).splitlines()
-    assert lines[0] == "P1"
+    assert lines[0] == "overhead"
     assert lines[1].split() == ["median", "ratio", "target", "met"]
     assert lines[2].split() == ["rope", "12.3", "ms", "1.07", "<=", "1.05", "NO"]
 
@@ -338,7 +339,8 @@ def test_cli_train_options():
 
 
 def permuted_forward(self, x, encoding, positions, mask, causal, layer, cache=None):
-    """``SelfAttention.forward`` before P8: q, k, v split from a permuted view, whose backward copies."""
+    """``SelfAttention.forward`` before the train part's speed-up: q, k, v split from a permuted view, whose
+    backward copies."""
     B, L, width = x.shape
     qkv = self.qkv(x).view(B, L, 3, self.n_heads, width // self.n_heads)
     q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, h, L, d_head)
@@ -369,7 +371,7 @@ def test_split_qkv_trains_bit_for_bit_as_the_permuted_split(task, encoding, opti
     assert all(a.equal(b) for a, b in zip(now_params, before_params))
 
 
-# ----- P7: decode overhead and its transformers peer -------------------------------------------------
+# ----- decode overhead and its transformers peer (decode, decode_peer) --------------------------------
 def test_self_timed_steps_keep_their_own_milliseconds_in_rotating_order():
     order = []
     steps = {name: (lambda name=name, ms=ms: order.append(name) or ms) for name, ms in (("a", 1.5), ("b", 7.0))}

@@ -183,7 +183,7 @@ def test_a_confirm_stage_is_judged_on_its_fresh_seeds_alone_and_a_pilot_shape_ne
 def test_the_confirm_stage_trains_each_arm_at_its_declared_factor_and_fresh_seeds():
     confirmed = shape(ordering=["learned", "sinusoidal"], relation="equivalent", margin=0.05, length_ratio=1,
                       tuned=True, confirm={**CONFIRM, "lr_factors": {"learned": 3, "sinusoidal": 1}})
-    runs = shapes.Declaration((confirmed,), ("lm",), "sha").runs("all", [0, 1], [0.333, 1, 3])
+    runs = shapes.DeclaredShapes((confirmed,), ("lm",), "sha").runs("all", [0, 1], [0.333, 1, 3])
     assert [(spec.encoding, factor, seeds) for spec, factor, seeds in runs] == [
         ("learned", 0.333, (0, 1)), ("learned", 1, (0, 1)), ("learned", 3, (0, 1)),
         ("sinusoidal", 0.333, (0, 1)), ("sinusoidal", 1, (0, 1)), ("sinusoidal", 3, (0, 1)),

@@ -325,7 +325,7 @@ def test_lm_prose_varlen_trains_on_lengths_from_16_to_64_and_is_evaluated_as_lm_
         tasks.get("lm_prose_varlen", min_length=65)
 
 
-def test_default_shape_is_the_tasks_training_length_and_the_sizes_width():
-    assert tasks.default_shape("reverse", "tiny") == (16, 64)
-    assert tasks.default_shape("lm_prose", "base") == (64, 256)
-    assert tasks.default_shape("no_such_task", "no_such_size") == (None, None)
+def test_default_axes_are_the_tasks_training_length_and_the_sizes_width():
+    assert tasks.default_axes("reverse", "tiny") == (16, 64)
+    assert tasks.default_axes("lm_prose", "base") == (64, 256)
+    assert tasks.default_axes("no_such_task", "no_such_size") == (None, None)

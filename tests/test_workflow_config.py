@@ -17,6 +17,8 @@ from posbench.workflow import (
     DTYPE_DIR,
     TRAIN_RECORD,
     ConfigError,
+    axes_arguments,
+    axes_dir,
     batch_manifests,
     budget_arguments,
     dtype_dir,
@@ -28,8 +30,6 @@ from posbench.workflow import (
     record_template,
     resolve_devices,
     second_look_ids,
-    shape_arguments,
-    shape_dir,
     train_cells,
     train_jobs,
     validate_config,
@@ -199,7 +199,7 @@ def test_a_job_batches_lengths_seeds_and_widths_and_its_out_names_each_cell():
     assert "results/batches/laptop/train/cpu/reverse/tiny/rope/steps2000/seeds0-1-2-3.json" in batch_manifests(
         cfg, ["cpu"])
     assert (record_template(TRAIN_RECORD, results="r", machine="m", device="cuda", dtype_dir="bfloat16/", task="copy",
-                            size="tiny", encoding="t5", lr_dir="", shape_dir="", steps=600)
+                            size="tiny", encoding="t5", lr_dir="", axes_dir="", steps=600)
             == "r/records/m/train/cuda/bfloat16/copy/tiny/t5/steps600/seed{seed}.json")
 
 
@@ -209,7 +209,7 @@ def test_a_sweep_trains_every_length_and_width_in_folders_and_the_defaults_in_th
         "sweeps": [{"task": "lm_prose", "encodings": ["rope", "alibi"], "train_lengths": [64, 128]},
                    {"task": "lm_prose", "encodings": ["sinusoidal_concat"], "d_models": [32, 64]},
                    {"task": "text_order", "encodings": ["none"], "train_lengths": [256], "d_models": [48]}]}))
-    jobs = {(j["task"], j["encoding"], j["shape_dir"]): j for j in train_jobs(cfg)}
+    jobs = {(j["task"], j["encoding"], j["axes_dir"]): j for j in train_jobs(cfg)}
     assert sorted(jobs) == [("lm_prose", "alibi", ""), ("lm_prose", "alibi", "L128/"), ("lm_prose", "rope", ""),
                             ("lm_prose", "rope", "L128/"), ("lm_prose", "sinusoidal_concat", ""),
                             ("lm_prose", "sinusoidal_concat", "d32/"), ("text_order", "none", "L256/d48/")]
@@ -220,13 +220,13 @@ def test_a_sweep_trains_every_length_and_width_in_folders_and_the_defaults_in_th
     assert "results/records/m/train/cpu/text_order/tiny/none/L256/d48/steps600/seed1.json" in train_records(cfg)
     assert ("results/batches/m/train/cpu/lm_prose/tiny/sinusoidal_concat/d32/steps500/seeds0-1.json"
             in batch_manifests(cfg, ["cpu"]))
-    assert [shape_arguments(d) for d in ("", "L128/", "d32/", "L256/d48/")] == [
+    assert [axes_arguments(d) for d in ("", "L128/", "d32/", "L256/d48/")] == [
         "", "--train-length 128", "--d-model 32", "--train-length 256 --d-model 48"]
 
 
 def test_a_comparison_at_a_width_or_length_trains_its_arms_there():
     cfg = validate_config(config(machine="m", train={"tasks": {}, "comparisons": "all"}))
-    folders = {(j["task"], j["encoding"], j["shape_dir"]) for j in train_jobs(cfg)}
+    folders = {(j["task"], j["encoding"], j["axes_dir"]) for j in train_jobs(cfg)}
     for c in (c for c in comparisons.load().comparisons if not c.withdrawn):  # a withdrawn one trains nothing
         for arm in c.arms:
             length = "" if arm.train_length in (None, tasks.get(c.task).train_length) else f"L{arm.train_length}/"
@@ -345,7 +345,7 @@ def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_th
     cfg = shipped("config.yaml")
     declared = comparisons.load()
     chosen = [c for c in declared.in_preset("default") if not c.withdrawn]  # mosaic-mrope: withdrawn, not trained
-    arms = {(a.task, a.encoding, shape_dir(a.train_length, a.d_model)): c for c in chosen for a in c.arms}
+    arms = {(a.task, a.encoding, axes_dir(a.train_length, a.d_model)): c for c in chosen for a in c.arms}
     grid = {(task, e, "") for task, names in cfg["train"]["tasks"].items() for e in names}
     assert len(arms) == 12 and arms.keys() & grid == {("lm_prose", "sinusoidal", "")} and len(grid) == 10
     assert set(arms) - grid == {("scan", "sinusoidal", ""), ("scan", "rope", ""), ("lm_prose", "sinusoidal", "L128/"),
@@ -354,7 +354,7 @@ def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_th
                                 ("code_brackets", "sinusoidal", ""), ("code_brackets", "rope", ""),
                                 ("mosaic_qa", "sinusoidal", ""), ("mosaic_qa", "mrope_mosaic", "")}
     jobs = train_jobs(cfg)
-    compared = {(j["task"], j["encoding"], j["shape_dir"], j["steps"]): j["seeds"] for j in jobs}
+    compared = {(j["task"], j["encoding"], j["axes_dir"], j["steps"]): j["seeds"] for j in jobs}
     for (task, encoding, folder), c in arms.items():
         budgets = joined(declared.budget_rule.budgets(c.budget))
         assert compared[task, encoding, folder, budgets] == list(c.seeds()), (task, encoding)  # from 100, n by power
@@ -369,7 +369,7 @@ def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_th
         assert (arm in tuned) == (job["seeds"][0] >= 100)  # every compared arm tuned, no descriptive one
         lr = tuned.get(arm, cfg["train"]["lr"].get(job["task"], default))  # one rate for a task's descriptive arms
         assert (job["size"], job["lr"], job["lr_dir"]) == ("tiny", lr, "" if lr == default else f"lr{lr:g}/")
-    cells = [(c["task"], c["encoding"], c["size"], c["shape_dir"], c["lr"], c["steps"], c["seed"])
+    cells = [(c["task"], c["encoding"], c["size"], c["axes_dir"], c["lr"], c["steps"], c["seed"])
              for c in train_cells(cfg)]
     assert len(cells) == len(set(cells)) == len(set(train_records(cfg))) == sum(len(j["seeds"]) for j in jobs)
     assert len(jobs) == 22 and sum(len(j["seeds"]) for j in jobs if j["seeds"][0] < 100) == 10 * 3
@@ -387,8 +387,8 @@ def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
 
 def test_a_second_look_adds_the_next_seeds_of_the_comparisons_it_names(tmp_path):
     cfg = validate_config(config(train={"comparisons": "default", "tasks": {}}))
-    first = {(j["task"], j["encoding"], j["shape_dir"]): j["seeds"] for j in train_jobs(cfg)}
-    second = {(j["task"], j["encoding"], j["shape_dir"]): j["seeds"] for j in train_jobs(cfg, ("scan-rope",))}
+    first = {(j["task"], j["encoding"], j["axes_dir"]): j["seeds"] for j in train_jobs(cfg)}
+    second = {(j["task"], j["encoding"], j["axes_dir"]): j["seeds"] for j in train_jobs(cfg, ("scan-rope",))}
     assert first["scan", "rope", ""] == list(range(100, 110)) and second["scan", "rope", ""] == list(range(100, 120))
     assert {k: v for k, v in second.items() if k[0] != "scan"} == {k: v for k, v in first.items() if k[0] != "scan"}
     verdicts = tmp_path / "verdicts.csv"
@@ -406,7 +406,7 @@ def test_learning_rate_factors_multiply_the_comparisons_rates_at_the_pilot_seeds
     jobs = train_jobs(cfg)
     rates = {}
     for job in jobs:
-        rates.setdefault((job["task"], job["encoding"], job["shape_dir"]), []).append(
+        rates.setdefault((job["task"], job["encoding"], job["axes_dir"]), []).append(
             (job["lr"], job["lr_dir"], job["seeds"][:2]))
     assert rates["lm_prose", "sinusoidal", ""] == [(0.000999, "lr0.000999/", [0]), (0.003, "", [100, 101]),
                                                    (0.009, "lr0.009/", [0])]  # a check never decides

@@ -15,14 +15,14 @@ from posbench.model import ModelConfig, build_model
 from posbench.profiler import profiling
 from posbench.records import write_atomically
 
-BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the P1, P2, P6 and P7 model (= SIZES["base"])
+BASE = dict(d_model=256, n_layers=4, n_heads=8)  # the overhead, peer, scale and decode model (= SIZES["base"])
 SEQ_LEN = 1024
 # The parts by name, in the order a run takes them; suite.PART_FUNCTIONS holds each one's function.
 PARTS = ("paths", "overhead", "peer", "limit", "scale", "decode", "decode_peer", "train")
 # ``--device``: cpu or cuda[:N], as training takes. On CUDA the parts that time posbench's own model and
 # attention run (their models, inputs and caches placed on the device, timed with CUDA events, a
-# synchronize closing every timed call: posbench.measure.make_timer); the others measure the host (P6's
-# resident memory, P8's training loop) or a peer library on the CPU.
+# synchronize closing every timed call: posbench.measure.make_timer); the others measure the host (scale's
+# resident memory, train's training loop) or a peer library on the CPU.
 BENCH_DEVICES = TRAINING_DEVICES
 CUDA_PARTS = ("paths", "overhead", "limit", "decode")
 
@@ -31,23 +31,23 @@ CUDA_PARTS = ("paths", "overhead", "limit", "decode")
 class BenchOptions:
     parts: tuple[str, ...] = PARTS
     device: str = CPU
-    rounds: int = 30  # timed rounds of alternation (P1, P2, paths)
+    rounds: int = 30  # timed rounds of alternation (overhead, peer, paths)
     warmup: int = 3
-    limit_rounds: int = 5  # P3 rounds: one model forward and one matmul each
+    limit_rounds: int = 5  # limit's rounds: one model forward and one matmul each
     limit_batch: int = 8
     scale_lengths: tuple[int, ...] = tuple(2**p for p in range(10, 16))  # 1k … 32k
-    scale_point_seconds: float = 3.0  # extra timed forwards per P6 point while under this
+    scale_point_seconds: float = 3.0  # extra timed forwards per scale point while under this
     scale_budget_seconds: float = 150.0  # don't try a length whose forward is estimated longer
     threads: int = 2
     processes: int = 1  # fresh processes each part runs in, its figures their median (1: this process)
     flex: bool = False
-    decode_contexts: tuple[int, ...] = (256, 1024, 4096)  # P7: tokens in the KV cache (judged from 1,024 on)
-    decode_new_tokens: int = 32  # P7 peer: tokens each generate call produces after the prompt
+    decode_contexts: tuple[int, ...] = (256, 1024, 4096)  # decode: tokens in the KV cache (judged from 1,024 on)
+    decode_new_tokens: int = 32  # decode_peer: tokens each generate call produces after the prompt
     train_tasks: tuple[str, ...] = ("lm_prose", "passkey", "mosaic_qa")  # config.yaml train.tasks
     train_encodings: tuple[str, ...] = ("sinusoidal",)
-    train_steps: int = 30  # P8 timed rounds: one training step of each task and one matmul each
+    train_steps: int = 30  # train's timed rounds: one training step of each task and one matmul each
     train_warmup: int = 3
-    train_profile_steps: int = 5  # P8 steps per task under torch.profiler, after the timed ones
+    train_profile_steps: int = 5  # train's steps per task under torch.profiler, after the timed ones
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""P7, the ``decode`` part: per-token generation latency with a KV cache (one token against a cache of
+"""The ``decode`` part: per-token generation latency with a KV cache (one token against a cache of
 C tokens) of each timed encoding (:func:`posbench.bench.targets.timed`) against ``none``'s, on
 :data:`~posbench.bench.base.BASE`. Generation is where a deployed model spends its time, and where a
 bias against every cached key costs most.
@@ -24,12 +24,12 @@ from posbench.bench.base import BASE, BenchOptions, PartResult, Row, against_non
 from posbench.measure import alternate
 from posbench.profile import decode_step
 
-JUDGED_FROM = 1024  # cached tokens from which P7's target holds
+JUDGED_FROM = 1024  # cached tokens from which decode's target holds
 
 
 def run(options: BenchOptions, out: Path) -> PartResult:
     """One generated token against a KV cache of C tokens, each encoding against NoPE, alternated."""
-    result = PartResult(f"P7 decode: per-token latency with a KV cache / none (d={BASE['d_model']}, "
+    result = PartResult(f"decode: per-token latency with a KV cache / none (d={BASE['d_model']}, "
                         f"{BASE['n_layers']} layers, {BASE['n_heads']} heads, batch 1, fp32, {options.device}, "
                         f"{torch.get_num_threads()} threads, "
                         f"contexts {', '.join(map(str, options.decode_contexts))})")

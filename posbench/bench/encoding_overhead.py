@@ -1,4 +1,4 @@
-"""P1, the ``overhead`` part: the forward latency of each timed encoding (:func:`posbench.bench.targets.timed`)
+"""The ``overhead`` part: the forward latency of each timed encoding (:func:`posbench.bench.targets.timed`)
 against ``none``'s on the same causal decoder (:data:`~posbench.bench.base.BASE`, L =
 :data:`~posbench.bench.base.SEQ_LEN`, batch 1, fp32, inference mode). A benchmark of positional
 encodings must not blame an encoding for a slow implementation: this is the check that it does not."""
@@ -16,7 +16,7 @@ from posbench.measure import alternate
 
 
 def run(options: BenchOptions, out: Path) -> PartResult:
-    result = PartResult(f"P1 overhead: forward latency / none (causal, d={BASE['d_model']}, {BASE['n_layers']} "
+    result = PartResult(f"overhead: forward latency / none (causal, d={BASE['d_model']}, {BASE['n_layers']} "
                         f"layers, {BASE['n_heads']} heads, L={SEQ_LEN}, batch 1, fp32, {options.device})")
     timed = targets.timed()
     models = {name: posbench_model(name, device=options.device) for name in timed}

@@ -1,4 +1,4 @@
-"""P6, the ``scale`` part: the longest power-of-two length (up to 32k) each timed encoding
+"""The ``scale`` part: the longest power-of-two length (up to 32k) each timed encoding
 (:func:`posbench.bench.targets.timed`) reaches at batch 1 on :data:`~posbench.bench.base.BASE`, with
 its peak memory and latency. Each point runs in its own process, so an out-of-memory kill cannot end
 the bench. The guidance about very long sequences needs every encoding to get there."""
@@ -19,7 +19,7 @@ SCALE_TARGET = 32768
 
 
 def run(options: BenchOptions, out: Path) -> PartResult:
-    result = PartResult(f"P6 scale: longest L (powers of two to {max(options.scale_lengths)}) at batch 1, "
+    result = PartResult(f"scale: longest L (powers of two to {max(options.scale_lengths)}) at batch 1, "
                         f"d={BASE['d_model']}, {BASE['n_layers']} layers, one process per point")
     for name in targets.timed():
         reached, last_s, failure = None, 0.0, "reached the largest length asked for"
@@ -49,7 +49,7 @@ def run(options: BenchOptions, out: Path) -> PartResult:
 
 
 def scale_point(payload: dict, sections: dict) -> None:
-    """The isolated P6 measurement (run by :func:`posbench.measure.run_isolated`): one memory pass
+    """The isolated ``scale`` measurement (run by :func:`posbench.measure.run_isolated`): one memory pass
     (also the first, untimed-for-the-median warm call), then timed forwards while under the budget;
     when even one forward exceeds it, the memory pass's own time is the latency (``latency_n`` 0)."""
     torch.set_num_threads(payload["threads"])

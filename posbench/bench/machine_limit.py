@@ -1,4 +1,4 @@
-"""P3, the ``limit`` part: this machine's fp32 matmul rate and the FLOP/s a model forward achieves (the
+"""The ``limit`` part: this machine's fp32 matmul rate and the FLOP/s a model forward achieves (the
 ``medium`` size, L = :data:`~posbench.bench.base.SEQ_LEN`, ``none``), FLOPs from
 :func:`posbench.flops.analytic_flops`, measured in the same rounds. It says how far the harness is
 from what the machine can do, so a latency can be read as the model's cost rather than ours."""
@@ -31,7 +31,7 @@ MATMUL_SIZE = 2048  # square fp32 matmul for the machine's rate: 2·n³ FLOPs
 def run(options: BenchOptions, out: Path) -> PartResult:
     cfg = ModelConfig.from_size("medium", max_len=SEQ_LEN, encoding="none", causal=True)
     batch = options.limit_batch
-    result = PartResult(f"P3 limit: fp32 matmul rate vs the model's achieved FLOP/s (d={cfg.d_model}, "
+    result = PartResult(f"limit: fp32 matmul rate vs the model's achieved FLOP/s (d={cfg.d_model}, "
                         f"{cfg.n_layers} layers, {cfg.n_heads} heads, L={SEQ_LEN}, batch {batch}, none, "
                         f"{options.device})")
     torch.manual_seed(0)

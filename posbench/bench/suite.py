@@ -139,7 +139,7 @@ def _in_fresh_process(part: str, options: BenchOptions, out: Path) -> PartResult
 def across_processes(runs: dict[int, PartResult]) -> PartResult:
     """The runs of one part, by process number, as one result: each numeric figure the median over the runs that
     gave it (a count's, a length's, the lower middle one: a length some run reached), a target judged on that
-    median, and beside every judged or paired ratio, or a figure some run did not give (P6 stops where a
+    median, and beside every judged or paired ratio, or a figure some run did not give (``scale`` stops where a
     process's own time estimate says), its value in each run (``—``: none); other rows (a path's name) as every
     run gave them, or each run's where they differ; a note some runs gave, with their numbers. Samples are kept
     per run."""

@@ -1,5 +1,6 @@
-"""Which encodings the bench times against ``none`` (P1 forward, P6 longest length, P7 decode), and the
-targets they must meet: one declared row for every registered encoding.
+"""Which encodings the bench times against ``none`` (``overhead``: a forward, ``scale``: the longest
+length, ``decode``: a decoded token), and the targets they must meet: one declared row for every
+registered encoding.
 
 A row is either the encoding's :class:`Targets` or the reason it is not timed, so leaving an encoding
 out is a decision written down, never an accident: ``tests/test_bench.py`` checks that the rows are
@@ -17,8 +18,8 @@ from posbench import encodings
 class Targets:
     """Latency against ``none``'s on the same model, at most; ``None``: timed, not judged."""
 
-    overhead: float | None  # P1: forward latency / none's
-    decode: float | None  # P7: per-token latency with a KV cache / none's
+    overhead: float | None  # overhead: forward latency / none's
+    decode: float | None  # decode: per-token latency with a KV cache / none's
 
 
 REFERENCE = Targets(None, None)  # none: what the others are divided by

@@ -1,4 +1,4 @@
-"""P8, the ``train`` part: training throughput of the default sweep's tasks at the ``tiny`` size. Each
+"""The ``train`` part: training throughput of the default sweep's tasks at the ``tiny`` size. Each
 step is :meth:`posbench.train.Trainer.step`, the one :func:`posbench.train.fit` takes (one thread,
 deterministic kernels, as the train jobs); its achieved FLOP/s (:func:`posbench.flops.analytic_flops`,
 ``mode="train"``) is set against one thread's 1024³ fp32 matmul in the same rounds, and a
@@ -19,8 +19,8 @@ from posbench.measure import alternate
 from posbench.profiler import profiling
 
 TRAIN_ENCODINGS = tuple(n for n in encodings.names() if encodings.traits(n).axes != "2d")  # every task takes these
-TRAIN_MATMUL_SIZE = 1024  # P8's peak: one thread's 1024³ fp32 matmul
-TRAIN_TARGET = 40.0  # P8: % of the matmul rate a tiny model's training step achieves
+TRAIN_MATMUL_SIZE = 1024  # train's peak: one thread's 1024³ fp32 matmul
+TRAIN_TARGET = 40.0  # train: % of the matmul rate a tiny model's training step achieves
 BREAKDOWN = ("matmul", "attention", "other ops", "python", "optimizer", "data")
 MATMUL_OPS = re.compile(r"^aten::(mm|addmm|bmm|linear|matmul)$|\b(Mm|Addmm|Bmm)Backward")
 ATTENTION_OPS = re.compile(r"scaled_dot_product|ScaledDotProduct")
@@ -79,8 +79,8 @@ def breakdown(step: Callable[[], object], steps: int) -> dict[str, float]:
 
 
 def run(options: BenchOptions, out: Path) -> PartResult:
-    """P8: training steps of every task, each encoding, alternated with one thread's matmul."""
-    result = PartResult(f"P8 train: steps as posbench.train.fit runs them (tiny, fp32, 1 thread, deterministic), "
+    """Training steps of every task, each encoding, alternated with one thread's matmul."""
+    result = PartResult(f"train: steps as posbench.train.fit runs them (tiny, fp32, 1 thread, deterministic), "
                         f"achieved FLOP/s vs one thread's {TRAIN_MATMUL_SIZE}³ matmul, where the time goes")
     jobs = {f"{task}/{encoding}": train.resolve(train.TrainConfig(task=task, encoding=encoding))
             for task in options.train_tasks for encoding in options.train_encodings}

@@ -1,4 +1,4 @@
-"""P7 peer, the ``decode_peer`` part: posbench's ``generate`` against Hugging Face transformers' per
+"""The ``decode_peer`` part: posbench's ``generate`` against Hugging Face transformers' per
 generated token (prefill excluded) for ``learned`` (GPT-2) and ``rope`` (Llama), same size, randomly
 initialised (nothing downloaded): posbench's decode cost read against the generation loop people run."""
 
@@ -30,7 +30,7 @@ DECODE_PEERS = {"learned": "GPT-2", "rope": "Llama"}  # posbench encoding -> the
 
 
 def transformers_model(encoding: str, max_len: int) -> torch.nn.Module:
-    """The P7 peer at posbench's base configuration (width, layers, heads, vocabulary 256, ``max_len``
+    """The ``decode_peer`` part at posbench's base configuration (width, layers, heads, vocabulary 256, ``max_len``
     positions), randomly initialised from its config (nothing downloaded), output head untied as
     posbench's, SDPA attention, no dropout. ``learned``: GPT-2 (a learned position table; exact GELU,
     d_ff = 4d; its projections carry biases, posbench's do not). ``rope``: Llama (RoPE over the whole
@@ -88,10 +88,10 @@ def transformers_generate(model: torch.nn.Module, new_tokens: int) -> Callable[[
 
 
 def run(options: BenchOptions, out: Path) -> PartResult:
-    """P7 peer: per generated token inside each library's ``generate`` after a prompt of C tokens,
+    """Per generated token inside each library's ``generate`` after a prompt of C tokens,
     posbench / transformers for GPT-2 (``learned``) and Llama (``rope``), the four alternated."""
     new_tokens = options.decode_new_tokens
-    result = PartResult(f"P7 peer: per-token latency in generate, posbench / transformers (greedy, batch 1, fp32, "
+    result = PartResult(f"decode_peer: per-token latency in generate, posbench / transformers (greedy, batch 1, fp32, "
                         f"{torch.get_num_threads()} threads, {new_tokens} new tokens after a prompt of C, "
                         f"prefill excluded; d={BASE['d_model']}, {BASE['n_layers']} layers, {BASE['n_heads']} heads, "
                         f"vocabulary 256)")

@@ -1,4 +1,4 @@
-"""P2, the ``peer`` part: posbench's forward against x-transformers' at the same configuration (width,
+"""The ``peer`` part: posbench's forward against x-transformers' at the same configuration (width,
 depth, heads, feed-forward size, parameters within 1 %, its SDPA path wherever it allows it) for the
 encodings both libraries have. A second implementation of the same model says whether posbench's own
 cost is in line with a library people use."""
@@ -51,7 +51,7 @@ def x_transformers_model(encoding: str) -> torch.nn.Module:
 
 
 def run(options: BenchOptions, out: Path) -> PartResult:
-    result = PartResult("P2 peer: posbench / x-transformers, same configuration (ratio of forward latencies)")
+    result = PartResult("peer: posbench / x-transformers, same configuration (ratio of forward latencies)")
     try:
         result.title += f", x-transformers {version('x-transformers')}"
     except PackageNotFoundError:

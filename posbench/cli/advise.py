@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", type=arguments.choice(tuple(projection.DEVICES)),
                         help="a datasheet GPU posbench has not measured: the latency is projected there "
                              "(posbench.projection), labelled projected")
-    parser.add_argument("--shape", type=arguments.choice(tuple(projection.SHAPES)),
-                        help=f"with --gpu: a deployed model's shape, projected (default: posbench's "
+    parser.add_argument("--shape", type=arguments.choice(tuple(projection.ARCHITECTURES)),
+                        help=f"with --gpu: a deployed model's architecture, projected (default: posbench's "
                              f"{advise.PROJECTED_SIZE})")
     parser.add_argument("--format", type=arguments.choice(("text", "json")), default="text")
 

@@ -1,6 +1,6 @@
-"""``python -m posbench bench``: attention paths, encoding overhead (P1), x-transformers (P2), the
-machine's limit (P3), the longest length (P6), decoding (P7) and its transformers peer, and training
-throughput (P8), written to ``--out`` as CSV and a text table."""
+"""``python -m posbench bench``: the parts of :mod:`posbench.bench` by name (attention ``paths``, encoding
+``overhead``, the x-transformers ``peer``, the machine's ``limit``, the longest length ``scale``, ``decode`` and
+its transformers ``decode_peer``, training throughput ``train``), written to ``--out`` as CSV and a text table."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from posbench.bench.train_throughput import TRAIN_ENCODINGS
 from posbench.cli import arguments
 from posbench.devices import CPU, missing_device, on_cuda
 
-HELP = ("benchmark the harness itself: attention paths, P1 overhead, P2 peer, P3 limit, P6 scale, P7 decode "
-        "and its transformers peer, P8 train")
+HELP = ("benchmark the harness itself: attention paths, encoding overhead, x-transformers peer, machine limit, "
+        "longest length (scale), decode and its transformers peer (decode_peer), training throughput (train)")
 
 QUICK = dict(rounds=5, warmup=1, limit_rounds=2, limit_batch=2, scale_lengths=(1024,), decode_contexts=(256,),
              decode_new_tokens=8, scale_point_seconds=0.5, train_steps=3, train_warmup=1,
@@ -24,7 +24,7 @@ CONTEXTS = "positive integers, comma-separated"
 
 
 def contexts(text: str) -> tuple[int, ...]:
-    """P7's context lengths: ``256,1024,4096``."""
+    """The ``decode`` part's context lengths: ``256,1024,4096``."""
     try:
         chosen = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
@@ -44,21 +44,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"{BENCH_DEVICES.allowed}: where the models and inputs of the timed parts live; on cuda "
                              f"the parts {', '.join(CUDA_PARTS)} (default: %(default)s)")
     parser.add_argument("--quick", action="store_true",
-                        help="few repeats, P3 at batch 2, P6 only at 1024: a smoke run")
+                        help="few repeats, limit at batch 2, scale only at 1024: a smoke run")
     parser.add_argument("--rounds", type=arguments.positive_int,
-                        help=f"timed rounds of alternation for paths, P1, P2, P7 (default {BenchOptions.rounds})")
+                        help="timed rounds of alternation for paths, overhead, peer, decode (default "
+                             f"{BenchOptions.rounds})")
     parser.add_argument("--scale-max-len", type=arguments.power_of_two(1024),
-                        help=f"longest P6 length tried (default {max(BenchOptions.scale_lengths)})")
+                        help=f"longest scale length tried (default {max(BenchOptions.scale_lengths)})")
     parser.add_argument("--train-steps", type=arguments.positive_int,
-                        help=f"timed training steps per task in P8 (default {BenchOptions.train_steps})")
+                        help=f"timed training steps per task in the train part (default {BenchOptions.train_steps})")
     parser.add_argument("--train-encodings", type=arguments.comma_list(tuple(TRAIN_ENCODINGS)),
-                        help="comma-separated encodings P8 trains (default: "
+                        help="comma-separated encodings the train part trains (default: "
                              f"{','.join(BenchOptions.train_encodings)})")
     parser.add_argument("--decode-contexts", type=contexts,
-                        help="P7 context lengths (default: "
+                        help="the decode part's context lengths (default: "
                              f"{','.join(map(str, BenchOptions.decode_contexts))})")
     parser.add_argument("--decode-new-tokens", type=arguments.integer(2),
-                        help="tokens each generate call makes in the P7 peer (default "
+                        help="tokens each generate call makes in decode_peer (default "
                              f"{BenchOptions.decode_new_tokens})")
     parser.add_argument("--threads", type=arguments.positive_int, default=BenchOptions.threads,
                         help="torch threads (default: %(default)s)")

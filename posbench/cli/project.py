@@ -1,5 +1,5 @@
-"""``python -m posbench project``: the projected cost of each encoding at a deployed model's shape and
-context on a named GPU (:mod:`posbench.projection`; nothing is measured), or, with ``--check``, the
+"""``python -m posbench project``: the projected cost of each encoding at a deployed model's architecture
+and context on a named GPU (:mod:`posbench.projection`; nothing is measured), or, with ``--check``, the
 cost model against the latencies this machine measured (:mod:`posbench.projection_check`)."""
 
 from __future__ import annotations
@@ -13,19 +13,20 @@ from posbench.cli import arguments
 from posbench.devices import BFLOAT16, FLOAT32
 from posbench.sizes import SIZES
 
-HELP = ("Project each encoding's parameters, FLOPs, memory and roofline time per token at a model shape (named or "
-        "a transformers config.json) and context on a named GPU; --check: the model against this CPU's latencies.")
+HELP = ("Project each encoding's parameters, FLOPs, memory and roofline time per token at a model architecture "
+        "(named or a transformers config.json) and context on a named GPU; --check: the model against this CPU's "
+        "latencies.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from posbench.projection import DEVICES, SHAPES
+    from posbench.projection import ARCHITECTURES, DEVICES
 
-    shapes = (*SHAPES, *(f"posbench-{size}" for size in SIZES))
+    architectures = (*ARCHITECTURES, *(f"posbench-{size}" for size in SIZES))
     model = parser.add_mutually_exclusive_group()
-    model.add_argument("--shape", type=arguments.choice(shapes), default="llama-3-8b",
-                       help=f"one of {', '.join(shapes)} (default: %(default)s)")
+    model.add_argument("--shape", type=arguments.choice(architectures), default="llama-3-8b",
+                       help=f"the model's architecture, one of {', '.join(architectures)} (default: %(default)s)")
     model.add_argument("--hf-config", type=arguments.json_object_file, metavar="PATH.json",
-                       help="instead of --shape: the shape a transformers config.json gives")
+                       help="instead of --shape: the architecture a transformers config.json gives")
     parser.add_argument("--context", type=arguments.positive_int, default=131072,
                         help="tokens in the context (default: %(default)s)")
     parser.add_argument("--device", type=arguments.choice(tuple(DEVICES)), default="h100",
@@ -58,15 +59,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return 0 if passed else 1
     try:
-        shape = (projection.shape_from_hf_config(args.hf_config) if args.hf_config is not None
-                 else projection.named_shape(args.shape))
+        arch = (projection.architecture_from_hf_config(args.hf_config) if args.hf_config is not None
+                else projection.named_architecture(args.shape))
     except ValueError as error:
         print(f"posbench project: error: argument --hf-config: {error}", file=sys.stderr)
         return 2
     device = projection.DEVICES[args.device]
     overhead = None if args.op_overhead_us is None else args.op_overhead_us * 1e-6
-    rows, skipped = projection.project_all(shape, args.context, device, args.dtype, args.encoding, overhead)
-    print(projection.heading(shape, args.context, device, args.dtype, overhead))
+    rows, skipped = projection.project_all(arch, args.context, device, args.dtype, args.encoding, overhead)
+    print(projection.heading(arch, args.context, device, args.dtype, overhead))
     print(projection.table(rows))
     if skipped:
         print("not projected: " + "; ".join(skipped))

@@ -25,7 +25,7 @@ chunk by chunk, the one sequential step); :meth:`Path.content_bias` gives a bloc
 minus the plain ones the path made. The key states are ``O(L² d / 64)`` per layer, not
 the ``O(L² d)`` of keys carried to every query. The chunk's inverse is a recursive 2 × 2 block inversion
 (:func:`unit_lower_inverse`): matmuls, which the FLOP counters count, and no division. Its forward's cost against
-none's is measured by ``bench --parts overhead`` (P1), not judged here.
+none's is measured by ``bench --parts overhead``, not judged here.
 
 Decoding: the cache holds the key state itself. When a token arrives, every cached key is carried through
 its ``H`` (the reference's ``rank_one_update`` of ``past_k``) and its own key is appended as it is: a prompt's

@@ -1,6 +1,7 @@
-"""The page on the projected cost at deployed shapes: the judge step's ``projection.csv`` (:mod:`posbench.projection`,
-nothing measured), every figure on it labelled projected. One table per question a deployer asks: what each
-encoding costs at one shape and GPU as the context grows, and how the named shapes fare on each GPU at 128k.
+"""The page on the projected cost at deployed architectures: the judge step's ``projection.csv``
+(:mod:`posbench.projection`, nothing measured), every figure on it labelled projected. One table per question a
+deployer asks: what each encoding costs at one architecture and GPU as the context grows, and how the named
+architectures fare on each GPU at 128k.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import pandas as pd
 from posbench.report.layout import BODY, H2, SMALL, Document, Style
 from posbench.tables import Tables
 
-TITLE = "What would each encoding cost at deployed shapes? (projected, not measured)"
+TITLE = "What would each encoding cost at deployed architectures? (projected, not measured)"
 TABLE = "projection.csv"  # as posbench.projection.TABLE writes it
-FOCUS = ("llama-3-8b", "h100")  # the shape and GPU of the first table: the issue's question
+FOCUS = ("llama-3-8b", "h100")  # the architecture and GPU of the first table: the issue's question
 CONTEXTS = (4096, 32768, 131072)  # the first table's columns
 LONGEST = 131072
 VECTOR = "rope"  # the second table's encoding: the one most deployed models use
@@ -31,22 +32,22 @@ def page(doc: Document, tables: Tables) -> None:
         return
     found = pd.read_csv(path)
     doc.paragraph("PROJECTED, not measured: posbench.projection's cost model (the judge step wrote projection.csv). "
-                  "Shapes from the models' config.json on the Hugging Face hub; a roofline per operation from each "
-                  "GPU's datasheet dense bf16 peak and memory bandwidth, batch 1, no per-operation overhead. A trained "
-                  "logit bias (T5, FIRE, KERPLE) is materialised as an (h, L, L) tensor. Check it on this machine: "
-                  "`python -m posbench project --check TABLES` (results/reference/projection-cpu-amd-epyc-2core).",
+                  "Architectures from the models' config.json on the Hugging Face hub; a roofline per operation from "
+                  "each GPU's datasheet dense bf16 peak and memory bandwidth, batch 1, no per-operation overhead. A "
+                  "trained logit bias (T5, FIRE, KERPLE) is materialised as an (h, L, L) tensor. Check it on this "
+                  "machine: `python -m posbench project --check TABLES` (results/reference/projection).",
                   SMALL)
-    shape, device = FOCUS
-    focus = found[(found["shape"] == shape) & (found["device"] == device)]
-    doc.paragraph(f"{shape} on {device}, by context (memory: weights + KV cache + position tensors; "
+    arch, device = FOCUS
+    focus = found[(found["shape"] == arch) & (found["device"] == device)]
+    doc.paragraph(f"{arch} on {device}, by context (memory: weights + KV cache + position tensors; "
                   "'does not fit' beyond the GPU's memory):", Style(size=8.5, weight="bold"))
     doc.table(focus_rows(focus), [0.22, 0.11, 0.11, 0.11, 0.15, 0.14, 0.16], header=HEADER)
     longest = found[(found["encoding"] == VECTOR) & (found["context"] == LONGEST)]
     devices = list(dict.fromkeys(longest["device"]))
-    doc.paragraph(f"Every named shape at {LONGEST // 1024}k tokens with {VECTOR}: decode ms per token, and whether "
-                  "weights and KV cache fit:", Style(size=8.5, weight="bold"))
-    doc.table(shape_rows(longest, devices), [0.2, *([0.8 / len(devices)] * len(devices))],
-              header=["Shape", *devices])
+    doc.paragraph(f"Every named architecture at {LONGEST // 1024}k tokens with {VECTOR}: decode ms per token, and "
+                  "whether weights and KV cache fit:", Style(size=8.5, weight="bold"))
+    doc.table(architecture_rows(longest, devices), [0.2, *([0.8 / len(devices)] * len(devices))],
+              header=["Architecture", *devices])
 
 
 def focus_rows(focus: pd.DataFrame) -> list[list]:
@@ -64,11 +65,11 @@ def focus_rows(focus: pd.DataFrame) -> list[list]:
     return rows
 
 
-def shape_rows(longest: pd.DataFrame, devices: list[str]) -> list[list]:
+def architecture_rows(longest: pd.DataFrame, devices: list[str]) -> list[list]:
     rows = []
-    for shape, rows_of in longest.groupby("shape", sort=False):
+    for arch, rows_of in longest.groupby("shape", sort=False):  # the column names the architecture
         at = rows_of.set_index("device")
         cells = [f"{at.loc[d, 'decode_ms_per_token']:.3g} ms" + ("" if at.loc[d, "fits"] else ", does not fit")
                  if d in at.index else "—" for d in devices]
-        rows.append([[(shape, SMALL)], *([(cell, SMALL)] for cell in cells)])
+        rows.append([[(arch, SMALL)], *([(cell, SMALL)] for cell in cells)])
     return rows

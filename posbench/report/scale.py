@@ -65,10 +65,10 @@ def model_words(runs: pd.DataFrame) -> str:
     """``tiny (d_model 64, 2 layers, 4 heads; 101,248–128,384 parameters)`` per size the runs trained."""
     found = []
     for size, at_size in runs.groupby("size", sort=False):
-        shape = SIZES.get(size, {})
-        widths = span(at_size["d_model"]) if "d_model" in at_size else str(shape.get("d_model", "—"))
-        parts = [f"d_model {widths}"] + [f"{shape[k]} {word}" for k, word in (("n_layers", "layers"),
-                                                                            ("n_heads", "heads")) if k in shape]
+        dims = SIZES.get(size, {})
+        widths = span(at_size["d_model"]) if "d_model" in at_size else str(dims.get("d_model", "—"))
+        parts = [f"d_model {widths}"] + [f"{dims[k]} {word}" for k, word in (("n_layers", "layers"),
+                                                                             ("n_heads", "heads")) if k in dims]
         params = f"; {span(at_size['params_total'])} parameters" if "params_total" in at_size else ""
         found.append(f"{size} ({', '.join(parts)}{params})")
     return ", ".join(found) or "—"

@@ -11,8 +11,8 @@ imported here (no list names it); a package of one's own adds tasks through the 
 """
 
 from posbench.tasks.base import IGNORE, Batch, Task
-from posbench.tasks.registry import PLUGIN_GROUP, default_shape, discover, get, names, register
+from posbench.tasks.registry import PLUGIN_GROUP, default_axes, discover, get, names, register
 
 discover()
 
-__all__ = ["IGNORE", "PLUGIN_GROUP", "Batch", "Task", "default_shape", "get", "names", "register"]
+__all__ = ["IGNORE", "PLUGIN_GROUP", "Batch", "Task", "default_axes", "get", "names", "register"]

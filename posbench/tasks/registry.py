@@ -57,7 +57,7 @@ def get(name: str, **options) -> Task:
     return task
 
 
-def default_shape(task: str, size: str) -> tuple[int | None, int | None]:
+def default_axes(task: str, size: str) -> tuple[int | None, int | None]:
     """A task's training length and a size's model width (``None`` for a name the registries lack): the
     cell every grid arm trains, and that a record path names no folder for."""
     return get(task).train_length if task in _REGISTRY else None, SIZES.get(size, {}).get("d_model")
