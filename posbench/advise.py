@@ -15,7 +15,7 @@ The rule, in order:
    experiments; per encoding (training-free RoPE scalings such as ``rope+yarn:4`` are encodings
    of their own) the mean over seeds with a 95 % t interval kept inside the metric's range
    (:func:`seed_interval`), the learning rate chosen on validation loss where several were run
-   (:func:`posbench.evidence.arm`). A row with fewer seeds than the run's minimum (the declared seed
+   (:func:`posbench.arms.arm`). A row with fewer seeds than the run's minimum (the declared seed
    rule's) or whose interval spans more than half a bounded metric's range is *too uncertain to rank*:
    it is listed with the reason and never leads. The tasks measured there *rank*; a task measured only at
    shorter lengths *fills in*, labelled: it breaks ties and places encodings with no evidence at the asked length
@@ -28,7 +28,7 @@ The rule, in order:
    serving token by token, else ``infer``) on ``device`` at the measured ``seq_len`` nearest to the
    deployment length above ``latency_budget_ms``: left out. An encoding without a row for a constraint
    stays, marked "no evidence"; a constraint that no row measures says so, with the config keys to run.
-   For a model shape or a GPU posbench does not measure (``shape``, ``gpu``), the latency is
+   For a model architecture or a GPU posbench does not measure (``shape``, ``gpu``), the latency is
    :mod:`posbench.projection`'s roofline at the deployment length, labelled "projected" wherever it shows.
 5. **Rank** per task and budget, in tiers (:func:`_layers`): one encoding *beats* another where a deciding
    comparison of ``verdicts.csv`` that judged this very experiment (task, size, length, steps, training
@@ -67,13 +67,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from posbench import comparisons, evidence, experiments, guidance, metrics, projection, tasks
-from posbench.aggregate import plain
+from posbench import arms, comparisons, evidence, experiments, guidance, metrics, projection, statistics, tasks
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.devices import ANY_DEVICE, CPU
 from posbench.guidance import KINDS
+from posbench.tables import plain
 
 CORE = ("verdicts", "accuracy", "cost")
 OPTIONAL = ("extrapolation",)
@@ -89,7 +88,7 @@ NO_ENCODING = "none"  # the encoding without positions, named so that it never r
 LONG_CONTEXT = "long"  # the task kind asked, without a deployment length, at the longest measured ratio
 SHARE_OF = {"correct": "scored", "exact": "sequences", "greedy_exact": "sequences"}  # a count -> what it is part of
 BASELINE = "sinusoidal"  # the added encoding every overhead and extra parameter is counted against
-PROJECTED_SIZE = "base"  # the model projected on a gpu when no shape is given: the bench's and profile's
+PROJECTED_SIZE = "base"  # the model projected on a gpu when no architecture is given: the bench's and profile's
 RULE = ("Left out: encodings that do not beat chance or break a budget. Too uncertain to rank: fewer seeds than the "
         "run's minimum ({min_seeds}), or a 95 % interval wider than half the metric's range. Ranked by the task's "
         "metric at the asked length ratio (the nearest measured at or above it; a long-context question without a "
@@ -111,12 +110,12 @@ def shown(encoding: str) -> str:
 def run_alpha(verdicts: pd.DataFrame) -> float:
     """The run's one-sided alpha: its deciding comparisons' looks' (``alpha_look``, the smallest where they
     differ), so that advice separates encodings at the level the verdicts were read at; else
-    :data:`posbench.evidence.ALPHA`."""
+    :data:`posbench.statistics.ALPHA`."""
     if verdicts.empty or "alpha_look" not in verdicts.columns:
-        return evidence.ALPHA
+        return statistics.ALPHA
     deciding = verdicts[verdicts["decides"].astype(bool)] if "decides" in verdicts.columns else verdicts
     alphas = deciding["alpha_look"].dropna()
-    return float(alphas.min()) if len(alphas) else evidence.ALPHA
+    return float(alphas.min()) if len(alphas) else statistics.ALPHA
 
 
 def min_seeds() -> int:
@@ -139,7 +138,7 @@ class Situation:
     latency_budget_ms: float | None = None
     device: str = CPU
     decode: bool = False
-    shape: str | None = None  # a deployed model's shape (posbench.projection): latency projected, not measured
+    shape: str | None = None  # a deployed model's architecture (posbench.projection): latency projected, not measured
     gpu: str | None = None  # a datasheet GPU (posbench.projection.DEVICES): latency projected there
 
     def __post_init__(self):
@@ -148,7 +147,7 @@ class Situation:
         if self.device not in DEVICES:
             raise ValueError(f"device {self.device!r} is not allowed; allowed: {', '.join(DEVICES)}")
         if self.shape is not None:
-            projection.named_shape(self.shape)
+            projection.named_architecture(self.shape)
         if self.gpu is not None:
             projection.named_device(self.gpu)
         if self.shape is not None and self.gpu is None:
@@ -179,7 +178,7 @@ class Situation:
             parts.append(f"length {self.deploy_len or self.train_len} (give both lengths for a length ratio)")
         if self.param_budget is not None:
             parts.append(f"at most {self.param_budget:,} extra parameters")
-        where = (f"{self.shape or projection.posbench_shape(PROJECTED_SIZE).name} on {self.gpu} "
+        where = (f"{self.shape or projection.posbench_architecture(PROJECTED_SIZE).name} on {self.gpu} "
                  f"({projection.PROJECTED})" if self.projected else self.device)
         if self.latency_budget_ms is not None:
             parts.append(f"at most {self.latency_budget_ms:g} ms per {'token' if self.decode else 'forward'} "
@@ -505,7 +504,7 @@ def _task_rows(target: float, rows: pd.DataFrame, task: str) -> tuple[dict[str, 
     found, gated = {}, []
     for (panel, encoding), cell in rows.groupby([experiments.PANEL, "encoding"], sort=False):
         budget = panel[len(task) + len(experiments.SEPARATOR):]
-        arm = evidence.arm(cell, probe, ArmSpec(task, encoding), size)
+        arm = arms.arm(cell, probe, ArmSpec(task, encoding), size)
         where = f"{task}{experiments.SEPARATOR}{budget}" if budget else task
         if arm.n == 0:
             if arm.diverged:
@@ -554,7 +553,7 @@ def seed_interval(values: np.ndarray, metric: str) -> tuple[float, float, bool]:
         return math.nan, math.nan, False
     if np.ptp(values) == 0:
         return float(values[0]), float(values[0]), False
-    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(0.95)
+    low, high = statistics.mean_interval(values)
     bottom, top = value_range(metric)
     return float(max(low, bottom)), float(min(high, top)), bool(low < bottom or high > top)
 
@@ -642,18 +641,18 @@ def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
 
 
 def _projected_latency(situation, candidates, excluded) -> None:
-    """Latency and overhead vs sinusoidal projected (:mod:`posbench.projection`) for the shape on the GPU at the
+    """Latency and overhead vs sinusoidal projected (:mod:`posbench.projection`) for the architecture on the GPU at the
     deployment length (else the training length, else the projection's longest context)."""
-    shape = projection.named_shape(situation.shape or f"posbench-{PROJECTED_SIZE}")
+    arch = projection.named_architecture(situation.shape or f"posbench-{PROJECTED_SIZE}")
     device = projection.DEVICES[situation.gpu]
     context = situation.deploy_len or situation.train_len or projection.CONTEXTS[-1]
-    where = (f"{projection.PROJECTED}: {shape.name} on {device.label}, {situation.mode}, context {context}, "
+    where = (f"{projection.PROJECTED}: {arch.name} on {device.label}, {situation.mode}, context {context}, "
              f"batch 1, bf16 roofline from the datasheet")
     latency = {}
     for base in dict.fromkeys([BASELINE, *(c.encoding.split("+")[0] for c in candidates)]):
         try:
-            row = projection.project(shape, base, context, device)
-        except ValueError as error:  # an encoding the registry lacks (a plugin's) or cannot build at the shape
+            row = projection.project(arch, base, context, device)
+        except ValueError as error:  # an encoding the registry lacks (a plugin's) or cannot build at the architecture
             latency[base] = f"latency: no projection ({error})"
             continue
         latency[base] = row.decode_ms_per_token if situation.decode else row.prefill_ms
@@ -737,7 +736,7 @@ def _beats(rows: dict[str, Row], verdicts: pd.DataFrame, alpha: float) -> set[tu
         if (worse, better) in decided:
             continue
         x, y = rows[better], rows[worse]
-        if x.n >= 2 and y.n >= 2 and evidence.contrast(x.values, y.values, x.higher_is_better, 0.0, alpha).ci_low > 0:
+        if x.n >= 2 and y.n >= 2 and statistics.contrast(x.values, y.values, x.higher_is_better, 0.0, alpha).ci_low > 0:
             found.add((better, worse))
     return found
 
@@ -901,8 +900,8 @@ def contradictions(advice: Advice, verdicts: pd.DataFrame, alpha: float) -> list
                 lines.append(f"ranks {y} and lists {x} as {UNCERTAIN} on {group}, but {d.line()}")
             elif (d.outcome == evidence.NOT_BETTER and x in rank and y in rank and rank[x] < rank[y]
                   and min(comparator.n, added.n) >= 2
-                  and evidence.contrast(comparator.values, added.values, comparator.higher_is_better, 0.0,
-                                        alpha).ci_low > d.margin):
+                  and statistics.contrast(comparator.values, added.values, comparator.higher_is_better, 0.0,
+                                          alpha).ci_low > d.margin):
                 lines.append(f"ranks {x} above {y} by more than δ on {group}, but {d.line()}")
     return lines
 

@@ -1,4 +1,7 @@
-"""Judging the declared comparisons (:mod:`posbench.comparisons`) on a run's per-seed results.
+"""Judging the declared comparisons (:mod:`posbench.comparisons`) on a run's per-seed results: each arm's
+rows as :mod:`posbench.arms` reads them, the numbers by :mod:`posbench.statistics`, the effect over the
+annealed checkpoints by :mod:`posbench.trajectories`; here the gates, the outcomes, the verdicts, the looks
+and ``verdicts.csv`` / ``trajectory.csv``.
 
 For one comparison at one model size:
 
@@ -30,59 +33,24 @@ For one comparison at one model size:
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from posbench import metrics
-from posbench.comparisons import POWER_Z, ArmSpec, Comparison, Declaration
+from posbench import arms, metrics, statistics, trajectories
+from posbench.arms import Arm, cell_rows
+from posbench.comparisons import ArmSpec, Comparison, Declaration
 from posbench.guidance import ADDING_SUFFICES
+from posbench.statistics import ALPHA, Contrast
+from posbench.trajectories import Trend
 
-ALPHA = 0.025  # each one-sided test: both together are the 95 % interval (a look's own level: boundaries)
 BOOTSTRAP = 1000
 STABLE = 0.9
-MAX_NEEDED = 1000
-RUN_KEYS = ("device", "dtype", "steps", "batch_size", "lr")  # what an arm's seeds must share to be replicates
-CLOSING, WIDENING, STEADY = "closing", "widening", "steady"  # the trend of an effect over the last budgets
 PARAMS_MATCHED = 0.05  # arms at different widths are compared only when their parameter totals are this close
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 BETTER, NOT_BETTER, UNCLEAR, GATED, FEW_SEEDS = (
     "comparator better by more than δ", "comparator not better by δ", "unclear", "gated", "too few seeds")
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One encoding's results for one comparison at one size: the seeds that finished, and why others did not."""
-
-    encoding: str
-    values: np.ndarray  # (n,) the comparison's metric per ok seed
-    seeds: np.ndarray  # (n,) those seeds
-    gate_values: np.ndarray  # (m,) the metric the chance gate reads (token accuracy for exact match) at the
-    chance: float  # training length, where the arm learned or not, and its chance level there (NaN: unknown)
-    diverged: int = 0
-    undertrained: int = 0
-    overfit: int = 0  # seeds whose annealed validation loss at the last budget is above an earlier checkpoint's
-    untrained_positions: bool = False
-    lr: float | None = None  # the rate its seeds trained at (None: several, a gate, or no column)
-    budget: tuple | None = None  # (steps, batch size) when the tables have them
-    eval_len: int | None = None  # the evaluated length, in the task's units
-    train_len: int | None = None  # the training length and model width the arm was trained at (its own,
-    d_model: int | None = None  # else the task's and the size's): verdicts.csv's columns
-    params: float | None = None  # total parameters (the mean over ok seeds), where the tables have them
-    gate_at_length: np.ndarray | None = None  # (n,) the gate's metric at the comparison's length, beyond
-    chance_at_length: float = math.nan  # the training length only: a note, never a gate
-    mixed: tuple[str, ...] = ()  # "device (cpu, cuda)": what differs between its seeds' runs (never pooled)
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    def resampled(self, rng: np.random.Generator, times: int) -> np.ndarray:
-        """``(times, n)`` seed-bootstrap resamples of the values."""
-        return self.values[rng.integers(0, self.n, size=(times, self.n))]
 
 
 @dataclass(frozen=True)
@@ -129,7 +97,8 @@ class Judged:
             text += f", stability {self.stability:.0%}"
         text += f" → {self.outcome}"
         if self.needs_n:
-            text += f" (needs n ≈ {self.needs_n}{'+' if self.needs_n >= MAX_NEEDED else ''} seeds per arm)"
+            capped = "+" if self.needs_n >= statistics.MAX_NEEDED else ""
+            text += f" (needs n ≈ {self.needs_n}{capped} seeds per arm)"
         return text
 
 
@@ -152,82 +121,12 @@ class RowJudgement:
         return self.verdict
 
 
-# ----- the numbers of one comparison ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Contrast:
-    """A comparator against an added arm: effect (positive = comparator better), 95 % Welch interval,
-    and the raw one-sided p-values of "better by more than δ" and "not better by δ"."""
-
-    effect: float
-    ci_low: float
-    ci_high: float
-    p_better: float
-    p_not_better: float
-
-
-def welch(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float, alpha: float = ALPHA):
-    """:class:`Contrast`'s numbers as arrays: ``comparator`` and ``added`` may carry leading batch axes
-    (seed resamples), the seeds on the last; the interval's level is ``1 - 2·alpha``. Two arms without
-    any seed spread are exact."""
-    sign = 1.0 if higher_is_better else -1.0
-    better, base = sign * comparator, sign * added  # larger is better on both
-    effect = better.mean(-1) - base.mean(-1)
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # scipy's "precision loss" for arms without spread: exact below
-        result = stats.ttest_ind(better, base, axis=-1, equal_var=False)
-        interval = result.confidence_interval(1 - 2 * alpha)
-        shifted = better - margin
-        p_better = stats.ttest_ind(shifted, base, axis=-1, equal_var=False, alternative="greater").pvalue
-        p_not_better = stats.ttest_ind(shifted, base, axis=-1, equal_var=False, alternative="less").pvalue
-    exact = (better.var(-1) == 0) & (base.var(-1) == 0)
-    low = np.where(exact, effect, interval.low)
-    high = np.where(exact, effect, interval.high)
-    p_better = np.where(exact, (effect <= margin).astype(float), p_better)
-    p_not_better = np.where(exact, (effect >= margin).astype(float), p_not_better)
-    return effect, low, high, p_better, p_not_better
-
-
-def contrast(comparator: np.ndarray, added: np.ndarray, higher_is_better: bool, margin: float,
-             alpha: float = ALPHA) -> Contrast:
-    """One comparison's numbers from the per-seed values of its two arms (interval at ``1 - 2·alpha``)."""
-    return Contrast(*(float(x) for x in welch(np.asarray(comparator, float), np.asarray(added, float),
-                                              higher_is_better, margin, alpha)))
-
-
-def boundaries(rule: str, alpha: float = ALPHA) -> tuple[float, float]:
-    """The nominal one-sided levels of a comparison's two looks (equal seed counts at each) that keep the
-    overall one-sided ``alpha``: Pocock's one critical z for both, or O'Brien–Fleming's z·√2 then z.
-    Found on the two looks' joint normal law (correlation √½), so any ``alpha`` works; at 2.5 %
-    they are the textbook z = 2.178 (Pocock) and 2.797, 1.977 (O'Brien–Fleming)."""
-    from scipy.optimize import brentq
-
-    joint = stats.multivariate_normal([0.0, 0.0], [[1.0, math.sqrt(0.5)], [math.sqrt(0.5), 1.0]])
-    scale = (1.0, 1.0) if rule == "pocock" else (math.sqrt(2), 1.0)
-    if rule not in ("pocock", "obrien_fleming"):
-        raise ValueError(f"looks {rule!r}; allowed: pocock, obrien_fleming")
-    crossing = brentq(lambda z: 1 - joint.cdf(np.array([scale[0] * z, scale[1] * z])) - alpha, 1.0, 5.0, xtol=1e-10)
-    return tuple(float(stats.norm.sf(s * crossing)) for s in scale)
-
-
-def holm(p_values) -> np.ndarray:
-    """Holm-adjusted p-values along the last axis, for many families at once (statsmodels'
-    ``multipletests(method="holm")`` per family, which the tests check; that function runs
-    ``gc.collect()`` on every call, far too slow for a thousand bootstrap resamples)."""
-    p_values = np.asarray(p_values, float)
-    m = p_values.shape[-1]
-    order = np.argsort(p_values, axis=-1)
-    stepped = np.take_along_axis(p_values, order, -1) * (m - np.arange(m))
-    adjusted = np.empty_like(p_values)
-    np.put_along_axis(adjusted, order, np.minimum(1.0, np.maximum.accumulate(stepped, axis=-1)), -1)
-    return adjusted
-
-
 def holm_outcomes(p_better, p_not_better, alphas=None) -> list[tuple[str, float]]:
     """(outcome, Holm p) for a family of compared comparisons: each test family Holm-adjusted, each
     comparison decided at its own look's level (``alphas``; default :data:`ALPHA` for all)."""
     if len(p_better) == 0:
         return []
-    better, not_better = holm(p_better), holm(p_not_better)
+    better, not_better = statistics.holm(p_better), statistics.holm(p_not_better)
     alphas = [ALPHA] * len(better) if alphas is None else alphas
     return [(BETTER, b) if b < a else (NOT_BETTER, nb) if nb < a else (UNCLEAR, min(b, nb))
             for b, nb, a in zip(better, not_better, alphas)]
@@ -277,7 +176,7 @@ def judge_family(entries: list[Entry], claim: str,
     entries with at least ``min_seeds`` seeds per arm (the declared rule's minimum); the others are
     descriptive only."""
     enough = [min(len(e.comparator), len(e.added)) >= min_seeds for e in entries]
-    numbers = [contrast(e.comparator, e.added, e.higher_is_better, e.margin)
+    numbers = [statistics.contrast(e.comparator, e.added, e.higher_is_better, e.margin)
                if min(len(e.comparator), len(e.added)) >= 2 else None for e in entries]
     decided = iter(holm_outcomes([n.p_better for n, ok in zip(numbers, enough) if ok],
                                  [n.p_not_better for n, ok in zip(numbers, enough) if ok]))
@@ -288,32 +187,10 @@ def judge_family(entries: list[Entry], claim: str,
     return family_verdict(by_group, claim)[0], list(zip(entries, numbers, results))
 
 
-def seeds_needed(comparator: np.ndarray, added: np.ndarray, effect: float, margin: float, floor: int = 2) -> int:
-    """Seeds per arm for 80 % power to place the interval on one side of δ, at the observed spread
-    and the observed distance of the effect from δ (at least ``floor``, capped at :data:`MAX_NEEDED`)."""
-    spread = math.sqrt((np.var(comparator, ddof=1) + np.var(added, ddof=1)) / 2)
-    distance = abs(effect - margin)
-    if distance == 0 or not math.isfinite(spread):
-        return MAX_NEEDED
-    return min(MAX_NEEDED, max(floor, math.ceil(2 * (POWER_Z * spread / distance) ** 2)))
-
-
 def beats_chance(arm: Arm, higher_is_better: bool) -> bool | None:
     """Whether the arm learned: the one-sided 95 % bound over seeds of its gate metric at the training
     length beats chance there; ``None`` when chance is unknown."""
-    return above_chance(arm.gate_values, arm.chance, higher_is_better)
-
-
-def above_chance(values: np.ndarray, chance: float, higher_is_better: bool) -> bool | None:
-    """Whether the one-sided 95 % bound over seeds of ``values (n,)`` beats ``chance``; ``None`` when
-    chance (or a value) is unknown."""
-    if math.isnan(chance) or np.isnan(values).any():
-        return None
-    if len(values) == 0:
-        return False
-    n = len(values)
-    margin = stats.t.ppf(0.95, n - 1) * values.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
-    return bool(values.mean() - margin > chance if higher_is_better else values.mean() + margin < chance)
+    return statistics.above_chance(arm.gate_values, arm.chance, higher_is_better)
 
 
 def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str], list[str]]:
@@ -331,7 +208,8 @@ def gates(comparison: Comparison, added: Arm, comparator: Arm) -> tuple[list[str
                            f"chance {arm.chance:.4g}")
         elif learned is None:
             notes.append(f"{arm.encoding}: no chance level in the tables, not gated")
-        elif arm.gate_at_length is not None and above_chance(arm.gate_at_length, arm.chance_at_length, higher) is False:
+        elif (arm.gate_at_length is not None
+              and statistics.above_chance(arm.gate_at_length, arm.chance_at_length, higher) is False):
             notes.append(f"{arm.encoding} is at chance at {comparison.length_ratio:g}× ({gate_metric} "
                          f"{arm.gate_at_length.mean():.4g}, chance {arm.chance_at_length:.4g}), though it learned "
                          "at the training length")
@@ -375,7 +253,8 @@ def judge_one(comparison: Comparison, size: str, added: Arm, comparator: Arm, it
                     alpha=alpha)
     if blocked or min(added.n, comparator.n) < 2:
         return judged
-    numbers = contrast(comparator.values, added.values, comparison.higher_is_better, comparison.margin, alpha)
+    numbers = statistics.contrast(comparator.values, added.values, comparison.higher_is_better, comparison.margin,
+                                  alpha)
     eval_se = item_error(items, comparison, size, added, comparator) if items is not None else math.nan
     return replace(judged, numbers=numbers, eval_se=eval_se)
 
@@ -413,8 +292,8 @@ def judge_row(row: str, claim: str, size: str, judged: list[Judged], seed: int =
 def _needs(judged: Judged, outcome: str) -> int | None:
     if outcome not in (UNCLEAR, FEW_SEEDS) or judged.numbers is None:
         return None
-    return seeds_needed(judged.comparator.values, judged.added.values, judged.numbers.effect, judged.comparison.margin,
-                        judged.comparison.n_seeds)
+    return statistics.seeds_needed(judged.comparator.values, judged.added.values, judged.numbers.effect,
+                                   judged.comparison.margin, judged.comparison.n_seeds)
 
 
 def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict: str, results: list[str],
@@ -422,8 +301,9 @@ def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict:
     """Share of seed-bootstrap resamples reproducing the row's verdict, and each comparison's outcome."""
     p_better, p_not_better = [], []
     for j in compared:
-        _, _, _, better, not_better = welch(j.comparator.resampled(rng, times), j.added.resampled(rng, times),
-                                            j.comparison.higher_is_better, j.comparison.margin, j.alpha)
+        _, _, _, better, not_better = statistics.welch(j.comparator.resampled(rng, times),
+                                                       j.added.resampled(rng, times), j.comparison.higher_is_better,
+                                                       j.comparison.margin, j.alpha)
         p_better.append(better)
         p_not_better.append(not_better)
     p_better, p_not_better = np.array(p_better).T, np.array(p_not_better).T  # (times, compared)
@@ -434,103 +314,6 @@ def stability(judged: list[Judged], compared: list[Judged], claim: str, verdict:
         same += np.array(resampled) == np.array(results)
     shares = {id(j.comparison): same[i] / times for i, j in enumerate(judged) if j.compared}
     return same_row / times, shares
-
-
-# ----- from tables ----------------------------------------------------------------------------------
-def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str, seeds: tuple[int, ...] | None = None,
-        steps: int | None = None) -> Arm:
-    """An arm's rows of ``results`` (the extrapolation table: one row per seed and length) for a
-    comparison at ``size``. Judging a declared comparison, only the ``seeds`` it declares at its budget
-    ``steps`` (where the table has steps) count, and nothing is chosen: rows at several learning rates
-    are seeds that are not replicates (a gate). Without ``seeds`` (advise's descriptive use) every seed
-    counts, at the rate with the lowest validation loss where several were run (:func:`best_rate`).
-
-    Whether the arm learned is read at the training length (where the table has it): an arm that
-    learned and fails beyond its training length did not extrapolate, which is the comparison's data,
-    not a reason to leave it out (a note says it is at chance there)."""
-    cell = declared_rows(results[cell_rows(results, spec, size)], seeds, steps)
-    ratios = cell["length_ratio"].astype(float)
-    rows = cell[np.isclose(ratios, comparison.length_ratio)]
-    if seeds is None:
-        rows, lr, _ = best_rate(rows)
-        cell = cell[cell["lr"] == lr] if lr is not None else cell
-    ok = finished(rows)
-    rates = sorted(ok["lr"].dropna().unique()) if "lr" in ok.columns else []
-    lr = float(rates[0]) if len(rates) == 1 else None
-    gate_column, chance_column = (("token_accuracy", "token_chance") if comparison.metric == "exact_match"
-                                  else ("value", "chance"))
-    trained = finished(cell[np.isclose(cell["length_ratio"].astype(float), 1.0)])
-    beyond = comparison.length_ratio != 1 and len(trained) > 0  # the gate reads the training length's rows
-    learned = trained if beyond else ok
-    budget = None
-    if {"steps", "batch_size"} <= set(rows.columns) and len(ok):
-        budget = (int(ok["steps"].max()), int(ok["batch_size"].max()))
-    untrained = bool("positions_trained" in ok.columns and (ok["positions_trained"] == False).any())  # noqa: E712
-    length, width = spec.resolved(size)
-    counted = ok["params_total"].dropna() if "params_total" in ok.columns else ok.iloc[:0]
-    params = float(counted.mean()) if len(counted) else None
-    return Arm(spec.encoding, ok["value"].to_numpy(float), ok["seed"].to_numpy(),
-               learned[gate_column].to_numpy(float), mean_chance(learned, chance_column),
-               diverged=int((rows["status"] == "diverged").sum()),
-               undertrained=flagged(ok, "undertrained"), overfit=flagged(ok, "overfit"),
-               untrained_positions=untrained, lr=lr, budget=budget,
-               eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
-               params=params, gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
-               chance_at_length=mean_chance(ok, chance_column) if beyond else math.nan, mixed=mixed_runs(ok))
-
-
-def declared_rows(rows: pd.DataFrame, seeds: tuple[int, ...] | None, steps: int | None) -> pd.DataFrame:
-    """The rows of ``seeds`` trained for ``steps`` (where ``rows`` has steps); ``None``: any."""
-    if seeds is not None:
-        rows = rows[rows["seed"].isin(seeds)]
-    return rows[rows["steps"] == steps] if steps is not None and "steps" in rows.columns else rows
-
-
-def flagged(rows: pd.DataFrame, column: str) -> int:
-    """How many of ``rows`` have the flag ``column`` set (a missing column or value: not set)."""
-    return int(rows[column].fillna(False).astype(bool).sum()) if column in rows.columns else 0
-
-
-def mixed_runs(rows: pd.DataFrame) -> tuple[str, ...]:
-    """Which of :data:`RUN_KEYS` take more than one value across ``rows`` (one arm's seeds), as
-    ``"device (cpu, cuda)"``: seeds run on other devices, dtypes or budgets are not replicates of one another."""
-    spread = [(key, sorted(map(str, rows[key].dropna().unique()))) for key in RUN_KEYS if key in rows.columns]
-    return tuple(f"{key} ({', '.join(values)})" for key, values in spread if len(values) > 1)
-
-
-def mean_chance(rows: pd.DataFrame, column: str) -> float:
-    """The chance level of ``rows`` (their evaluation sets'), NaN where the table has none."""
-    return float(rows[column].mean()) if column in rows.columns and len(rows) else math.nan
-
-
-def finished(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of seeds that finished with a value, by seed."""
-    return rows[rows["status"] == "ok"].dropna(subset=["value"]).sort_values("seed")
-
-
-def cell_rows(frame: pd.DataFrame, spec: ArmSpec, size: str) -> pd.Series:
-    """Which rows of ``frame`` (a results or items table) are the arm's: its task, encoding and size, and
-    its training length and width where the table has those columns (so a sweep's cells at other
-    lengths or widths never join the plain arm); without them, only an arm at the defaults has rows."""
-    chosen = (frame["task"] == spec.task) & (frame["encoding"] == spec.encoding) & (frame["size"] == size)
-    for column, declared, value in zip(("train_len", "d_model"), (spec.train_length, spec.d_model),
-                                       spec.resolved(size)):
-        if column in frame.columns:
-            chosen &= frame[column] == value
-        elif declared is not None:  # a table that cannot tell lengths or widths apart has no such arm
-            chosen &= False
-    return chosen
-
-
-def best_rate(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None, str]:
-    """The rows at the learning rate with the lowest mean validation loss, where several were run."""
-    if "lr" not in rows.columns or rows["lr"].dropna().empty:
-        return rows, None, ""
-    rates = sorted(rows["lr"].dropna().unique())
-    if len(rates) == 1 or "validation_loss" not in rows.columns:
-        return rows[rows["lr"] == rates[0]] if len(rates) == 1 else rows, (rates[0] if len(rates) == 1 else None), ""
-    best = rows.groupby("lr")["validation_loss"].mean().idxmin()
-    return rows[rows["lr"] == best], float(best), f"lr {best:g} chosen on validation loss among {rates}"
 
 
 def item_error(items: pd.DataFrame, comparison: Comparison, size: str, added: Arm, comparator: Arm,
@@ -573,7 +356,7 @@ def judge(declaration: Declaration, results: pd.DataFrame, items: pd.DataFrame |
     compared comparison gets its trajectory and trend (:func:`with_trajectory`)."""
     chosen = comparisons if comparisons is not None else list(declaration.comparisons)
     rule = declaration.seed_rule
-    levels = boundaries(rule.looks, rule.alpha) if rule else (ALPHA, ALPHA)
+    levels = statistics.boundaries(rule.looks, rule.alpha) if rule else (ALPHA, ALPHA)
     judgements = []
     for row in dict.fromkeys(c.row for c in declaration.comparisons):
         mine = [c for c in chosen if c.row == row]
@@ -598,8 +381,8 @@ def look_at(comparison: Comparison, size: str, results: pd.DataFrame, items: pd.
             alpha: float) -> Judged:
     """The comparison at look ``look`` (its first ``look``·n declared seeds), before Holm."""
     seeds = comparison.seeds(look)
-    arms = [arm(results, comparison, spec, size, seeds, comparison.budget) for spec in comparison.arms]
-    return judge_one(comparison, size, *arms, items, look, alpha)
+    pair = [arms.arm(results, comparison, spec, size, seeds, comparison.budget) for spec in comparison.arms]
+    return judge_one(comparison, size, *pair, items, look, alpha)
 
 
 def wants_second_look(judged: Judged) -> bool:
@@ -614,76 +397,17 @@ def second_looks(judgements: list[RowJudgement]) -> list[tuple[str, str]]:
 
 
 # ----- budgets: the effect at each annealed checkpoint, and its trend ---------------------------------
-@dataclass(frozen=True)
-class Trend:
-    """The change of the effect from budget ``since`` to ``until`` (the last two checkpoints): Welch over
-    each arm's per-seed changes, 95 %; ``label`` by the declared rule (:func:`trend_label`)."""
-
-    since: int
-    until: int
-    change: float
-    ci_low: float
-    ci_high: float
-    label: str
-
-
-def checkpoint_values(checkpoints: pd.DataFrame, judged: Judged, which: Arm, spec: ArmSpec) -> pd.DataFrame:
-    """``(seeds, budgets)``: the arm's metric at the comparison's length at each checkpoint, for the seeds
-    the verdict read."""
-    c = judged.comparison
-    rows = declared_rows(checkpoints[cell_rows(checkpoints, spec, judged.size)], tuple(which.seeds), c.budget)
-    rows = rows[np.isclose(rows["length_ratio"].astype(float), c.length_ratio) & (rows["status"] == "ok")]
-    return rows.pivot_table(index="seed", columns="budget", values="value", aggfunc="first")
-
-
 def with_trajectory(judgement: RowJudgement, checkpoints: pd.DataFrame, steady: float) -> RowJudgement:
     """Each compared comparison of ``judgement`` with its trajectory (the effect and its 95 % Welch
-    interval at every checkpoint budget both arms have) and its trend (:class:`Trend`)."""
+    interval at every checkpoint budget both arms have) and its trend (:func:`posbench.trajectories.trajectory`)."""
     found = []
     for j in judgement.judged:
         if j.numbers is None or checkpoints.empty:
             found.append(j)
             continue
-        added, comparator = (checkpoint_values(checkpoints, j, one, spec)
-                             for one, spec in zip((j.added, j.comparator), j.comparison.arms))
-        budgets = sorted(set(added.columns) & set(comparator.columns))
-        points = tuple(trajectory_point(j, b, comparator[b].dropna(), added[b].dropna()) for b in budgets)
-        trend = effect_trend(j, added, comparator, budgets[-2:], points[-2]["effect"], steady) if len(budgets) > 1 \
-            else None
+        points, trend = trajectories.trajectory(checkpoints, j.comparison, j.size, j.added, j.comparator, steady)
         found.append(replace(j, trajectory=points, trend=trend))
     return replace(judgement, judged=found)
-
-
-def trajectory_point(judged: Judged, budget: int, comparator: pd.Series, added: pd.Series) -> dict:
-    c = judged.comparison
-    x = contrast(comparator.to_numpy(float), added.to_numpy(float), c.higher_is_better, c.margin)
-    return {"budget": int(budget), "n_added": len(added), "n_comparator": len(comparator), "effect": x.effect,
-            "ci_low": x.ci_low, "ci_high": x.ci_high}
-
-
-def effect_trend(judged: Judged, added: pd.DataFrame, comparator: pd.DataFrame, last_two: list, before: float,
-                 steady: float) -> Trend:
-    """The change of the effect over ``last_two`` budgets from each arm's per-seed changes (Welch, 95 %)."""
-    since, until = last_two
-    changes = [(table[until] - table[since]).dropna().to_numpy(float) for table in (comparator, added)]
-    c = judged.comparison
-    x = contrast(*changes, c.higher_is_better, 0.0)
-    return Trend(int(since), int(until), x.effect, x.ci_low, x.ci_high,
-                 trend_label(before, x.ci_low, x.ci_high, steady * c.margin))
-
-
-def trend_label(before: float, low: float, high: float, band: float) -> str:
-    """The declared trend rule: "steady" when the change's interval lies within ± ``band`` (steady · δ);
-    else "closing" when it lies wholly on the side toward zero from the earlier effect ``before``,
-    "widening" when wholly away from it; else "unclear"."""
-    if -band <= low and high <= band:
-        return STEADY
-    toward_zero = -1.0 if before > 0 else 1.0
-    if (toward_zero < 0 and high < 0) or (toward_zero > 0 and low > 0):
-        return CLOSING
-    if (toward_zero < 0 and low > 0) or (toward_zero > 0 and high < 0):
-        return WIDENING
-    return UNCLEAR
 
 
 def table(judgements: list[RowJudgement]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ Readers group a table into *panels* (:func:`panels`): what a figure's panel or a
 compares side by side shares one :data:`BUDGET` (everything but the rate, which is tuned per arm);
 where a task was run at several budgets, each is a panel of its own, named by what differs ("lm_prose
 · 2,000 steps"). Within a panel, an encoding run at several learning rates keeps the one with the lowest
-validation loss (:func:`one_rate`, :func:`posbench.evidence.best_rate`), as a tuned arm would.
+validation loss (:func:`one_rate`, :func:`best_rate`), as a tuned arm would.
 """
 
 from __future__ import annotations
@@ -67,11 +67,20 @@ def panels(frame: pd.DataFrame, within: tuple[str, ...] = ("task",), besides: tu
     return frame.assign(**{PANEL: name.where(shown == "", name + SEPARATOR + shown)})
 
 
+def best_rate(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None, str]:
+    """The rows at the learning rate with the lowest mean validation loss, where several were run."""
+    if "lr" not in rows.columns or rows["lr"].dropna().empty:
+        return rows, None, ""
+    rates = sorted(rows["lr"].dropna().unique())
+    if len(rates) == 1 or "validation_loss" not in rows.columns:
+        return rows[rows["lr"] == rates[0]] if len(rates) == 1 else rows, (rates[0] if len(rates) == 1 else None), ""
+    best = rows.groupby("lr")["validation_loss"].mean().idxmin()
+    return rows[rows["lr"] == best], float(best), f"lr {best:g} chosen on validation loss among {rates}"
+
+
 def one_rate(frame: pd.DataFrame, cell: tuple[str, ...] = (PANEL, "encoding")) -> pd.DataFrame:
     """The rows of ``frame`` at one learning rate per ``cell``: the lowest mean validation loss where several
-    were run (:func:`posbench.evidence.best_rate`), the rate with most rows where no loss tells them apart."""
-    from posbench.evidence import best_rate
-
+    were run (:func:`best_rate`), the rate with most rows where no loss tells them apart."""
     if RATE not in frame.columns or frame.empty:
         return frame
     kept = []

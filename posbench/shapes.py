@@ -10,9 +10,10 @@ and the allowed values. The guidance rows' loader (:mod:`posbench.comparisons`) 
 refuses arms that are not "added vs other", which most published orderings are.
 
 :func:`judge` reads a run's extrapolation table (one row per seed and length) with
-:mod:`posbench.evidence`'s functions, read-only: for each adjacent pair of ranks the 95 % Welch
-interval over seeds of the better arm minus the worse (:func:`posbench.evidence.contrast`, signed so
-that positive means better), at each arm's learning rate chosen on validation loss where several ran.
+:mod:`posbench.arms`' row selection and :mod:`posbench.statistics`, read-only: for each adjacent pair
+of ranks the 95 % Welch interval over seeds of the better arm minus the worse
+(:func:`posbench.statistics.contrast`, signed so that positive means better), at each arm's learning rate
+chosen on validation loss where several ran.
 A pair *holds* when its interval lies above 0 and is *reversed* when it lies below 0; for a shape whose
 ``relation`` is ``equivalent`` (a paper's "≈"), a pair holds when the interval lies inside ±``margin``
 and is reversed when it lies wholly outside it. The outcome, in the order it is decided:
@@ -20,14 +21,14 @@ and is reversed when it lies wholly outside it. The outcome, in the order it is 
 * **not run**: an arm has no finished seed at the shape's length (a ``pending`` shape is not trained:
   an arm of it cannot run yet, and ``pending`` says why);
 * **not reachable at this budget**: an arm did not learn in distribution: its chance gate
-  (:func:`posbench.evidence.above_chance`: the headline metric against its chance level at the
+  (:func:`posbench.statistics.above_chance`: the headline metric against its chance level at the
   training length, token accuracy for a metric without one) fails, or, for a shape scored by exact
   match, it gets no sequence right at the training length; so nothing beyond it says anything;
 * **reproduced**: every adjacent pair holds;
 * **contradicted**: some pair is reversed;
 * **not shown**: otherwise (an interval across the line, or fewer than 2 seeds in an arm); such a pair
   says how many seeds per arm would place its interval on one side at the spread and effect observed
-  (:func:`posbench.evidence.seeds_needed`), the power calculation on this run's seeds as a pilot.
+  (:func:`posbench.statistics.seeds_needed`), the power calculation on this run's seeds as a pilot.
 
 Which seeds a shape reads: its pilot's (the preset's ``train.seeds``, below the comparisons' first
 deciding seed, :func:`fresh_seed`), unless it declares a ``confirm`` stage: then only that stage's, n fresh
@@ -52,7 +53,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from posbench import comparisons, encodings, evidence, metrics, tasks
+from posbench import comparisons, encodings, experiments, metrics, statistics, tasks
+from posbench.arms import cell_rows, mean_chance
 from posbench.comparisons import ArmSpec
 from posbench.records import write_atomically
 from posbench.tables import load as load_tables
@@ -150,7 +152,7 @@ def pilot_seeds(seeds: pd.Series) -> pd.Series:
     return seeds < fresh_seed()
 
 
-def sizes_with_results(results: pd.DataFrame, task: str) -> list[str]:
+def task_sizes(results: pd.DataFrame, task: str) -> list[str]:
     """The model sizes ``results`` holds rows of ``task`` at, sorted; none for a table without them."""
     if not len(results) or "size" not in results:
         return []
@@ -158,7 +160,10 @@ def sizes_with_results(results: pd.DataFrame, task: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Declaration:
+class DeclaredShapes:
+    """Every published shape of ``shapes.yaml`` in file order, the parts the preset splits them into, and the
+    SHA-256 of the file's parsed content."""
+
     shapes: tuple[Shape, ...]
     parts: tuple[str, ...]
     sha256: str
@@ -184,7 +189,7 @@ class Declaration:
                          for s in chosen if s.confirm for spec in s.trained_arms()]
 
 
-def load(path: str | Path | None = None) -> Declaration:
+def load(path: str | Path | None = None) -> DeclaredShapes:
     """The shapes in ``path`` (default: the package's ``shapes.yaml``), every key checked."""
     path = Path(path) if path is not None else PATH
     data = yaml.safe_load(path.read_bytes()) or {}
@@ -198,7 +203,7 @@ def load(path: str | Path | None = None) -> Declaration:
     if len(set(ids)) < len(ids):
         raise ValueError(f"{path}: shape ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
     content = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return Declaration(tuple(shapes), tuple(parts), hashlib.sha256(content).hexdigest())
+    return DeclaredShapes(tuple(shapes), tuple(parts), hashlib.sha256(content).hexdigest())
 
 
 def parse(entry, path: Path, parts: tuple[str, ...]) -> Shape:
@@ -307,13 +312,15 @@ class ArmResult:
 class Pair:
     better: str
     worse: str
-    numbers: evidence.Contrast | None  # None: fewer than 2 seeds in an arm
+    numbers: statistics.Contrast | None  # None: fewer than 2 seeds in an arm
     status: str
     needs_n: int | None = None  # an unclear pair: seeds per arm that would decide it at the observed spread and effect
 
 
 @dataclass(frozen=True)
-class Judged:
+class JudgedShape:
+    """One published shape at one model size: its outcome, each arm's seeds and each adjacent pair's contrast."""
+
     shape: Shape
     size: str
     outcome: str
@@ -348,14 +355,14 @@ def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmR
     budget (what the shapes preset trains: a run that also holds a comparison's longer-trained arms never
     sets one arm's 2,000 steps against another's 500), at the learning rate validation chose, read at the
     shape's length and gated at the training length."""
-    cell = results[evidence.cell_rows(results, ArmSpec(shape.task, arm), size)]
+    cell = results[cell_rows(results, ArmSpec(shape.task, arm), size)]
     if "steps" in cell.columns:
         cell = cell[cell["steps"] == tasks.get(shape.task).steps]
-    pilot_rate = evidence.best_rate(cell[pilot_seeds(cell["seed"])])[1] if shape.confirm else None
+    pilot_rate = experiments.best_rate(cell[pilot_seeds(cell["seed"])])[1] if shape.confirm else None
     cell = cell[shape.read_seeds(cell["seed"])]
     if pilot_rate is not None:  # the confirm stage at the rate its pilot chose: no other run's fresh seeds join it
         cell = cell[np.isclose(cell["lr"].astype(float), pilot_rate)]
-    rows, _, _ = evidence.best_rate(cell)
+    rows, _, _ = experiments.best_rate(cell)
     ok = rows[rows["status"] == "ok"]
     ratios = ok["length_ratio"].astype(float)
     values = per_seed(ok[ratios > 1] if shape.length_ratio is None else ok[np.isclose(ratios, shape.length_ratio)],
@@ -364,14 +371,14 @@ def arm_result(results: pd.DataFrame, shape: Shape, arm: str, size: str) -> ArmR
     headline = metrics.get(tasks.get(shape.task).metrics[0])
     gate_column, chance_column, higher = (("value", "chance", headline.higher_is_better) if headline.chance
                                           else ("token_accuracy", "token_chance", True))
-    chance = evidence.mean_chance(trained, chance_column)
+    chance = mean_chance(trained, chance_column)
     gate_values = trained[gate_column].to_numpy(float) if gate_column in trained.columns else np.array([])
-    learned = evidence.above_chance(gate_values, chance, higher)
+    learned = statistics.above_chance(gate_values, chance, higher)
     gate_name = headline.name if gate_column == "value" else gate_column
     read = f"{gate_name} {np.mean(gate_values):.4g} at 1×, chance {chance:.4g}" if len(gate_values) else "no seed at 1×"
     if learned is not False and sequence_metric(shape.metric):
         own = per_seed(trained, metric_column(shape))
-        if not evidence.above_chance(own, 0.0, True):
+        if not statistics.above_chance(own, 0.0, True):
             return ArmResult(arm, values, False, f"{shape.metric} {np.mean(own) if len(own) else math.nan:.4g} at 1×, "
                                                  "no sequence right in distribution")
     return ArmResult(arm, values, learned, read)
@@ -393,7 +400,7 @@ def per_seed(rows: pd.DataFrame, column: str) -> np.ndarray:
     return rows.dropna(subset=[column]).groupby("seed")[column].mean().to_numpy(float)
 
 
-def pair_status(numbers: evidence.Contrast | None, shape: Shape) -> str:
+def pair_status(numbers: statistics.Contrast | None, shape: Shape) -> str:
     if numbers is None:
         return UNCLEAR
     low, high = numbers.ci_low, numbers.ci_high
@@ -403,31 +410,31 @@ def pair_status(numbers: evidence.Contrast | None, shape: Shape) -> str:
     return HOLDS if low > 0 else REVERSED if high < 0 else UNCLEAR
 
 
-def pair_needs(better: np.ndarray, worse: np.ndarray, numbers: evidence.Contrast, shape: Shape) -> int:
+def pair_needs(better: np.ndarray, worse: np.ndarray, numbers: statistics.Contrast, shape: Shape) -> int:
     """Seeds per arm for 80 % power to decide an unclear pair, taking its observed effect and spread as true:
     to place the interval on one side of 0, or (a '≈') on one side of the margin's edge nearest the effect."""
     if shape.relation == EQUIVALENT:
-        return evidence.seeds_needed(better, worse, abs(numbers.effect), shape.margin)
-    return evidence.seeds_needed(better, worse, numbers.effect, 0.0)
+        return statistics.seeds_needed(better, worse, abs(numbers.effect), shape.margin)
+    return statistics.seeds_needed(better, worse, numbers.effect, 0.0)
 
 
-def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
+def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> JudgedShape:
     """The shape's outcome at ``size`` (see the module's docstring for the rules, in their order)."""
     arms = tuple(arm_result(results, shape, arm, size) for arm in shape.arms)
     missing = [a.arm for a in arms if not len(a.values)]
     if missing:
-        return Judged(shape, size, NOT_RUN, arms,
+        return JudgedShape(shape, size, NOT_RUN, arms,
                       note=f"no finished seed of {', '.join(missing)}{_pending(shape)}{_confirming(shape)}")
     unlearned = [a for a in arms if a.learned is False]
     if unlearned:
-        return Judged(shape, size, UNREACHABLE, arms,
+        return JudgedShape(shape, size, UNREACHABLE, arms,
                       note="did not learn in distribution: " + "; ".join(f"{a.arm} ({a.gate})" for a in unlearned))
     by_arm = {a.arm: a for a in arms}
     pairs = []
     for better_rank, worse_rank in zip(shape.ranks, shape.ranks[1:]):
         for better, worse in ((b, w) for b in better_rank for w in worse_rank):
             x, y = by_arm[better].values, by_arm[worse].values
-            numbers = evidence.contrast(x, y, shape.higher_is_better, 0.0) if min(len(x), len(y)) >= 2 else None
+            numbers = statistics.contrast(x, y, shape.higher_is_better, 0.0) if min(len(x), len(y)) >= 2 else None
             status = pair_status(numbers, shape)
             needs = pair_needs(x, y, numbers, shape) if status == UNCLEAR and numbers is not None else None
             pairs.append(Pair(better, worse, numbers, status, needs))
@@ -439,15 +446,15 @@ def judge_shape(shape: Shape, results: pd.DataFrame, size: str) -> Judged:
     # a difference near chance, and the reader should see it beside the outcome
     gates = "in distribution: " + "; ".join(f"{a.arm} {a.gate}" for a in arms)
     note = "; ".join([*([f"no chance level to gate {', '.join(unknown)}"] if unknown else []), gates])
-    return Judged(shape, size, outcome, arms, tuple(pairs), note + _confirming(shape))
+    return JudgedShape(shape, size, outcome, arms, tuple(pairs), note + _confirming(shape))
 
 
-def judge(declaration: Declaration, results: pd.DataFrame) -> list[Judged]:
+def judge(declaration: DeclaredShapes, results: pd.DataFrame) -> list[JudgedShape]:
     """Every shape at every model size its task has results for; a shape whose task has none: not run."""
     judged = []
     for shape in declaration.shapes:
-        judged += [judge_shape(shape, results, size) for size in sizes_with_results(results, shape.task)] or [
-            Judged(shape, "", NOT_RUN, note=f"no results on {shape.task}{_pending(shape)}")]
+        judged += [judge_shape(shape, results, size) for size in task_sizes(results, shape.task)] or [
+            JudgedShape(shape, "", NOT_RUN, note=f"no results on {shape.task}{_pending(shape)}")]
     return judged
 
 
@@ -465,7 +472,7 @@ def _confirming(shape: Shape) -> str:
             f"read; pilot: {shape.confirm.pilot}")
 
 
-def table(judged: list[Judged], sha256: str) -> pd.DataFrame:
+def table(judged: list[JudgedShape], sha256: str) -> pd.DataFrame:
     """``shapes.csv``: one row per shape and size — the paper, its figure and numbers, ours, the outcome."""
     frame = pd.DataFrame([{
         "shape": j.shape.id, "part": j.shape.part, "paper": j.shape.paper, "figure": j.shape.figure,

@@ -2,7 +2,7 @@
 
 One loop (:func:`fit`) serves every task and every caller (this module's :func:`train`, the probe's
 short language model), and its one step (:meth:`Trainer.step`) is the step ``posbench bench`` times
-(P8): a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`), the loss is
+(its ``train`` part): a batch is ``inputs`` and ``targets`` (see :mod:`posbench.tasks.base`), the loss is
 cross-entropy over the scored targets. AdamW with linear warm-up and cosine decay to
 10 % of the peak, gradient clipping, weight decay on the linear layers' matrices only (so rows of a
 learned position table that no training sequence reaches keep their initial values — the record
@@ -39,7 +39,6 @@ as :class:`posbench.records.Items`; a run that diverges returns one with ``statu
 from __future__ import annotations
 
 import copy
-import math
 import os
 import sys
 import time
@@ -54,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from posbench import encodings, free_running, metrics, records, schedule, tasks
+from posbench import encodings, free_running, metrics, records, schedule, statistics, tasks
 from posbench.devices import CPU, FLOAT32, autocast, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
 from posbench.model import ModelConfig, build_model, count_params
@@ -272,7 +271,7 @@ class Diverged(RuntimeError):
 
 class Trainer:
     """A job's training state (the model, AdamW, the rate factor per step, the seeded batch stream) and
-    its one training step: the step :func:`fit` loops over, and the one ``posbench bench`` times (P8),
+    its one training step: the step :func:`fit` loops over, and the one ``posbench bench`` times (``train``),
     so the bench measures the step training takes."""
 
     def __init__(self, model: nn.Module, job: Job):
@@ -380,7 +379,7 @@ def validation_set(task: tasks.Task, size: int) -> list[tasks.Batch]:
     """The first ``size`` (the training batch size) sequences of the task's validation set at its
     training length: the fixed set of the validation curve. One forward of a batch about every
     ``steps // 50`` steps, against a forward and backward (about three forwards) every step, keeps the
-    curve under 5 % of training time from 50 steps on (measured: results/reference/README.md, Lab
+    curve under 5 % of training time from 50 steps on (measured: results/reference/NOTES.md, Lab
     notes). Every record keeps its own figure (``wall_time_s.validation_curve``, part of
     ``wall_time_s.train``). Shorter runs pay more: below 50 steps it is a point every step."""
     batches, seen = [], 0
@@ -409,23 +408,10 @@ def trend(validation_curve: list[dict], steps: int) -> dict:
     if len(last) < MIN_TREND_POINTS:
         return {"slope_per_1k_steps": None, "ci_low": None, "ci_high": None, "points": len(last), "flag": False}
     x, y = (np.array([point[key] for point in last], dtype=np.float64) for key in ("step", "loss"))  # (n,) each
-    slope, half_width = slope_interval(x, y)
+    slope, low, high = statistics.slope_interval(x, y)
     falls = -slope * steps * LAST_PART > TREND_DROP * y[-1]
-    return {"slope_per_1k_steps": 1000 * slope, "ci_low": 1000 * (slope - half_width),
-            "ci_high": 1000 * (slope + half_width), "points": len(last),
-            "flag": bool(slope + half_width < 0 and falls)}
-
-
-def slope_interval(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """The least-squares slope of ``y (n,)`` on ``x (n,)`` and the half-width of its 95 % interval
-    (Student's t with n - 2 degrees of freedom; scipy comes with scikit-learn)."""
-    from scipy.special import stdtrit
-
-    centred = x - x.mean()  # (n,)
-    slope = float((centred * y).sum() / (centred**2).sum())
-    residuals = y - y.mean() - slope * centred  # (n,)
-    stderr = math.sqrt((residuals**2).sum() / (len(x) - 2) / (centred**2).sum())
-    return slope, float(stdtrit(len(x) - 2, 0.975)) * stderr
+    return {"slope_per_1k_steps": 1000 * slope, "ci_low": 1000 * low, "ci_high": 1000 * high, "points": len(last),
+            "flag": bool(high < 0 and falls)}
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import advise, comparisons, encodings, evidence, guidance, metrics, projection, tasks
-from posbench import verdicts as judge
+from posbench import advise, comparisons, encodings, evidence, guidance, judge, metrics, projection, statistics, tasks
 from posbench.__main__ import main
 from posbench.cli import advise as cli
 from posbench.report import build_report
@@ -477,8 +476,8 @@ def test_guidance_without_any_judged_comparison_says_so_instead_of_failing():
 def test_a_shape_or_gpu_not_measured_gets_a_projected_latency_labelled_so(inputs):
     situation = dict(task="nlp", decode=True, deploy_len=131072, gpu="h100", shape="llama-3-8b")
     free = ask(inputs, **situation)
-    shape, device = projection.SHAPES["llama-3-8b"], projection.DEVICES["h100"]
-    expected = {c.encoding: projection.project(shape, c.encoding, 131072, device).decode_ms_per_token
+    arch, device = projection.ARCHITECTURES["llama-3-8b"], projection.DEVICES["h100"]
+    expected = {c.encoding: projection.project(arch, c.encoding, 131072, device).decode_ms_per_token
                 for c in free.ranked}
     assert {c.encoding: c.latency_ms for c in free.ranked} == expected
     assert all(line.startswith("projected: ") for c in free.ranked for line in c.why() if "ms" in line)
@@ -509,7 +508,7 @@ def seeds_of(values) -> list[int]:
 def arm_rows(task: str, encoding: str, values, ratio: float = 1.0, metric: str = "exact_match",
              steps: int = 600) -> list[dict]:
     """One arm's per-seed rows at ``ratio`` and (what the gates read) at the training length."""
-    train_len = tasks.default_shape(task, "tiny")[0]
+    train_len = tasks.default_axes(task, "tiny")[0]
     higher = metrics.get(metric).higher_is_better
     cell = {"machine": "m", "status": "ok", "task": task, "encoding": encoding, "size": "tiny", "metric": metric,
             "higher_is_better": higher, "train_len": train_len, "d_model": 64, "steps": steps, "batch_size": 32,
@@ -528,7 +527,7 @@ def decided(comparison: str, task: str, comparator: str, added: str, ratio: floa
     return {"row": row, "row_verdict": "supported", "row_stability": 1.0, "comparison": comparison, "task": task,
             "size": "tiny", "length_ratio": ratio, "add_arm": added, "comparator_arm": comparator, "outcome": outcome,
             "effect": effect, "ci_low": effect - 0.02, "ci_high": effect + 0.02, "margin": margin, "steps": steps,
-            "train_len": tasks.default_shape(task, "tiny")[0], "d_model_added": 64, "d_model_comparator": 64,
+            "train_len": tasks.default_axes(task, "tiny")[0], "d_model_added": 64, "d_model_comparator": 64,
             "alpha_look": LEVEL_ALPHA, "decides": True}
 
 
@@ -545,7 +544,7 @@ def separated_in_one_rank(advice: advise.Advice, verdicts: pd.DataFrame) -> list
     found = []
     for x, y in combinations(advice.ranked, 2):
         shared = [(a, b) for a in x.ranking_rows for b in y.ranking_rows if a.group == b.group and not a.fills_in]
-        welch = [evidence.contrast(a.values, b.values, a.higher_is_better, 0.0, advise.run_alpha(verdicts))
+        welch = [statistics.contrast(a.values, b.values, a.higher_is_better, 0.0, advise.run_alpha(verdicts))
                  for a, b in shared]
         if x.rank == y.rank and (any(w.ci_low > 0 or w.ci_high < 0 for w in welch)
                                  or {(x.encoding, y.encoding), (y.encoding, x.encoding)} & better):

@@ -3,7 +3,6 @@ equivalence, gates, Holm and the interval against scipy / statsmodels."""
 
 from __future__ import annotations
 
-import gc
 import math
 import tempfile
 from dataclasses import replace
@@ -16,9 +15,8 @@ import pytest
 import yaml
 from helpers import declared_rules
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
-from posbench import comparisons, evidence, guidance
+from posbench import arms, comparisons, evidence, experiments, guidance, statistics
 from posbench.comparisons import ArmSpec
 from posbench.guidance import ADDING_SUFFICES, OTHER_SCHEME_WINS
 
@@ -50,8 +48,9 @@ def simulate(comparison, truth: float, spread: float, seeds: int = 10, times: in
 
 def decided(comparison, comparator, added):
     """One comparison alone (a row of one): the outcome of each simulated table."""
-    _, _, _, better, not_better = evidence.welch(comparator, added, comparison.higher_is_better, comparison.margin)
-    return np.where(better < evidence.ALPHA, "better", np.where(not_better < evidence.ALPHA, "not better", "unclear"))
+    _, _, _, better, not_better = statistics.welch(comparator, added, comparison.higher_is_better, comparison.margin)
+    alpha = statistics.ALPHA
+    return np.where(better < alpha, "better", np.where(not_better < alpha, "not better", "unclear"))
 
 
 def test_with_every_arm_equal_the_comparator_rarely_wins():
@@ -59,7 +58,7 @@ def test_with_every_arm_equal_the_comparator_rarely_wins():
     assert (outcomes == "better").mean() <= 0.05
     # at exactly δ, "better by more than δ" is the null hypothesis: its error rate is the test's level
     at_margin = decided(PROSE, *simulate(PROSE, truth=PROSE.margin, spread=PROSE.reference_spread))
-    assert (at_margin == "better").mean() == pytest.approx(evidence.ALPHA, abs=0.012)
+    assert (at_margin == "better").mean() == pytest.approx(statistics.ALPHA, abs=0.012)
 
 
 @pytest.mark.parametrize("comparison", [c for c in DECLARED.comparisons if c.detectable(10) <= c.margin],
@@ -72,34 +71,10 @@ def test_a_comparator_better_by_two_margins_is_found_at_ten_seeds(comparison):
 
 def test_equivalence_only_when_the_interval_lies_below_the_margin():
     comparator, added = simulate(PROSE, truth=0.03, spread=0.03, times=500)
-    effect, low, high, better, not_better = evidence.welch(comparator, added, False, PROSE.margin)
-    assert np.array_equal(not_better < evidence.ALPHA, high < PROSE.margin)
-    assert np.array_equal(better < evidence.ALPHA, low > PROSE.margin)
+    effect, low, high, better, not_better = statistics.welch(comparator, added, False, PROSE.margin)
+    assert np.array_equal(not_better < statistics.ALPHA, high < PROSE.margin)
+    assert np.array_equal(better < statistics.ALPHA, low > PROSE.margin)
     assert 0.1 < (high < PROSE.margin).mean() < 0.9  # both kinds of table occur
-
-
-def test_the_interval_is_scipys_welch_interval_and_the_sign_follows_the_metric():
-    rng = np.random.default_rng(1)
-    comparator, added = rng.normal(2.3, 0.02, 10), rng.normal(2.5, 0.01, 12)
-    numbers = evidence.contrast(comparator, added, higher_is_better=False, margin=0.05)
-    interval = stats.ttest_ind(added, comparator, equal_var=False).confidence_interval()  # lower is better
-    assert numbers.effect == pytest.approx(added.mean() - comparator.mean())
-    assert (numbers.ci_low, numbers.ci_high) == pytest.approx((interval.low, interval.high))
-    p = stats.ttest_ind(added - 0.05, comparator, equal_var=False, alternative="greater").pvalue
-    assert numbers.p_better == pytest.approx(p)
-
-
-def test_arms_without_spread_are_exact():
-    numbers = evidence.contrast(np.full(10, 0.9), np.full(10, 0.5), True, 0.1)
-    assert (numbers.effect, numbers.ci_low, numbers.ci_high) == pytest.approx((0.4, 0.4, 0.4))
-    assert (numbers.p_better, numbers.p_not_better) == (0.0, 1.0)
-
-
-def test_holm_is_statsmodels_holm_for_many_families_at_once(monkeypatch):
-    monkeypatch.setattr(gc, "collect", lambda generation=2: 0)  # multipletests collects on every call: ~50 s here
-    p = np.random.default_rng(2).uniform(0, 0.2, size=(200, 4))
-    expected = np.array([multipletests(row, method="holm")[1] for row in p])
-    assert evidence.holm(p) == pytest.approx(expected)
 
 
 def test_family_verdicts_follow_the_claim():
@@ -114,11 +89,11 @@ def test_family_verdicts_follow_the_claim():
 
 
 # ----- from tables -----------------------------------------------------------------------------------
-def results(arms: dict[str, list[float]], task="reverse", metric="exact_match", chance=np.nan, token=None,
+def results(by_encoding: dict[str, list[float]], task="reverse", metric="exact_match", chance=np.nan, token=None,
             status=None, ratio=1.0) -> pd.DataFrame:
     """An extrapolation table: per-seed values of each arm at one length."""
     rows = []
-    for encoding, values in arms.items():
+    for encoding, values in by_encoding.items():
         for seed, value in enumerate(values):
             rows.append({"task": task, "encoding": encoding, "size": "tiny", "seed": seed, "metric": metric,
                          "length_ratio": ratio, "eval_len": 16, "value": value,
@@ -165,7 +140,7 @@ def test_learning_is_read_at_the_training_length_and_chance_beyond_it_is_data():
     far = results({"sinusoidal": ten(0.0, 0.0), "alibi": ten(0.3)}, task="passkey", ratio=16.0,
                   token={"sinusoidal": 0.12, "alibi": 0.6})
     comparison = DECLARED.by_id["passkey-16x-alibi"]
-    added = evidence.arm(pd.concat([trained, far]), comparison, ArmSpec("passkey", "sinusoidal"), "tiny")
+    added = arms.arm(pd.concat([trained, far]), comparison, ArmSpec("passkey", "sinusoidal"), "tiny")
     assert added.values.tolist() == ten(0.0, 0.0) and added.gate_values.tolist() == [0.8] * 10
     assert added.gate_at_length.tolist() == [0.12] * 10 and added.chance_at_length == 0.125
     (judged,) = [j for j in row(evidence.judge(DECLARED, pd.concat([trained, far])), "long_sequences").judged
@@ -177,7 +152,7 @@ def test_learning_is_read_at_the_training_length_and_chance_beyond_it_is_data():
     (judged,) = [j for j in row(evidence.judge(DECLARED, pd.concat([trained, far])), "long_sequences").judged
                  if j.comparison.id == "passkey-16x-alibi"]
     assert judged.outcome == evidence.GATED and judged.gates[0].startswith("sinusoidal did not learn: token_accuracy")
-    only_far = evidence.arm(far, comparison, ArmSpec("passkey", "sinusoidal"), "tiny")  # no 1× rows: gate at 16×
+    only_far = arms.arm(far, comparison, ArmSpec("passkey", "sinusoidal"), "tiny")  # no 1× rows: gate at 16×
     assert only_far.gate_values.tolist() == [0.12] * 10 and only_far.gate_at_length is None
 
 
@@ -223,8 +198,8 @@ def test_the_evaluation_sets_own_error_from_items():
                            "loss_sum": 1.0, "scored": 16, "correct": 16 if right else 8, "exact": int(right)}
                           for e in ("sinusoidal", "rope") for i in range(n)
                           for right in [e == "rope" or i % 2 == 0]])
-    arm = evidence.Arm("sinusoidal", np.array([0.5]), np.array([0]), np.array([0.75]), np.nan, eval_len=16)
-    other = evidence.Arm("rope", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=16)
+    arm = arms.Arm("sinusoidal", np.array([0.5]), np.array([0]), np.array([0.75]), np.nan, eval_len=16)
+    other = arms.Arm("rope", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=16)
     error = evidence.item_error(items, DECLARED.by_id["reverse-rope"], "tiny", arm, other)
     assert error == pytest.approx(np.sqrt(0.25 / n), rel=0.1)
 
@@ -312,46 +287,8 @@ def test_an_unknown_row_or_a_missing_file_is_named(tmp_path):
 
 
 # ----- exact numbers of the pieces (each pins what a mutant of evidence.py changed) -------------------
-def test_welch_on_seed_resamples_is_the_contrast_of_each_resample():
-    """Batched arms (resamples on the first axis) give, row by row, what each row alone gives: the
-    spread-free row exactly, the noisy one scipy's Welch numbers."""
-    rng = np.random.default_rng(4)
-    comparator = np.stack([np.full(10, 0.9), rng.normal(0.6, 0.05, 10), np.full(10, 0.7)])
-    added = np.stack([np.full(10, 0.5), rng.normal(0.5, 0.05, 10), rng.normal(0.5, 0.05, 10)])
-    batched = np.stack(evidence.welch(comparator, added, True, 0.1), axis=-1)  # (3, 5)
-    for b in range(3):
-        one = evidence.contrast(comparator[b], added[b], True, 0.1)
-        assert batched[b].tolist() == pytest.approx(
-            [one.effect, one.ci_low, one.ci_high, one.p_better, one.p_not_better], abs=1e-12)
-    assert batched[0].tolist() == pytest.approx([0.4, 0.4, 0.4, 0.0, 1.0])
-
-
-@pytest.mark.parametrize("constant", ["comparator", "added"])
-def test_one_arm_without_spread_keeps_the_welch_interval(constant):
-    """Only two spread-free arms are exact; one spread-free arm is an ordinary Welch interval (df = n − 1)."""
-    noisy = 0.5 + 0.03 * np.linspace(-1.5, 1.5, 10)
-    comparator, added = (np.full(10, 0.8), noisy) if constant == "comparator" else (noisy + 0.3, np.full(10, 0.5))
-    numbers = evidence.contrast(comparator, added, True, 0.1)
-    half = stats.t.ppf(0.975, 9) * noisy.std(ddof=1) / np.sqrt(10)
-    assert (numbers.ci_low, numbers.ci_high) == pytest.approx((0.3 - half, 0.3 + half))
-    assert 0 < numbers.p_better < 1e-6 and numbers.p_not_better == pytest.approx(1 - numbers.p_better)
-
-
-def test_spread_free_arms_exactly_at_the_margin_show_neither():
-    """Effect 0.25 = δ exactly (binary fractions): neither "better by more than δ" nor "not better by δ"."""
-    numbers = evidence.contrast(np.full(10, 0.75), np.full(10, 0.5), True, 0.25)
-    assert (numbers.effect, numbers.ci_low, numbers.ci_high) == (0.25, 0.25, 0.25)
-    assert (numbers.p_better, numbers.p_not_better) == (1.0, 1.0)
-    # the same table among resamples with spread, in either arm: still exact, resample by resample
-    noisy = 0.5 + 0.03 * np.linspace(-1.5, 1.5, 10)
-    for comparator, added in ((np.stack([np.full(10, 0.75), noisy]), np.full((2, 10), 0.5)),
-                              (np.full((2, 10), 0.75), np.stack([np.full(10, 0.5), noisy]))):
-        _, _, _, p_better, p_not_better = evidence.welch(comparator, added, True, 0.25)
-        assert (p_better[0], p_not_better[0]) == (1.0, 1.0)
-
-
 def test_holm_caps_at_one_and_decides_at_alpha_exactly():
-    assert evidence.holm([0.01, 0.6, 0.7]).tolist() == pytest.approx([0.03, 1.0, 1.0])
+    assert statistics.holm([0.01, 0.6, 0.7]).tolist() == pytest.approx([0.03, 1.0, 1.0])
     assert evidence.holm_outcomes([], []) == []
     assert evidence.holm_outcomes([0.025], [0.5]) == [(evidence.UNCLEAR, 0.025)]  # p < α, not ≤
     assert evidence.holm_outcomes([0.5], [0.025]) == [(evidence.UNCLEAR, 0.025)]
@@ -367,24 +304,15 @@ def test_a_group_without_a_decided_comparison_is_inconclusive():
         evidence.INCONCLUSIVE, {"a": evidence.INCONCLUSIVE})
 
 
-@pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
-def test_seeds_needed_at_and_one_away_from_the_margin():
-    low, high = np.array([0.25, 0.25, 0.5, 0.5]), np.array([1.25, 1.25, 1.5, 1.5])
-    assert evidence.seeds_needed(high, low, effect=0.25, margin=0.25) == evidence.MAX_NEEDED  # on δ: never
-    # one unit from δ at spread 0.144: 2·(2.8·0.144/1)² < 1 -> the floor (the comparison's declared n)
-    assert evidence.seeds_needed(high, low, effect=1.25, margin=0.25, floor=7) == 7
-    assert evidence.seeds_needed(np.array([1.0]), np.array([0.5]), effect=0.5, margin=0.1) == evidence.MAX_NEEDED
-
-
 def test_seed_resamples_draw_every_seed():
-    values = evidence.Arm("rope", np.array([0.0, 1.0, 2.0]), np.arange(3), np.zeros(3), np.nan).resampled(
+    values = arms.Arm("rope", np.array([0.0, 1.0, 2.0]), np.arange(3), np.zeros(3), np.nan).resampled(
         np.random.default_rng(0), 1000)
     assert values.shape == (1000, 3) and set(np.unique(values)) == {0.0, 1.0, 2.0}
 
 
 def chance_arm(values, chance=0.5, gate=None):
     values = np.asarray(values, float)
-    return evidence.Arm("rope", values, np.arange(len(values)), values if gate is None else np.asarray(gate, float),
+    return arms.Arm("rope", values, np.arange(len(values)), values if gate is None else np.asarray(gate, float),
                         chance)
 
 
@@ -408,13 +336,13 @@ def test_beating_chance_is_the_one_sided_95_percent_bound_over_seeds():
 
 def test_every_gate_and_note_in_words():
     reverse = DECLARED.by_id["reverse-rope"]  # exact match: gated on token accuracy against the token chance
-    empty = evidence.Arm("sinusoidal", np.array([]), np.array([]), np.array([]), 0.125)
-    diverged = evidence.Arm("rope", np.array([]), np.array([]), np.array([]), 0.125, diverged=3)
+    empty = arms.Arm("sinusoidal", np.array([]), np.array([]), np.array([]), 0.125)
+    diverged = arms.Arm("rope", np.array([]), np.array([]), np.array([]), 0.125, diverged=3)
     assert evidence.gates(reverse, empty, diverged) == (
         ["sinusoidal: no results", "rope did not learn: 3 seed(s) diverged"], [])
-    added = evidence.Arm("sinusoidal", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), np.nan, undertrained=2,
+    added = arms.Arm("sinusoidal", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), np.nan, undertrained=2,
                          overfit=1, untrained_positions=True, budget=(300, 32))
-    comparator = evidence.Arm("rope", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), 0.125, budget=(600, 32))
+    comparator = arms.Arm("rope", np.full(4, 0.5), np.arange(4), np.full(4, 0.9), 0.125, budget=(600, 32))
     assert evidence.gates(reverse, added, comparator) == (
         ["sinusoidal: positions at this length were never trained",
          "unequal budgets (steps, batch): (300, 32) vs (600, 32)"],
@@ -432,18 +360,18 @@ def test_every_gate_and_note_in_words():
 def test_the_learning_rate_with_the_lowest_mean_validation_loss_is_the_arms():
     two = pd.DataFrame({"lr": [1e-3, 1e-3, 3e-3, 3e-3], "validation_loss": [2.0, 2.2, 1.9, 2.1],
                         "value": [1, 2, 3, 4]})
-    rows, lr, note = evidence.best_rate(two)
+    rows, lr, note = experiments.best_rate(two)
     assert rows["value"].tolist() == [3, 4] and lr == 3e-3
     assert note == "lr 0.003 chosen on validation loss among [np.float64(0.001), np.float64(0.003)]"
-    rows, lr, note = evidence.best_rate(two.assign(validation_loss=[1.0, 1.0, 2.0, 2.0]))
+    rows, lr, note = experiments.best_rate(two.assign(validation_loss=[1.0, 1.0, 2.0, 2.0]))
     assert rows["value"].tolist() == [1, 2] and lr == 1e-3
     one = two.assign(lr=[2e-3, 2e-3, np.nan, np.nan])
-    rows, lr, note = evidence.best_rate(one)
+    rows, lr, note = experiments.best_rate(one)
     assert rows["value"].tolist() == [1, 2] and (lr, note) == (2e-3, "")
-    rows, lr, note = evidence.best_rate(two.drop(columns="validation_loss"))  # several rates, nothing to choose by
+    rows, lr, note = experiments.best_rate(two.drop(columns="validation_loss"))  # several rates, nothing to choose by
     assert rows["value"].tolist() == [1, 2, 3, 4] and (lr, note) == (None, "")
     for without in (two.drop(columns="lr"), two.assign(lr=np.nan)):
-        rows, lr, note = evidence.best_rate(without)
+        rows, lr, note = experiments.best_rate(without)
         assert rows["value"].tolist() == [1, 2, 3, 4] and (lr, note) == (None, "")
 
 
@@ -455,7 +383,7 @@ def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
     other_budget = table[table["seed"] == 9].assign(steps=300, value=0.0)  # another budget's run: not this arm's
     comparison = DECLARED.by_id["long-range-2x-rope"]  # declares no steps: long_range's 600
     sinusoidal = ArmSpec(comparison.task, "sinusoidal")
-    added = evidence.arm(pd.concat([table, other_budget]), comparison, sinusoidal, "tiny", tuple(range(10)), 600)
+    added = arms.arm(pd.concat([table, other_budget]), comparison, sinusoidal, "tiny", tuple(range(10)), 600)
     assert (added.n, added.budget, added.undertrained, added.untrained_positions, added.lr,
             added.eval_len) == (10, (600, 32), 4, False, 1e-3, 16)
     assert added.values.tolist() == ten(0.5) and added.seeds.tolist() == list(range(10))
@@ -467,18 +395,18 @@ def test_an_arm_reads_budget_undertraining_positions_and_rate_from_its_rows():
                             "rope: no chance level in the tables, not gated",
                             "rope undertrained in 4 of 10 seeds (still falling)",
                             "long_range: every arm trained 600 steps × batch 32")
-    assert evidence.arm(table.drop(columns=["steps", "batch_size"]), comparison, sinusoidal, "tiny").budget is None
+    assert arms.arm(table.drop(columns=["steps", "batch_size"]), comparison, sinusoidal, "tiny").budget is None
     rates = table.assign(lr=np.where(table["seed"] < 5, 1e-3, 3e-3), validation_loss=np.where(table["seed"] < 5, 2, 1))
-    chosen = evidence.arm(rates, comparison, sinusoidal, "tiny")  # advise's use: the rate chosen on validation
+    chosen = arms.arm(rates, comparison, sinusoidal, "tiny")  # advise's use: the rate chosen on validation
     assert (chosen.n, chosen.lr) == (5, 3e-3)
     declared = tuple(range(10))  # judging a comparison: no rate is chosen, two rates are a gate
-    mixed = evidence.arm(rates, comparison, sinusoidal, "tiny", declared, comparison.budget)
+    mixed = arms.arm(rates, comparison, sinusoidal, "tiny", declared, comparison.budget)
     assert (mixed.n, mixed.lr, mixed.mixed) == (10, None, ("lr (0.001, 0.003)",))
-    assert evidence.arm(table, comparison, sinusoidal, "tiny", seeds=(3, 4, 99)).seeds.tolist() == [3, 4]
+    assert arms.arm(table, comparison, sinusoidal, "tiny", seeds=(3, 4, 99)).seeds.tolist() == [3, 4]
     table.loc[(table["encoding"] == "sinusoidal") & (table["seed"] == 4), "positions_trained"] = False
-    assert evidence.arm(table, comparison, sinusoidal, "tiny").untrained_positions is True
+    assert arms.arm(table, comparison, sinusoidal, "tiny").untrained_positions is True
     alone = table[(table["seed"] == 0) | (table["encoding"] == "rope")]
-    assert evidence.arm(alone, comparison, sinusoidal, "tiny").eval_len == 16  # one seed is enough
+    assert arms.arm(alone, comparison, sinusoidal, "tiny").eval_len == 16  # one seed is enough
 
 
 def test_one_seed_is_not_compared_two_seeds_are_descriptive():
@@ -591,8 +519,8 @@ def test_the_item_error_is_the_sd_of_the_effect_over_item_redraws():
     right = {"sinusoidal": lambda i, s: i % 2 == 0, "rope": lambda i, s: i % 2 == 0 or i % 4 == 1,
              "alibi": lambda i, s: i % 3 == 0}
     items = item_rows(right, seeds=(0, 1))
-    arm = evidence.Arm("sinusoidal", np.array([0.5, 0.5]), np.array([0, 1]), np.array([0.75] * 2), np.nan, eval_len=16)
-    other = evidence.Arm("rope", np.array([0.75, 0.75]), np.array([0, 1]), np.array([0.9] * 2), np.nan, eval_len=16)
+    arm = arms.Arm("sinusoidal", np.array([0.5, 0.5]), np.array([0, 1]), np.array([0.75] * 2), np.nan, eval_len=16)
+    other = arms.Arm("rope", np.array([0.75, 0.75]), np.array([0, 1]), np.array([0.9] * 2), np.nan, eval_len=16)
     draws = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n), size=evidence.BOOTSTRAP)
     differs = np.array([float(i % 4 == 1) for i in range(n)])
     expected = np.std(draws @ differs / n, ddof=1)
@@ -617,8 +545,8 @@ def test_the_item_error_of_a_lower_is_better_metric():
     items = pd.DataFrame([{"task": "lm_prose", "encoding": e, "size": "tiny", "seed": 0, "eval_len": 64, "item": i,
                            "loss_sum": 2.0 if e == "sinusoidal" and i % 4 == 1 else 1.0, "scored": 1, "correct": 1,
                            "exact": 1} for e in ("sinusoidal", "rope") for i in range(n)])
-    arm = evidence.Arm("sinusoidal", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=64)
-    other = evidence.Arm("rope", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=64)
+    arm = arms.Arm("sinusoidal", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=64)
+    other = arms.Arm("rope", np.array([1.0]), np.array([0]), np.array([1.0]), np.nan, eval_len=64)
     draws = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n), size=evidence.BOOTSTRAP)
     expected = np.std(draws @ np.array([float(i % 4 == 1) for i in range(n)]) / n / np.log(2), ddof=1)
     assert evidence.item_error(items, comparison, "tiny", arm, other) == pytest.approx(expected, rel=1e-12)
@@ -638,7 +566,7 @@ def test_a_family_of_entries_holm_across_those_with_ten_seeds():
         ("clear", evidence.BETTER), ("close", evidence.NOT_BETTER), ("few", evidence.FEW_SEEDS),
         ("one", evidence.FEW_SEEDS)]
     (_, clear, _), (_, close, _), (_, few, _), (_, one, _) = found
-    assert clear == evidence.contrast(0.9 + spread, 0.5 + spread, True, 0.1) and one is None
+    assert clear == statistics.contrast(0.9 + spread, 0.5 + spread, True, 0.1) and one is None
     assert few.effect == pytest.approx(0.6) and close.effect == pytest.approx(0.02)
     assert evidence.judge_family(entries[:2], OTHER_SCHEME_WINS, 10)[0] == evidence.SUPPORTED
     assert evidence.judge_family(entries[1:2], ADDING_SUFFICES, 10)[0] == evidence.SUPPORTED
@@ -664,14 +592,14 @@ def test_an_arm_reads_only_its_own_length_and_width():
     table = swept({("sinusoidal", 64, 64): ten(2.2), ("sinusoidal", 64, 32): ten(2.5),
                    ("sinusoidal", 128, 64): ten(2.0), ("sinusoidal_concat", 64, 32): ten(2.21),
                    ("sinusoidal_concat", 64, 64): ten(2.0)}, PARAMS)
-    added, comparator = (evidence.arm(table, MATCHED, spec, "tiny") for spec in MATCHED.arms)
+    added, comparator = (arms.arm(table, MATCHED, spec, "tiny") for spec in MATCHED.arms)
     assert added.values.mean() == pytest.approx(2.2) and (added.train_len, added.d_model) == (64, 64)
     assert comparator.values.mean() == pytest.approx(2.21) and (comparator.train_len, comparator.d_model) == (64, 32)
     assert (added.params, comparator.params) == (112256, 108928)
-    at_128 = evidence.arm(table, MATCHED, ArmSpec("lm_prose", "sinusoidal", 128), "tiny")
+    at_128 = arms.arm(table, MATCHED, ArmSpec("lm_prose", "sinusoidal", 128), "tiny")
     assert at_128.values.mean() == pytest.approx(2.0) and at_128.n == 10
     # the plain cell (the task's length, the size's width) of the grid, as the other comparisons read it
-    assert evidence.arm(table, PROSE, ArmSpec("lm_prose", "sinusoidal"), "tiny").values.mean() == pytest.approx(2.2)
+    assert arms.arm(table, PROSE, ArmSpec("lm_prose", "sinusoidal"), "tiny").values.mean() == pytest.approx(2.2)
 
 
 def test_arms_at_different_widths_are_compared_only_at_matched_parameters():
@@ -704,7 +632,7 @@ def test_holm_decides_a_row_of_several_comparisons_not_the_raw_p_values():
     unclear = [(evidence.UNCLEAR, pytest.approx(0.04)), (evidence.UNCLEAR, pytest.approx(0.04))]
     assert evidence.holm_outcomes([0.02, 0.024], [0.9, 0.9]) == unclear
     assert evidence.holm_outcomes([0.9, 0.9], [0.02, 0.024]) == unclear
-    compared = SimpleNamespace(gates=(), compared=True, alpha=evidence.ALPHA)
+    compared = SimpleNamespace(gates=(), compared=True, alpha=statistics.ALPHA)
     assert evidence.outcomes([compared, compared], [0.02, 0.024], [0.9, 0.9]) == unclear
     assert evidence.outcomes([compared], [0.02], [0.9]) == [(evidence.BETTER, 0.02)]  # a row of one: no correction
 

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from posbench import comparisons, evidence
+from posbench import comparisons, evidence, statistics, trajectories
 
 SHIPPED = comparisons.load()
 REVERSE = SHIPPED.by_id["reverse-rope"]  # exact match, δ 0.10, reverse's 2,000 steps
 FIRST = SHIPPED.seed_rule.first_seed
-LEVELS = evidence.boundaries(SHIPPED.seed_rule.looks, SHIPPED.seed_rule.alpha)
+LEVELS = statistics.boundaries(SHIPPED.seed_rule.looks, SHIPPED.seed_rule.alpha)
 
 
 def reverse_results(values: dict[str, dict[int, float]], token: float = 0.9) -> pd.DataFrame:
@@ -52,12 +52,12 @@ def test_the_seed_rule_is_the_power_calculation_within_its_bounds():
 
 
 def test_the_looks_split_alpha_as_the_textbooks_do():
-    pocock = evidence.boundaries("pocock", 0.025)
-    fleming = evidence.boundaries("obrien_fleming", 0.025)
+    pocock = statistics.boundaries("pocock", 0.025)
+    fleming = statistics.boundaries("obrien_fleming", 0.025)
     assert [stats.norm.isf(a) for a in pocock] == pytest.approx([2.178, 2.178], abs=1e-3)
     assert [stats.norm.isf(a) for a in fleming] == pytest.approx([2.797, 1.977], abs=1e-3)
     with pytest.raises(ValueError, match="looks 'haybittle'; allowed: pocock, obrien_fleming"):
-        evidence.boundaries("haybittle")
+        statistics.boundaries("haybittle")
 
 
 def test_a_comparison_ignores_seeds_it_did_not_declare():
@@ -96,9 +96,9 @@ def test_a_second_look_only_where_the_first_is_unclear_and_at_its_own_level():
     assert (again.look, again.added.n, again.comparator.n, again.alpha) == (2, 14, 14, LEVELS[1])
     both = pd.concat([noisy, more])
     values = {e: both[both["encoding"] == e].sort_values("seed")["value"].to_numpy() for e in ("sinusoidal", "rope")}
-    expected = evidence.contrast(values["rope"], values["sinusoidal"], True, 0.10, LEVELS[1])
+    expected = statistics.contrast(values["rope"], values["sinusoidal"], True, 0.10, LEVELS[1])
     assert (again.numbers.ci_low, again.numbers.ci_high) == pytest.approx((expected.ci_low, expected.ci_high))
-    wider = evidence.contrast(values["rope"], values["sinusoidal"], True, 0.10)  # 95 %: narrower than the look's
+    wider = statistics.contrast(values["rope"], values["sinusoidal"], True, 0.10)  # 95 %: narrower than the look's
     assert again.numbers.ci_low < wider.ci_low and not evidence.wants_second_look(again)
     part = judged(pd.concat([noisy, more[more["seed"] < FIRST + 10]]))  # the second look under way
     assert (part.look, part.outcome) == (2, evidence.FEW_SEEDS)
@@ -119,9 +119,9 @@ def checkpoint_table(effects: dict[int, float], seeds=range(FIRST, FIRST + 7), b
 
 
 @pytest.mark.parametrize("effects, label", [
-    ({500: 0.40, 1000: 0.20, 2000: 0.0}, evidence.CLOSING),
-    ({500: 0.20, 1000: 0.20, 2000: 0.21}, evidence.STEADY),
-    ({500: 0.10, 1000: 0.20, 2000: 0.40}, evidence.WIDENING),
+    ({500: 0.40, 1000: 0.20, 2000: 0.0}, trajectories.CLOSING),
+    ({500: 0.20, 1000: 0.20, 2000: 0.21}, trajectories.STEADY),
+    ({500: 0.10, 1000: 0.20, 2000: 0.40}, trajectories.WIDENING),
 ])
 def test_the_trend_over_the_last_two_checkpoints_follows_the_declared_rule(effects, label):
     checkpoints = checkpoint_table(effects)
@@ -140,8 +140,8 @@ def test_the_trend_over_the_last_two_checkpoints_follows_the_declared_rule(effec
 
 def test_the_trend_rule_in_numbers():
     band = 0.05  # steady 0.5 × δ 0.10
-    assert evidence.trend_label(0.3, -0.2, -0.1, band) == evidence.CLOSING
-    assert evidence.trend_label(-0.3, 0.1, 0.2, band) == evidence.CLOSING  # a negative gap closing upward
-    assert evidence.trend_label(0.3, -0.04, 0.04, band) == evidence.STEADY  # within ± steady·δ, though not 0
-    assert evidence.trend_label(0.3, 0.06, 0.2, band) == evidence.WIDENING
-    assert evidence.trend_label(0.3, -0.2, 0.1, band) == evidence.UNCLEAR
+    assert trajectories.trend_label(0.3, -0.2, -0.1, band) == trajectories.CLOSING
+    assert trajectories.trend_label(-0.3, 0.1, 0.2, band) == trajectories.CLOSING  # a negative gap closing upward
+    assert trajectories.trend_label(0.3, -0.04, 0.04, band) == trajectories.STEADY  # within ± steady·δ, though not 0
+    assert trajectories.trend_label(0.3, 0.06, 0.2, band) == trajectories.WIDENING
+    assert trajectories.trend_label(0.3, -0.2, 0.1, band) == trajectories.UNCLEAR
