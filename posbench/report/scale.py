@@ -82,7 +82,7 @@ def device_words(tables: Tables, runs: pd.DataFrame) -> str:
     for machine, env in (tables.meta.get("environment") or {}).items():
         if machines and machine not in machines:
             continue
-        hardware = [env.get("gpu") if "cuda" in devices else None, env.get("cpu"),
+        hardware = [env.get("gpu"), env.get("cpu"),  # the machine's, whichever device the runs used
                     f"{env['cpu_count']} cores" if env.get("cpu_count") else None,
                     f"{env['torch_threads']} torch thread{'s' if env['torch_threads'] != 1 else ''}"
                     if env.get("torch_threads") else None]
