@@ -567,6 +567,13 @@ def test_missing_tables_give_sentences_not_crashes(tmp_path):
         assert squeeze(spec.title) not in everything[:everything.index("Notshown:")]
 
 
+def test_a_verdicts_table_that_judged_nothing_gives_a_sentence_in_the_method(tmp_path):
+    (tmp_path / "tables").mkdir()  # a smoke run's judge step: comparisons declared, none with results
+    (tmp_path / "tables" / "verdicts.csv").write_text("declaration_sha256,decides\n")
+    build_report(tmp_path / "tables", tmp_path / "report.pdf")
+    assert squeeze("No comparison decided a row in these tables.") in "".join(pdf_text(tmp_path / "report.pdf"))
+
+
 def test_without_a_cjk_font_english_lines_and_one_warning(tmp_path, monkeypatch):
     (tmp_path / "tables").mkdir()  # no tables: page 1 still lists every row
     monkeypatch.setattr(style, "cjk_family", lambda: None)

@@ -237,7 +237,8 @@ def figure_sections(doc: Document, tables: Tables) -> None:
 def accuracy_method(tables: Tables) -> str:
     """The accuracy paragraph of the method, with this run's interval levels and seeds read from verdicts.csv."""
     found = tables.get("verdicts")
-    deciding = found[found["decides"].astype(bool)].dropna(subset=["effect"]) if "decides" in found else found
+    deciding = found[found["decides"].astype(bool)] if "decides" in found else found
+    deciding = deciding.dropna(subset=["effect"]) if "effect" in deciding else deciding.iloc[0:0]  # none judged
     if deciding.empty:
         run = "No comparison decided a row in these tables."
     else:
