@@ -10,6 +10,7 @@ tables, and *cited* from the paper a claim is about (never a figure we did not r
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, fields
 
 import pandas as pd
@@ -247,25 +248,64 @@ def _column(rows: pd.DataFrame, name: str, missing) -> pd.Series:
 PROBE_COLUMNS = ("combine", "d_model", "embedding", "probe", "target", "value")
 
 
+PROBE_TABLE = "probe_claim"  # the judge step's one row per probe result of the information claim
+PROBE_RESULT_COLUMNS = ("target", "embedding", "d_model", "effect", "ci_low", "ci_high", "margin", "n_add",
+                        "n_concat_fixed", "seeds_needed", "outcome")
+
+
 def claim_information(tables: Tables) -> Claim:
     """Add vs the fixed-width concat at the same d (the same vector width, so a fair test of whether
-    adding loses something concatenating keeps), read out by a linear probe, per embedding kind."""
+    adding loses something concatenating keeps), read out by a linear probe, per embedding kind. Its
+    results, one per cell, are :func:`probe_table`'s rows; the claim states only how many and how they ended."""
     article = "Adding does not lose information"
     rule = (f"supported when, for every embedding kind and target, a linear probe reading E+P is shown not worse "
             f"than reading the fixed-width concat [E;P] at the same d by more than {PROBE_MARGIN} accuracy at every d "
             f"(95 % Welch interval, Holm over the cells, >= {min_seeds()} seeds)")
     if (why := tables.missing("probe", *PROBE_COLUMNS)):
         return Claim(article, f"not measured yet: {why}", "", INCONCLUSIVE, rule)
+    verdict, judged, _ = judge_probe(tables)
+    return Claim(article, "measured, linear probe, concat − add: " + (outcome_counts(judged) or "no cell has both"),
+                 "", verdict, rule)
+
+
+def judge_probe(tables: Tables) -> tuple[str, list[tuple[Entry, object, str]], list[dict]]:
+    """The information claim's verdict, each probe cell's entry, numbers and outcome
+    (:func:`posbench.evidence.judge_family`), and each cell's target, embedding kind and width, in the same order."""
     linear = tables.ok("probe", *PROBE_COLUMNS).query("probe == 'linear'")
-    entries = []
+    entries, cells = [], []
     for (embedding, target, d_model), cell in linear.groupby(["embedding", "target", "d_model"]):
         by = {combine: seed_values(r) for combine, r in cell.groupby("combine")}
         if {"add", "concat_fixed"} <= set(by):
             entries.append(Entry(f"{target}, {embedding}", f"{target}, {embedding} embeddings, d {d_model}",
                                  by["concat_fixed"], by["add"], True, PROBE_MARGIN))
-    verdict, judged = evidence.judge_family(entries, ADDING_SUFFICES, min_seeds())
-    return Claim(article, "measured, linear probe, concat − add: " + (measured(judged) or "no cell has both"),
-                 "", verdict, rule)
+            cells.append({"target": target, "embedding": embedding, "d_model": int(d_model)})
+    return *evidence.judge_family(entries, ADDING_SUFFICES, min_seeds()), cells
+
+
+def outcome_counts(judged: list) -> str:
+    """How many results a judged family has and how they ended, e.g. "12 results, one a row of probe_claim.csv:
+    12 too few seeds"; "" when it has none."""
+    if not judged:
+        return ""
+    counts = Counter(outcome for *_, outcome in judged)  # in the order the outcomes first occur
+    return (f"{len(judged)} results, one a row of {PROBE_TABLE}.csv: "
+            + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
+
+
+def probe_table(tables: Tables) -> pd.DataFrame:
+    """``probe_claim.csv``: one row per probe cell the information claim reads, in :func:`judge_probe`'s
+    order: concat − add in linear-probe accuracy with its 95 % Welch interval (NaN under 2 seeds), δ, the
+    seeds of each arm, the seeds per arm a result needs to decide, and the outcome."""
+    if tables.missing("probe", *PROBE_COLUMNS):
+        return pd.DataFrame(columns=PROBE_RESULT_COLUMNS)
+    _, judged, cells = judge_probe(tables)
+    rows = []
+    for cell, (entry, numbers, outcome) in zip(cells, judged):
+        interval = (numbers.effect, numbers.ci_low, numbers.ci_high) if numbers else (math.nan,) * 3
+        rows.append({**cell, **dict(zip(("effect", "ci_low", "ci_high"), interval)), "margin": entry.margin,
+                     "n_add": len(entry.added), "n_concat_fixed": len(entry.comparator), "seeds_needed": min_seeds(),
+                     "outcome": outcome})
+    return pd.DataFrame(rows, columns=PROBE_RESULT_COLUMNS)
 
 
 CLAIMS = (claim_concat_cost, claim_learned_vs_sinusoidal, claim_periods, claim_shift_linearity, claim_t5,

@@ -20,10 +20,6 @@ LAB_NOTE = re.compile(r"Xeon|EPYC|Zen [0-9]|20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]|i
                       r"|\b[0-9][0-9.,]* ?ms on\b|\ba [0-9]+-core\b")
 RESULTS_PATH = re.compile(r"results/\S+")  # a results path may name its machine (results/records/<machine>/)
 NOTED_SOURCES = ("posbench", "workflow", "config.yaml", "Snakefile")
-# Declared text whose words are part of a hashed declaration (posbench.shapes.load's sha256, printed in
-# shapes.csv): rewording it re-declares the shape, so it changes only with a re-declaration.
-DECLARED = {("posbench/shapes.yaml", "(as quoted in issue 33)"),
-            ("posbench/shapes.yaml", "shapes reference of 2026-12-02 (AMD EPYC Zen 3)")}
 
 
 def lab_notes(text: str) -> list[str]:
@@ -46,10 +42,6 @@ def test_code_and_config_hold_no_lab_notes():
         paths = [ROOT / source] if (ROOT / source).is_file() else sorted((ROOT / source).rglob("*"))
         for path in paths:
             if path.is_file() and "__pycache__" not in path.parts:
-                text = path.read_text(errors="replace")
                 relative = path.relative_to(ROOT).as_posix()
-                for words in (words for name, words in DECLARED if name == relative):
-                    assert words in text, f"{relative} no longer holds {words!r}: take it out of DECLARED"
-                    text = text.replace(words, "")
-                found += [f"{relative}: {line}" for line in lab_notes(text)]
+                found += [f"{relative}: {line}" for line in lab_notes(path.read_text(errors="replace"))]
     assert found == [], "lab notes (move them to results/reference/NOTES.md):\n" + "\n".join(found)

@@ -17,6 +17,7 @@ import pandas as pd
 import pypdf
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import aggregate, analytic, claims, comparisons, encodings, evidence, guidance, judge, shapes
 from posbench.report import build_report, document, figures, layout, style
@@ -233,19 +234,51 @@ def test_the_params_figure_is_read_from_the_analytic_table_and_not_shown_without
                                                              figures.FLOPS_SEQ_LEN)
 
 
-def test_probe_table_decides_the_information_claim(tmp_path):
-    rows = [{"status": "ok", "combine": combine, "d_model": d, "embedding": "random", "probe": probe,
+def planted_probe() -> list[dict]:
+    """probe.csv's rows where E+P loses 0.2 linear-probe accuracy at d 16 and nothing at d 64."""
+    return [{"status": "ok", "combine": combine, "d_model": d, "embedding": "random", "probe": probe,
              "target": target, "seed": seed,
              "value": 0.95 + noise(seed, 0.01) - (0.2 if combine == "add" and d == 16 and probe == "linear" else 0)}
             for combine in ("add", "concat_fixed", "concat") for d in (16, 64) for target in ("token", "position")
             for probe in ("linear", "mlp") for seed in SEEDS]
+
+
+def test_probe_table_decides_the_information_claim(tmp_path):
+    rows = planted_probe()
     pd.DataFrame(rows).to_csv(tmp_path / "probe.csv", index=False)
     claim = claims.claim_information(load(tmp_path))
-    assert claim.verdict == evidence.NOT_SUPPORTED and "token, random embeddings, d 16: +0.2 [" in claim.ours
+    assert claim.verdict == evidence.NOT_SUPPORTED
+    assert claim.ours.endswith("4 results, one a row of probe_claim.csv: 2 comparator better by more than δ, "
+                               "2 comparator not better by δ")
+    results = claims.probe_table(load(tmp_path)).set_index(["target", "d_model"])
+    assert len(results) == 4 and set(results["embedding"]) == {"random"} and set(results["margin"]) == {0.02}
+    assert list(results["effect"]) == pytest.approx([0.2, 0, 0.2, 0], abs=0.01)  # position then token, d 16 and 64
+    assert list(results["outcome"]) == [evidence.BETTER, evidence.NOT_BETTER] * 2
+    assert (results["ci_low"] < results["effect"]).all() and (results["effect"] < results["ci_high"]).all()
+    assert (results["n_add"] == len(SEEDS)).all() and (results["n_concat_fixed"] == len(SEEDS)).all()
     pd.DataFrame([r for r in rows if r["d_model"] == 64]).to_csv(tmp_path / "probe.csv", index=False)
     assert claims.claim_information(load(tmp_path)).verdict == evidence.SUPPORTED
     pd.DataFrame([r for r in rows if r["d_model"] == 64 and r["seed"] < 2]).to_csv(tmp_path / "probe.csv", index=False)
     assert claims.claim_information(load(tmp_path)).verdict == evidence.INCONCLUSIVE
+
+
+def test_probe_results_are_a_table_of_one_result_a_row(tmp_path):
+    """Each probe result is a row with its interval; δ and the seeds, the same in every row, are said once
+    (the caption); the outcome, which differs, is a column."""
+    pd.DataFrame(planted_probe()).to_csv(tmp_path / "probe.csv", index=False)
+    results = claims.probe_table(load(tmp_path))
+    results.to_csv(tmp_path / "probe_claim.csv", index=False)
+    with PdfPages(tmp_path / "probe.pdf") as pdf:
+        doc = layout.Document(pdf, "test")
+        document.probe_results(doc, load(tmp_path))
+        doc.close_page()
+    (text,) = pdf_text(tmp_path / "probe.pdf")
+    assert squeeze(document.PROBE_TITLE) in text and squeeze("Outcome") in text
+    assert text.count(squeeze(f"n = {len(SEEDS)}/{len(SEEDS)} seeds per arm, {claims.min_seeds()} needed")) == 1
+    assert text.count("δ=0.02") == 1
+    for row in results.itertuples():
+        assert squeeze(f"{row.d_model} random {row.target} {row.effect:+.3f} [{row.ci_low:+.3f}, "
+                       f"{row.ci_high:+.3f}] {row.outcome}") in text
 
 
 # ----- the PDF -----------------------------------------------------------------------------------

@@ -6,9 +6,9 @@ from __future__ import annotations
 from posbench.cli import arguments
 
 HELP = ("judge the declared comparisons and the article's claims on the tables under --tables; writes "
-        "verdicts.csv, trajectory.csv, ledger.csv, claims.csv, advice.csv, axes.csv and shapes.csv (the published "
-        "shapes, posbench/shapes.yaml) there (what the report and advise read), and projection.csv (projected cost "
-        "at deployed shapes on datasheet GPUs)")
+        "verdicts.csv, trajectory.csv, ledger.csv, claims.csv, probe_claim.csv, advice.csv, axes.csv and shapes.csv "
+        "(the published shapes, posbench/shapes.yaml) there (what the report and advise read), and projection.csv "
+        "(projected cost at deployed shapes on datasheet GPUs)")
 
 
 def add_arguments(parser) -> None:

@@ -199,8 +199,8 @@ def claims_page(doc: Document, tables: Tables) -> None:
     doc.heading(CLAIMS_TITLE, H2, page_break=True)
     doc.paragraph("Each claim of the article that posbench tests. 'computed': from posbench's own code; "
                   "'measured': from this run's tables; 'cited': checked against the paper the claim is about "
-                  "(the judge step's claims.csv); one result a line. Vaswani et al.'s Table 3 (E) with both arms "
-                  "tuned is judged as a published shape (vaswani2017-e).", SMALL)
+                  "(the judge step's claims.csv); one result a line, the probe's in the table after it. Vaswani et "
+                  "al.'s Table 3 (E) with both arms tuned is judged as a published shape (vaswani2017-e).", SMALL)
     found = tables.get("claims")
     if found.empty:
         doc.paragraph(f"claims.csv is not in {tables.folder}: run `python -m posbench judge` first.", BODY)
@@ -211,11 +211,51 @@ def claims_page(doc: Document, tables: Tables) -> None:
             for c in found.itertuples(index=False)]
     doc.table(rows, [0.19, 0.37, 0.18, 0.26],
               header=["Claim (article)", "This run", "Cited source", "Verdict and rule"])
+    probe_results(doc, tables)
+
+
+PROBE_TITLE = "Does a linear probe read as much from E+P as from [E;P]?"
+PROBE_TABLE = "probe_claim"  # the judge step's table of them (posbench.claims.probe_table)
+# probe_claim.csv's columns said once when every row shares them: (the caption's words, the column's header)
+PROBE_SHARED = {"margin": ("δ = {:g} accuracy", "δ"), "seeds": ("n = {}", "n (add/concat)"),
+                "outcome": ("outcome: {}", "Outcome")}
+
+
+def probe_results(doc: Document, tables: Tables) -> None:
+    """The information claim's results (the judge step's probe_claim.csv), one a row; δ, the seeds and the
+    outcome go in the caption where every row shares them, else in a column of their own."""
+    found = tables.get(PROBE_TABLE)
+    if found.empty:
+        return
+    found = found.assign(seeds=[f"{a:g}/{c:g} seeds per arm, {n:g} needed"
+                                for a, c, n in zip(found["n_add"], found["n_concat_fixed"], found["seeds_needed"])])
+    shared = [column for column in PROBE_SHARED if found[column].nunique() == 1]
+    own = [column for column in PROBE_SHARED if column not in shared]
+    doc.heading(PROBE_TITLE, H2, keep=1.2)
+    doc.paragraph("Each row: linear-probe accuracy reading the fixed-width concat [E;P] minus reading E+P, at the "
+                  "same width d, with its 95 % Welch interval: the results behind the claim 'Adding does not lose "
+                  "information'. "
+                  + ("Every row: " + "; ".join(PROBE_SHARED[c][0].format(found[c].iloc[0]) for c in shared) + "."
+                     if shared else ""), SMALL)
+    rows = [[[(f"{r.d_model:g}", SMALL)], [(r.embedding, SMALL)], [(r.target, SMALL)],
+             [(probe_interval(r), SMALL)], *[[(str(getattr(r, c)), SMALL)] for c in own]]
+            for r in found.itertuples(index=False)]
+    widths = [0.12, 0.16, 0.14, 0.3]
+    doc.table(rows, widths + [(1 - sum(widths)) / len(own) for _ in own],
+              header=["Width d", "Embeddings", "Recovered", "concat − add [95 % interval]",
+                      *[PROBE_SHARED[c][1] for c in own]])
 
 
 def results(text: str) -> list[str]:
     """A claims.csv cell's results, one each: its '; '-separated parts, the first keeping what was measured."""
     return [part for part in str(text).split("; ") if part]
+
+
+def probe_interval(row) -> str:
+    """concat − add with its interval, or why there is none (fewer than two seeds)."""
+    if pd.isna(row.effect):
+        return "not compared (under 2 seeds)"
+    return f"{row.effect:+.3f} [{row.ci_low:+.3f}, {row.ci_high:+.3f}]"
 
 
 def figure_sections(doc: Document, tables: Tables) -> None:
