@@ -18,7 +18,7 @@ Below :data:`BLIND` the arm is blind on that axis.
   logit reads only its own query's and its own key's position (tested for every encoding).
 * A step is +1, or −1 for a key at the axis's largest id (when above 0), so every id stays among those
   the task uses and a learned table has a row for it.
-* Axes are those of the positions the model reads (:func:`posbench.train.laid_out`): one (the
+* Axes are those of the positions the model reads (:func:`posbench.evaluation.laid_out`): one (the
   sequence) for a 1-D encoding, which reads a grid or a mosaic row by row; row and column for a 2-D
   one; text/time, row and column for a multimodal encoding on a multimodal task.
 * An encoding with no position hook (``none``) is not checked: it is blind by declaration, the floor.
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from posbench import encodings, train
+from posbench import encodings, evaluation, train
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.positions import Positions
 
@@ -77,7 +77,7 @@ def logit_change(spec: ArmSpec, size: str, encoding_options: tuple[tuple[str, ob
         model = train.initial_model(job).eval()
     batch = job.task.train_batch(np.random.default_rng(SEED), EXAMPLES)
     inputs = batch.inputs.to(job.config.device)
-    positions = batch.positions if train.laid_out(model, batch) else model.encoding.positions(inputs.shape[1])
+    positions = batch.positions if evaluation.laid_out(model, batch) else model.encoding.positions(inputs.shape[1])
     positions = positions.to(job.config.device)
     with torch.no_grad():
         before = first_layer_logits(model, inputs, positions, positions)

@@ -76,7 +76,7 @@ def greedy_exact(model: torch.nn.Module, batch: Batch, dtype: str = FLOAT32) -> 
 
 def with_decoded(model: torch.nn.Module, eval_batches: Iterable[Batch], names: tuple[str, ...], dtype: str,
                  evaluation):
-    """``evaluation`` (a :class:`posbench.train.Evaluation` of the same batches) with the decoded metrics of
+    """``evaluation`` (a :class:`posbench.evaluation.Evaluation` of the same batches) with the decoded metrics of
     ``names`` added: each item's ``greedy_exact``, its sum, and ``greedy_exact_match``. Unchanged when
     ``names`` has none. The model is decoded in eval mode and goes back to training mode."""
     decoded = [name for name in names if metrics.get(name).decoded]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posbench import advise, claims, projection, shapes, verdicts
+from posbench import advice_situations, advise, claims, projection, shapes, verdicts
 from posbench.records import write_atomically
 from posbench.tables import load
 
@@ -23,7 +23,8 @@ def write(tables_dir: str | Path, preset: str | None = None, previous: str | Pat
     """Judge the tables in ``tables_dir`` with the comparisons of ``preset`` deciding (every declared one for
     ``None`` or a preset the declarations do not name; :func:`posbench.verdicts.deciding`) and write, in this
     order, ``verdicts.csv``, ``trajectory.csv``, ``ledger.csv`` (against the tables folder ``previous``; no rows
-    without one), ``claims.csv``, ``advice.csv`` (which reads the verdicts as ``advise`` does; a row whose
+    without one), ``claims.csv``, ``probe_claim.csv`` (the information claim's probe results, one a
+    row), ``advice.csv`` (which reads the verdicts as ``advise`` does; a row whose
     ranking goes against a deciding comparison names it in ``contradicts``), ``axes.csv``, ``shapes.csv`` and
     ``projection.csv``; returns their paths in that order."""
     tables = load(tables_dir)
@@ -34,7 +35,8 @@ def write(tables_dir: str | Path, preset: str | None = None, previous: str | Pat
     inputs = advise.Inputs(accuracy=tables.get("accuracy"), cost=tables.get("cost"), verdicts=tables.get("verdicts"),
                            extrapolation=tables.get("extrapolation"))
     return written + [_write(tables_dir, "claims", claims.table(tables)),
-                      _write(tables_dir, "advice", advise.situations_table(inputs)),
+                      _write(tables_dir, claims.PROBE_TABLE, claims.probe_table(tables)),
+                      _write(tables_dir, "advice", advice_situations.situations_table(inputs)),
                       _write(tables_dir, "axes", verdicts.axes_table(tables)),
                       shapes.write(tables_dir), projection.write_table(tables_dir)]
 

@@ -50,8 +50,9 @@ from torch import nn
 from posbench import encodings, records
 from posbench.devices import CPU, FLOAT32, check_training, missing_device
 from posbench.encodings.absolute import AbsoluteEncoding
+from posbench.evaluation import evaluate
 from posbench.positions import Positions
-from posbench.train import RUN_FIELDS, TrainConfig, deterministic, evaluate, fit, initial_model, resolve
+from posbench.train import RUN_FIELDS, TrainConfig, deterministic, fit, initial_model, resolve
 
 TARGETS = ("token", "position")
 PROBES = ("linear", "mlp")

@@ -3,8 +3,8 @@
 The Snakefile stays thin: it calls :func:`validate_config` once (every bad config stops there,
 with one line naming the key and what is allowed, before any job runs) and asks for the manifest of
 every job, :func:`batch_manifests`: a job runs a batch of cells (:mod:`posbench.batch`) and writes one
-record per cell (``PROFILE_RECORD``, ``TRAIN_RECORD``, ``PROBE_RECORD``; its ``--out`` from
-:func:`record_template`) and the manifest that lists them.
+record per cell (the templates of :mod:`posbench.workflow_paths`; its ``--out`` from
+:func:`posbench.workflow_paths.record_template`) and the manifest that lists them.
 
 What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at the
@@ -14,12 +14,12 @@ other of ``train.lr_factors`` × the arm's learning rate at ``train.seeds`` (a l
 never decides); an arm asked for twice trains the union of its seeds in one job, so every (task,
 encoding, size, lr, budget, seed) is one record.
 
-Where a record lies (:data:`TRAIN_RECORD`, :data:`PROBE_RECORD`) names everything that tells it from
-another of the same machine: a train record's device (and its dtype when not float32), its task, size
-and encoding, its training length and width where a sweep or comparison moved them, its training
-steps (always: a budget is part of a cell, and a folder implied by a task's default would change its
-meaning when the default does; ``steps800-1600-3200/`` for a run with annealed checkpoints at those
-budgets), and its learning rate where not the task's.
+Where a record lies (``TRAIN_RECORD``, ``PROBE_RECORD`` of :mod:`posbench.workflow_paths`) names
+everything that tells it from another of the same machine: a train record's device (and its dtype when
+not float32), its task, size and encoding, its training length and width where a sweep or comparison
+moved them, its training steps (always: a budget is part of a cell, and a folder implied by a task's
+default would change its meaning when the default does; ``steps800-1600-3200/`` for a run with annealed
+checkpoints at those budgets), and its learning rate where not the task's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import jsonschema
 import yaml
 
 from posbench.comparisons import ArmSpec
-from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, TRAINING_DEVICES, present
+from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TRAINING_DEVICES, present
+from posbench.workflow_paths import AXES_DIR, LIST_SEPARATOR, PROBE_BATCH, PROFILE_BATCH, TRAIN_BATCH, joined
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: Snakefile, config.yaml, workflow/
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -573,29 +574,6 @@ def probe_cells(config: dict) -> list[dict]:
     return random + trained
 
 
-# A record per cell; a job per batch of cells (posbench.batch), whose only declared output is its manifest.
-# A manifest's name lists the batch's values (seeds0-1-2, d16-32, a profile job's encodings as a count and
-# digest, E8-3f2a09c1): a sweep that gains a seed, width or encoding names a new manifest, so its job
-# runs whatever Snakemake's rerun triggers are.
-PROFILE_RECORD = "{results}/records/{machine}/profile/{device}/{mode}/{size}/{encoding}/L{seq_len}.json"
-TRAIN_RECORD = ("{results}/records/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{axes_dir}"
-                "steps{steps}/{lr_dir}seed{seed}.json")
-PROBE_RECORD = ("{results}/records/{machine}/probe/{device}/{dtype_dir}{embedding}/{encoding}/{tokens}/L{seq_len}/"
-                "d{d_model}/seed{seed}.json")
-PREFLIGHT = "{results}/preflight/{machine}/{device}.json"  # a device the profile jobs on it need checked first
-PROFILE_BATCH = "{results}/batches/{machine}/profile/{device}/{mode}/{size}/L{seq_len}/{encodings}.json"
-TRAIN_BATCH = ("{results}/batches/{machine}/train/{device}/{dtype_dir}{task}/{size}/{encoding}/{axes_dir}"
-               "steps{steps}/{lr_dir}seeds{seeds}.json")
-PROBE_BATCH = ("{results}/batches/{machine}/probe/{device}/{dtype_dir}{embedding}/{encoding}/{tokens}/L{seq_len}/"
-               "d{d_models}.seeds{seeds}.json")
-LIST_SEPARATOR = "-"  # between the values of a list in a manifest's name
-ENCODINGS_KEY = r"E[0-9]+-[0-9a-f]{8}"  # a profile job's encodings (encodings_key) as a wildcard matches them
-NUMBER_LIST = rf"[0-9]+({LIST_SEPARATOR}[0-9]+)*"  # such a list as a wildcard matches it
-LR_DIR = r"(lr[0-9.e+-]+/)?"  # a rate's folder (lr_dir), or nothing at the task's default
-AXES_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders (axes_dir), or nothing
-DTYPE_DIR = "((?:{})/)?".format("|".join(d for d in TORCH_DTYPES if d != FLOAT32))  # dtype_dir's folder, or nothing
-
-
 def batch_manifests(config: dict, devices: list[str], second_looks: tuple[str, ...] = ()) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for;
     with the second looks of the comparisons ``second_looks`` names."""
@@ -612,27 +590,7 @@ def probe_widths(config: dict, embedding: str) -> list[int]:
     return config["probe"]["random_widths" if embedding == "random" else "trained_widths"]
 
 
-def joined(values: list[int]) -> str:
-    """A list of numbers as a manifest's name holds it; :func:`split` reads it back for the command line."""
-    return LIST_SEPARATOR.join(map(str, values))
-
-
-def split(text: str) -> str:
-    """``256-1024`` -> ``256 1024``: a manifest name's list as command-line arguments."""
-    return " ".join(text.split(LIST_SEPARATOR))
-
-
 def cell_paths(template: str, config: dict, cells: list[dict]) -> list[str]:
     """``template`` for each cell, in order, each path once (a batch template names several cells once)."""
     base = dict(results=config["results"], machine=machine_label(config))
     return list(dict.fromkeys(template.format(**base, **cell) for cell in cells))
-
-
-def record_template(template: str, **known) -> str:
-    """``template`` with ``known`` fields filled and the others left as ``{field}``: a batch's ``--out``."""
-    return template.format_map(_KeepUnknown(known))
-
-
-class _KeepUnknown(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"

@@ -5,18 +5,19 @@ import yaml
 
 from posbench import comparisons
 from posbench import workflow as pw
+from posbench import workflow_paths as paths
 
 
 def profile_records(config: dict, devices: list[str]) -> list[str]:
-    return pw.cell_paths(pw.PROFILE_RECORD, config, pw.profile_cells(config, devices))
+    return pw.cell_paths(paths.PROFILE_RECORD, config, pw.profile_cells(config, devices))
 
 
 def train_records(config: dict) -> list[str]:
-    return pw.cell_paths(pw.TRAIN_RECORD, config, pw.train_cells(config))
+    return pw.cell_paths(paths.TRAIN_RECORD, config, pw.train_cells(config))
 
 
 def probe_records(config: dict) -> list[str]:
-    return pw.cell_paths(pw.PROBE_RECORD, config, pw.probe_cells(config))
+    return pw.cell_paths(paths.PROBE_RECORD, config, pw.probe_cells(config))
 
 
 def declared_rules() -> dict:

@@ -21,6 +21,7 @@ import pytest
 
 from posbench import advise, comparisons, encodings, evidence, guidance, judge, metrics, projection, statistics, tasks
 from posbench.__main__ import main
+from posbench.advice_situations import SITUATION_COLUMNS, SITUATIONS, situations_table, summary_row
 from posbench.cli import advise as cli
 from posbench.report import build_report
 from posbench.tables import load
@@ -266,7 +267,7 @@ def test_planted_tables_give_the_known_recommendation_in_the_cli_and_on_the_page
     assert {e: c for e, (rank, c) in shown.items() if rank == 1} == first
     assert {e for e, (rank, _) in shown.items() if rank == 2} == second
     advice = advise.advise(situation, advise.load(folder))
-    label, recommendation, runner_up, _, confidence, *_ = advise.summary_row(name, advice)
+    label, recommendation, runner_up, _, confidence, *_ = summary_row(name, advice)
     named = {advise.shown(e): c for e, c in first.items()}  # the encoding none says what it is
     assert set(recommendation.split(" = ")) == (set(named) or {"no evidence"})
     assert confidence == named.get(recommendation.split(" = ")[0], advise.NO_EVIDENCE)
@@ -335,7 +336,7 @@ def test_tasks_that_disagree_are_each_shown(tables, tmp_path, capsys):
     assert advice.disagreement == ["reverse exact_match at 1×: rope > sinusoidal",
                                    "copy exact_match at 1×: sinusoidal > rope"]
     assert "Tasks disagree: copy exact_match at 1×: sinusoidal > rope" in printed(folder, advice.situation, capsys)
-    assert "tasks disagree: reverse exact_match at 1×: rope > sinusoidal" in advise.summary_row("s", advice)[3]
+    assert "tasks disagree: reverse exact_match at 1×: rope > sinusoidal" in summary_row("s", advice)[3]
 
 
 def test_an_interval_that_leaves_the_metric_range_is_clipped_and_marked_in_the_cli_and_on_the_page(
@@ -347,7 +348,7 @@ def test_an_interval_that_leaves_the_metric_range_is_clipped_and_marked_in_the_c
     shown = "0.5 [0, 1] (clipped to the metric's range; few seeds)"
     assert f"passkey exact_match (higher is better) at 16× (tiny, eval length 1024): {shown}, n = 3 seeds" in printed(
         folder, advice.situation, capsys)
-    assert advise.summary_row("s", advice)[5] == "rope (n = 3)"
+    assert summary_row("s", advice)[5] == "rope (n = 3)"
 
 
 @pytest.mark.parametrize("name", PLANTED)
@@ -420,9 +421,9 @@ def test_the_report_page_is_built_from_the_same_calls(tables, tmp_path):
     text = "".join("".join(page.extract_text().split()) for page in pypdf.PdfReader(tmp_path / "report.pdf").pages)
     assert "WhichencodingshouldIuse?" in text
     written = load(tables).get("advice")
-    assert written["rule"].eq(advise.advise(advise.SITUATIONS[0][1], advise.load(tables)).rule).all()
-    found = written[list(advise.SITUATION_COLUMNS)].astype(object).fillna("").values.tolist()  # empty: NaN
-    assert found == advise.situations_table(advise.load(tables))[list(advise.SITUATION_COLUMNS)].values.tolist()
+    assert written["rule"].eq(advise.advise(SITUATIONS[0][1], advise.load(tables)).rule).all()
+    found = written[list(SITUATION_COLUMNS)].astype(object).fillna("").values.tolist()  # empty: NaN
+    assert found == situations_table(advise.load(tables))[list(SITUATION_COLUMNS)].values.tolist()
     assert found[1][:3] == ["Long-context task (the longest measured length)", "alibi", "rope"]  # at 16×
     assert found[2][:3] == ["Length beyond training (4×)", "alibi", "rope"]
     for label, recommendation, runner_up, _, sureness, *_ in found:
@@ -639,7 +640,7 @@ def test_the_planted_tables_advice_contradicts_no_decided_comparison(tables):
     written = load(tables).get("advice")
     assert written["contradicts"].isna().all()
     inputs = advise.load(tables)
-    for _, situation in advise.SITUATIONS:
+    for _, situation in SITUATIONS:
         advice = advise.advise(situation, inputs)
         assert not separated_in_one_rank(advice, inputs.verdicts[inputs.verdicts["decides"].astype(bool)])
 
@@ -672,5 +673,5 @@ def test_the_encoding_none_is_never_read_as_no_encoding():
     assert advise.shown("none") == "none (no positional encoding)" and advise.shown("rope") == "rope"
     rows = arm_rows("scan", "sinusoidal", [0.9] * 7) + arm_rows("scan", "none", [0.5, 0.52, 0.51, 0.5, 0.49, 0.5, 0.5])
     advice = advise.advise(advise.Situation(task="nlp"), planted_inputs(rows, []))
-    assert advise.summary_row("s", advice)[2] == "none (no positional encoding)"
+    assert summary_row("s", advice)[2] == "none (no positional encoding)"
     assert "2. none (no positional encoding) — " in advice.text()

@@ -14,7 +14,7 @@ import seaborn
 from matplotlib.figure import Figure
 from test_report import make_tables
 
-from posbench import advise, experiments
+from posbench import advice_situations, advise, experiments
 from posbench.report import figures
 from posbench.tables import load
 
@@ -165,7 +165,7 @@ def test_every_advice_row_holds_one_experiments_seeds(tables):
     inputs = advise.load(tables)
     results = inputs.extrapolation
     columns = experiments.present(results)
-    for label, situation in advise.SITUATIONS:
+    for label, situation in advice_situations.SITUATIONS:
         advice = advise.advise(situation, inputs)
         for encoding, row in ((c.encoding, r) for c in [*advice.ranked, *advice.uncertain] for r in c.rows):
             cell = results[(results["task"] == row.task) & (results["encoding"] == encoding)

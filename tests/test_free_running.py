@@ -9,11 +9,12 @@ import torch
 from torch import nn
 
 from posbench import free_running, metrics, records, tasks
+from posbench.evaluation import score
 from posbench.model import ModelConfig
 from posbench.positions import Positions
 from posbench.tasks.base import Batch
 from posbench.tasks.sequence import prompt_then_answer
-from posbench.train import TrainConfig, score, train
+from posbench.train import TrainConfig, train
 
 SEP, VOCAB = 4, 6  # symbols 0 … 3, a separator, padding
 

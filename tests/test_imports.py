@@ -22,13 +22,13 @@ STAGES = {
     "model": ("model", "flops", "footprint"),
     # the declared comparisons: which arms each stage trains, tunes, judges and draws
     "declarations": ("comparisons",),
-    "run": ("train", "free_running", "profile", "probe", "measure", "tune", "bench"),
+    "run": ("train", "evaluation", "loss_trend", "free_running", "profile", "probe", "measure", "tune", "bench"),
     "aggregate": ("aggregate", "analytic", "tables", "experiments"),
     "judge": ("judge", "arms", "evidence", "trajectories", "ledger", "axis_check", "arm_rule", "claims", "shapes",
-              "verdicts", "advise", "projection", "projection_check"),
+              "verdicts", "advise", "advice_situations", "projection", "projection_check"),
     "report": ("report",),
     # what runs the stages: the command line and the workflow may import any of them
-    "orchestration": ("__init__", "__main__", "cli", "batch", "workflow"),
+    "orchestration": ("__init__", "__main__", "cli", "batch", "workflow", "workflow_paths"),
 }
 
 

@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from posbench import records, tasks
 from posbench.aggregate import aggregate
+from posbench.evaluation import evaluate, evaluate_sliding
 from posbench.tasks import IGNORE
 from posbench.tasks.corpus import UNK, sliding_starts, sliding_stride, windows
 from posbench.tasks.lm_prose_long import stdlib_docstrings
-from posbench.train import TrainConfig, deterministic, evaluate, evaluate_sliding, fit, initial_model, resolve, train
+from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
 
 STATED = {"3.11.7": (901_437, 1_510)}  # the docstring: characters of the test text, of which UNK
 

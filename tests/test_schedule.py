@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from posbench import records, schedule
-from posbench.train import TrainConfig, annealed_trend, deterministic, fit, initial_model, resolve, train
+from posbench.loss_trend import annealed_trend
+from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
 
 SMALL = {"train_length": 6, "eval_examples": 16}
 

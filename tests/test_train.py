@@ -14,13 +14,15 @@ import pandas as pd
 import pytest
 import torch
 
+import posbench.evaluation
 import posbench.tables
 import posbench.train
-from posbench import encodings, free_running, metrics, records, tasks
+from posbench import encodings, free_running, loss_trend, metrics, records, tasks
 from posbench.__main__ import main
 from posbench.aggregate import aggregate
+from posbench.evaluation import position_bins
 from posbench.model import build_model, count_params
-from posbench.train import TrainConfig, deterministic, fit, initial_model, position_bins, resolve, train
+from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve, train
 
 SMALL = {"train_length": 6, "eval_examples": 16}  # reverse: eval lengths 6 … 48, sequences up to 96 positions
 
@@ -277,21 +279,21 @@ def test_the_validation_curve_is_the_held_out_loss_every_fiftieth_of_training():
     with deterministic(config.threads):
         fitted = fit(model, job, io.StringIO(), "curve")
     assert [p["step"] for p in fitted.validation_curve] == [*range(2, 105, 2), 105]  # every 105 // 50 = 2, and the last
-    held_out = posbench.train.validation_set(job.task, 8)
+    held_out = posbench.evaluation.validation_set(job.task, 8)
     validation = torch.cat([b.inputs for b in job.task.eval_batches(6, "validation")])
     assert torch.equal(torch.cat([b.inputs for b in held_out]), validation[:8])
-    assert fitted.validation_curve[-1]["loss"] == posbench.train.held_out_loss(model, held_out, "float32")
+    assert fitted.validation_curve[-1]["loss"] == posbench.evaluation.held_out_loss(model, held_out, "float32")
     assert 0 < fitted.validation_seconds < fitted.seconds
 
 
 def test_trend_flags_a_loss_still_falling_by_more_than_one_percent():
     steps = range(10, 1001, 10)  # 20 points in the last fifth (steps 810 … 1000)
     falling = [{"step": s, "loss": 2 - 0.001 * s} for s in steps]
-    assert posbench.train.trend(falling, 1000) == pytest.approx(
+    assert loss_trend.trend(falling, 1000) == pytest.approx(
         {"slope_per_1k_steps": -1.0, "ci_low": -1.0, "ci_high": -1.0, "points": 20, "flag": True})
     barely = [{"step": s, "loss": 2 - 1e-6 * s} for s in steps]  # falls 0.0002 over the last fifth: < 1 % of 2
-    assert posbench.train.trend(barely, 1000)["flag"] is False and posbench.train.trend(barely, 1000)["ci_high"] < 0
-    assert posbench.train.trend(falling[-9:], 1000) == {"slope_per_1k_steps": None, "ci_low": None, "ci_high": None,
+    assert loss_trend.trend(barely, 1000)["flag"] is False and loss_trend.trend(barely, 1000)["ci_high"] < 0
+    assert loss_trend.trend(falling[-9:], 1000) == {"slope_per_1k_steps": None, "ci_low": None, "ci_high": None,
                                                         "points": 9, "flag": False}
 
 
@@ -301,7 +303,7 @@ def test_trend_interval_is_the_students_t_interval_of_the_slope():
     rng = np.random.default_rng(0)
     x = np.arange(410, 501, 10)  # the last fifth of 500 steps: 10 points
     y = 1.5 - 0.0004 * x + rng.normal(0, 0.01, len(x))
-    trend = posbench.train.trend([{"step": int(s), "loss": v} for s, v in zip(x, y)], 500)
+    trend = loss_trend.trend([{"step": int(s), "loss": v} for s, v in zip(x, y)], 500)
     fitted = stats.linregress(x, y)
     half_width = stats.t.ppf(0.975, len(x) - 2) * fitted.stderr
     assert trend["slope_per_1k_steps"] == pytest.approx(1000 * fitted.slope)
@@ -434,7 +436,7 @@ def test_training_free_scalings_are_evaluated_on_the_trained_model(tmp_path):
         trained = initial_model(job)
         fit(trained, job, io.StringIO(), "again")  # same seed: the same trained weights
         reference.load_state_dict(trained.state_dict())
-        again = posbench.train.evaluate(reference, job.task, lengths[-1]).summary()
+        again = posbench.evaluation.evaluate(reference, job.task, lengths[-1]).summary()
     assert again["metrics"] == scaled[("yarn:2", lengths[-1])]["metrics"]
     assert "eval_scaling" not in resolve(TrainConfig(task="reverse", encoding="rope")).record_config()
     assert resolve(TrainConfig(task="reverse", encoding="rope", eval_scaling=("yarn:2",))).record_config()[
@@ -463,7 +465,7 @@ def fit_watching(config, monkeypatch):
     model.head.register_forward_hook(lambda module, inputs, output: logits.append(output.dtype))
     with deterministic(config.threads, config.device):
         fitted = fit(model, job, io.StringIO(), "watched")
-        evaluation = posbench.train.evaluate(model, job.task, job.task.train_length, config.dtype)
+        evaluation = posbench.evaluation.evaluate(model, job.task, job.task.train_length, config.dtype)
     return fitted, evaluation, model, optimizers[0], logits
 
 
@@ -476,7 +478,7 @@ def test_bfloat16_autocasts_the_forward_and_keeps_float32_weights_and_optimizer_
     assert len(logits) == 10 + 10 + 1 + 6 and set(logits) == {torch.bfloat16}
     assert set(reference_logits) == {torch.float32}
     batch = resolve(small_config("rope")).task.train_batch(np.random.default_rng(0), 4)
-    assert posbench.train.scored_logits(model, batch, "bfloat16")[0].dtype == torch.float32  # what the loss takes
+    assert posbench.evaluation.scored_logits(model, batch, "bfloat16")[0].dtype == torch.float32  # what the loss takes
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     state = [tensor for s in optimizer.state.values() for name, tensor in s.items() if name != "step"]
     assert len(state) == 2 * len(list(model.parameters())) and {t.dtype for t in state} == {torch.float32}

@@ -14,8 +14,6 @@ from helpers import probe_records, profile_records, train_records
 
 from posbench import comparisons, tasks, tune
 from posbench.workflow import (
-    DTYPE_DIR,
-    TRAIN_RECORD,
     ConfigError,
     axes_arguments,
     axes_dir,
@@ -24,16 +22,15 @@ from posbench.workflow import (
     dtype_dir,
     dtype_of,
     encodings_key,
-    joined,
     profile_job_encodings,
     profile_jobs,
-    record_template,
     resolve_devices,
     second_look_ids,
     train_cells,
     train_jobs,
     validate_config,
 )
+from posbench.workflow_paths import DTYPE_DIR, TRAIN_RECORD, joined, record_template
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 """The page "Which encoding should I use?": the judge step's ``advice.csv``, one row per common
-situation (:data:`posbench.advise.SITUATIONS`), each the first places :func:`posbench.advise.advise`
+situation (:data:`posbench.advice_situations.SITUATIONS`), each the first places :func:`posbench.advise.advise`
 gives on this run's tables and ``verdicts.csv``, the encodings too uncertain to rank, and any deciding
 comparison the ranking goes against, flagged (the judge step warned of it). Nothing on it is written by
 hand: change the rule in :mod:`posbench.advise` and the page follows.

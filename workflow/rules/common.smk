@@ -2,6 +2,7 @@
 import sys
 
 from posbench import workflow as pw
+from posbench import workflow_paths as paths
 from posbench.analytic import TABLE as ANALYTIC_TABLE
 from posbench.tables import TABLE_NAMES
 from posbench.devices import ANY_DEVICE, on_cuda
@@ -35,7 +36,9 @@ TABLES = expand(
 
 def record_out(template):
     """A batch job's --out: ``template`` with the job's wildcards filled, the batched fields left."""
-    return lambda wc: pw.record_template(template, results=RESULTS, **dict(wc.items()))
+    return lambda wc: paths.record_template(
+        template, results=RESULTS, **dict(wc.items())
+    )
 
 
 def every_batch(wildcards):
@@ -60,15 +63,15 @@ def gpu_model(wildcards):
 wildcard_constraints:
     machine=r"[A-Za-z0-9_.-]+",
     device=ANY_DEVICE.regex,
-    dtype_dir=pw.DTYPE_DIR,
-    steps=pw.NUMBER_LIST,
+    dtype_dir=paths.DTYPE_DIR,
+    steps=paths.NUMBER_LIST,
     mode=r"infer|train|decode",
     size=r"[a-z]+",
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",
     task=r"[a-z0-9_]+",
-    encodings=pw.ENCODINGS_KEY,
-    seeds=pw.NUMBER_LIST,
-    d_models=pw.NUMBER_LIST,
-    lr_dir=pw.LR_DIR,
-    axes_dir=pw.AXES_DIR,
+    encodings=paths.ENCODINGS_KEY,
+    seeds=paths.NUMBER_LIST,
+    d_models=paths.NUMBER_LIST,
+    lr_dir=paths.LR_DIR,
+    axes_dir=paths.AXES_DIR,

@@ -7,7 +7,7 @@
 
 rule probe:
     output:
-        pw.PROBE_BATCH.replace("{results}", RESULTS),
+        paths.PROBE_BATCH.replace("{results}", RESULTS),
     log:
         f"{RESULTS}/logs/{{machine}}/probe/{{device}}/{{dtype_dir}}{{embedding}}/{{encoding}}/{{tokens}}/L{{seq_len}}/d{{d_models}}.seeds{{seeds}}.log",
     benchmark:
@@ -25,10 +25,10 @@ rule probe:
         py=PY,
         dtype=lambda wc: pw.dtype_of(wc.dtype_dir),
         vocab=lambda wc: f"--vocab {wc.tokens[1:]}" if wc.tokens.startswith("V") else "",
-        widths=lambda wc: pw.split(wc.d_models),
-        seeds=lambda wc: pw.split(wc.seeds),
+        widths=lambda wc: paths.split(wc.d_models),
+        seeds=lambda wc: paths.split(wc.seeds),
         steps=config["probe"]["train_steps"],
-        records=record_out(pw.PROBE_RECORD),
+        records=record_out(paths.PROBE_RECORD),
     message:
         "probe {wildcards.encoding} {wildcards.embedding} {wildcards.tokens} L={wildcards.seq_len}: d={params.widths}, seeds {params.seeds}"
     shell:

@@ -12,7 +12,7 @@
 
 rule preflight:
     output:
-        pw.PREFLIGHT.replace("{results}", RESULTS),
+        paths.PREFLIGHT.replace("{results}", RESULTS),
     log:
         f"{RESULTS}/logs/{{machine}}/preflight/{{device}}.log",
     conda:
@@ -30,9 +30,9 @@ rule preflight:
 
 rule profile:
     input:
-        pw.PREFLIGHT.replace("{results}", RESULTS),
+        paths.PREFLIGHT.replace("{results}", RESULTS),
     output:
-        pw.PROFILE_BATCH.replace("{results}", RESULTS),
+        paths.PROFILE_BATCH.replace("{results}", RESULTS),
     log:
         f"{RESULTS}/logs/{{machine}}/profile/{{device}}/{{mode}}/{{size}}/L{{seq_len}}/{{encodings}}.log",
     benchmark:
@@ -54,7 +54,7 @@ rule profile:
         encodings=lambda wc: " ".join(pw.profile_job_encodings(config, wc.encodings)),
         # one table size for the whole sweep: a learned encoding's parameters don't vary by cell
         max_len=pw.profile_max_len(config),
-        records=record_out(pw.PROFILE_RECORD),
+        records=record_out(paths.PROFILE_RECORD),
     message:
         "profile {params.encodings} {wildcards.size} L={wildcards.seq_len} on {wildcards.device} ({wildcards.mode})"
     shell:

@@ -11,7 +11,7 @@
 
 rule train:
     output:
-        pw.TRAIN_BATCH.replace("{results}", RESULTS),
+        paths.TRAIN_BATCH.replace("{results}", RESULTS),
     log:
         f"{RESULTS}/logs/{{machine}}/train/{{device}}/{{dtype_dir}}{{task}}/{{size}}/{{encoding}}/{{axes_dir}}steps{{steps}}/{{lr_dir}}seeds{{seeds}}.log",
     benchmark:
@@ -26,7 +26,7 @@ rule train:
     params:
         py=PY,
         dtype=lambda wc: pw.dtype_of(wc.dtype_dir),
-        seeds=lambda wc: pw.split(wc.seeds),
+        seeds=lambda wc: paths.split(wc.seeds),
         lr=lambda wc: pw.lr_argument(wc.lr_dir),
         budget=lambda wc: pw.budget_arguments(wc.steps),
         axes=lambda wc: pw.axes_arguments(wc.axes_dir),
@@ -36,7 +36,7 @@ rule train:
             else ""
         ),
         eval_scaling=lambda wc: pw.eval_scaling_argument(config, wc.encoding),
-        records=record_out(pw.TRAIN_RECORD),
+        records=record_out(paths.TRAIN_RECORD),
     message:
         "train {wildcards.task} {wildcards.encoding} {wildcards.size} {params.axes} {params.lr} {wildcards.steps} steps"
         " on {wildcards.device} {params.dtype}, seeds {params.seeds}"
