@@ -16,8 +16,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def readme_plugin() -> str:
-    """The Python block of the README's "Your own encoding, without a fork" section."""
-    section = README.read_text().split("### Your own encoding, without a fork", 1)[1]
+    """The Python block of the README's "Your own encoding or task, without a fork" section."""
+    section = README.read_text().split("### Your own encoding or task, without a fork", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
