@@ -351,13 +351,19 @@ def rendered(text: str, source: Path, blocks: dict[str, str]) -> str:
     return BLOCK.sub(body, text)
 
 
-def stale(paths: list[Path]) -> list[str]:
-    """``file: block`` for each generated block whose text differs from what is generated now."""
+def renderings(paths: list[Path]):
+    """``(path, its text, its text with every block generated now)`` for each of ``paths``; a block named in
+    several documents is generated once."""
     blocks: dict[str, str] = {}
-    found = []
     for path in paths:
         text = path.read_text()
-        now = rendered(text, path, blocks)
+        yield path, text, rendered(text, path, blocks)
+
+
+def stale(paths: list[Path]) -> list[str]:
+    """``file: block`` for each generated block whose text differs from what is generated now."""
+    found = []
+    for path, text, now in renderings(paths):
         old, new = ({m["name"]: m["body"] for m in BLOCK.finditer(t)} for t in (text, now))
         found += [f"{shown(path)}: {name}" for name in old if old[name] != new[name]]
     return found
@@ -365,11 +371,8 @@ def stale(paths: list[Path]) -> list[str]:
 
 def render(paths: list[Path]) -> list[Path]:
     """Rewrite each file whose blocks changed; the files written."""
-    blocks: dict[str, str] = {}
     written = []
-    for path in paths:
-        text = path.read_text()
-        now = rendered(text, path, blocks)
+    for path, text, now in renderings(paths):
         if now != text:
             partial = path.with_name(path.name + ".partial")
             partial.write_text(now)
