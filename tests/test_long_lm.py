@@ -40,8 +40,8 @@ def test_the_docstring_corpus_is_deterministic_and_of_the_stated_size():
     assert int((task.corpus.test == UNK).sum()) == unknown
 
 
-def test_lm_prose_long_trains_on_lm_prose_text_validation_and_vocabulary():
-    long, prose = tasks.get("lm_prose_long"), tasks.get("lm_prose")
+def test_lm_prose_long_trains_on_lm_prose_python_docs_text_validation_and_vocabulary():
+    long, prose = tasks.get("lm_prose_long"), tasks.get("lm_prose", text="python_docs")
     assert np.array_equal(long.training_text, prose.training_text)
     assert np.array_equal(long.split_text("validation"), prose.split_text("validation"))
     assert long.corpus.vocab_size == prose.corpus.vocab_size and long.model_options() == prose.model_options()

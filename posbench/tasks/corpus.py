@@ -113,8 +113,13 @@ class LanguageModelTask(Task):
     eval_batch_size: int = 16
 
     def texts(self) -> tuple[str, str]:
-        """The (train, test) text of the corpus."""
+        """The (train, test) text of the corpus; the train text ends with the validation split."""
         raise NotImplementedError
+
+    def validation_length(self) -> int | None:
+        """How many characters at the train text's end are the validation split; ``None``: the last
+        ``VALIDATION_FRACTION`` of it (a corpus with documents of its own says where they begin)."""
+        return None
 
     @property
     def corpus(self) -> Corpus:
@@ -133,7 +138,8 @@ class LanguageModelTask(Task):
         return self.corpus.test if split == "test" else self.corpus.train[self._validation_start() :]
 
     def _validation_start(self) -> int:
-        return int(len(self.corpus.train) * (1 - VALIDATION_FRACTION))
+        own = self.validation_length()
+        return len(self.corpus.train) - own if own is not None else int(len(self.corpus.train) * (1 - VALIDATION_FRACTION))
 
     def target_prior(self) -> np.ndarray:
         """``(V,)`` character frequencies of the training text, add-one smoothed over the vocabulary."""

@@ -1,8 +1,10 @@
-"""``lm_prose``: character-level language model on English prose that ships with Python.
+"""``lm_prose``: character-level language model on English prose.
 
-The default text is the Python documentation's topic help (``pydoc_data.topics``, about 0.46 M
-characters); ``data=PATH`` uses any UTF-8 text file instead. The last ``test_fraction`` of the
-text is the test split, so no window straddles the two.
+``text`` chooses it: ``wikipedia`` (the default) is :mod:`posbench.tasks.english`, about 35 M characters of
+Wikipedia's lead paragraphs, split by paragraph into training, validation and test; ``python_docs`` is the
+Python documentation's topic help that ships with Python (``pydoc_data.topics``, about 0.46 M characters),
+whose last ``test_fraction`` is the test split. ``data=PATH`` uses any UTF-8 text file instead, split as
+``python_docs``: no window straddles two splits either way.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.tasks import english
 from posbench.tasks.corpus import LanguageModelTask
 from posbench.tasks.registry import register
 
@@ -22,17 +25,37 @@ def builtin_prose() -> str:
     return "\n\n".join(topics[key] for key in sorted(topics))
 
 
+TEXTS = ("wikipedia", "python_docs")
+
+
 @register("lm_prose")
 @dataclass(frozen=True)
 class ProseLM(LanguageModelTask):
+    """Options: ``text`` (:data:`TEXTS`), ``data`` (a text file instead), ``test_fraction`` (of a text the
+    corpus does not split itself)."""
+
     kind = "nlp"
 
+    text: str = "wikipedia"
     test_fraction: float = 0.1
 
+    def __post_init__(self):
+        if self.text not in TEXTS:
+            raise ValueError(f"{self.name}: text must be one of {', '.join(TEXTS)}; got {self.text!r}")
+
     def texts(self) -> tuple[str, str]:
+        if self._splits_itself():
+            train, validation, test = english.splits()
+            return train + english.SEPARATOR + validation, test
         text = Path(self.data).read_text(encoding="utf-8") if self.data else builtin_prose()
         cut = int(len(text) * (1 - self.test_fraction))
         return text[:cut], text[cut:]
+
+    def validation_length(self) -> int | None:
+        return len(english.splits()[1]) if self._splits_itself() else None
+
+    def _splits_itself(self) -> bool:
+        return self.data is None and self.text == "wikipedia"
 
 
 @register("lm_prose_varlen")
@@ -50,6 +73,7 @@ class VariableLengthProseLM(ProseLM):
     min_length: int = 16
 
     def __post_init__(self):
+        super().__post_init__()
         if not 1 <= self.min_length <= self.train_length:
             raise ValueError(f"{self.name}: min_length must lie in 1 … train_length ({self.train_length}); "
                              f"got {self.min_length}")

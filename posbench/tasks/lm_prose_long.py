@@ -1,6 +1,7 @@
-"""``lm_prose_long``: ``lm_prose``'s model, evaluated to 32× its training length on a long text.
+"""``lm_prose_long``: ``lm_prose``'s model on Python's documentation, evaluated to 32× its training length
+on a long text.
 
-Training is ``lm_prose``'s exactly: the same training text (the first 90 % of ``pydoc_data.topics``),
+Training is ``lm_prose``'s with ``text=python_docs`` exactly (the first 90 % of ``pydoc_data.topics``),
 the same validation split and validation set, the same vocabulary, so the same seed trains the same
 model. Only the test split differs: ``lm_prose``'s test holds 46,513 characters, at most 22
 non-overlapping windows of 2048; here it is the docstrings of the standard library
@@ -61,6 +62,7 @@ class LongProseLM(ProseLM):
     eval_chars: int = 131072  # 64 windows of the longest length, 2048
     validation_chars: int = 16384
     test_data: str | None = None
+    text: str = "python_docs"  # trained on Python's documentation, as its test text is
 
     def texts(self) -> tuple[str, str]:
         train, _ = super().texts()

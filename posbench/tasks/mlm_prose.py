@@ -60,6 +60,7 @@ class MaskedProseLM(ProseLM):
     mask_rate: float = 0.15
 
     def __post_init__(self):
+        super().__post_init__()
         if not 0 < self.mask_rate < 1:
             raise ValueError(f"mlm_prose: mask_rate must be in (0, 1), got {self.mask_rate}")
 
