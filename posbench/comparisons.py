@@ -25,10 +25,12 @@ import yaml
 
 from posbench import encodings, metrics, tasks
 from posbench.guidance import BY_KEY as ROWS
+from posbench.sizes import SIZES
 from posbench.statistics import POWER_Z, power_seeds
 
 PATH = Path(__file__).with_name("comparisons.yaml")
 PRESETS = ("default", "full")
+DECLARED_SIZE = "tiny"  # the size a comparison's declared widths (added_d_model, comparator_d_model) are stated at
 FIELDS = {"id": str, "task": str, "metric": str, "length_ratio": (int, float), "added": str, "comparator": str,
           "margin": (int, float), "reference_spread": (int, float), "presets": list}
 # Where an arm is trained away from its task's length or its size's width (rows 2 and 3): the training
@@ -85,17 +87,25 @@ class BudgetRule:
 @dataclass(frozen=True)
 class ArmSpec:
     """What one arm trains: an encoding on a task, at a training length and a model width (``None``:
-    the task's length, the size's width)."""
+    the task's length, the size's width). A width stated ``width_at`` a size scales with the size's
+    width (a comparison's widths are stated at :data:`DECLARED_SIZE`, so that its arms keep their
+    proportions at every size: naive concat at half the adding arm's width stays at half); without
+    ``width_at`` it is the width at every size (a width sweep's)."""
 
     task: str
     encoding: str
     train_length: int | None = None
     d_model: int | None = None
+    width_at: str | None = None
 
     def resolved(self, size: str) -> tuple[int, int]:
         """The training length and model width this arm trains at: its own, else the task's and the size's."""
         length, width = tasks.default_axes(self.task, size)
-        return self.train_length or length, self.d_model or width
+        if self.d_model is None:
+            return self.train_length or length, width
+        if self.width_at is None:
+            return self.train_length or length, self.d_model
+        return self.train_length or length, self.d_model * width // SIZES[self.width_at]["d_model"]
 
 
 @dataclass(frozen=True)
@@ -143,8 +153,9 @@ class Comparison:
 
     @property
     def arms(self) -> tuple[ArmSpec, ArmSpec]:
-        return (ArmSpec(self.task, self.added, self.train_length, self.added_d_model),
-                ArmSpec(self.task, self.comparator, self.train_length, self.comparator_d_model))
+        return tuple(ArmSpec(self.task, encoding, self.train_length, width, None if width is None else DECLARED_SIZE)
+                     for encoding, width in ((self.added, self.added_d_model),
+                                             (self.comparator, self.comparator_d_model)))
 
     def detectable(self, seeds: int, spread: float | None = None) -> float:
         """The smallest difference a one-sided 2.5 % test finds with 80 % power at ``seeds`` per

@@ -2,7 +2,7 @@
 validation loss only, written to ``lr.csv``.
 
 A verdict compares encodings, so the arms must not also differ in how well their rate was chosen.
-Both arms of a comparison train on one log-spaced grid (each rate :data:`FACTOR` times the one
+Both arms of a comparison, at one model size, train on one log-spaced grid (each rate :data:`FACTOR` times the one
 before, centred on the task's default), :data:`SEEDS` pilot seeds each (below the comparisons' first
 deciding seed, so no tuning run ever decides), at the comparison's declared budget and schedule (its
 annealed checkpoints). Each arm's rate is the one with the lowest mean validation loss at the last
@@ -30,8 +30,8 @@ from posbench.comparisons import ArmSpec, Comparison
 FACTOR = 3  # between neighbouring rates of the grid
 SEEDS = (0, 1, 2)  # pilot seeds: below every comparison's first deciding seed
 MAX_EXTENSIONS = 2  # times the grid may grow past an edge where the best rate lies
-COLUMNS = ("comparison", "task", "encoding", "train_len", "d_model", "steps", "grid", "lr", "validation_loss", "seeds",
-           "chosen", "at_edge")
+COLUMNS = ("comparison", "size", "task", "encoding", "train_len", "d_model", "steps", "grid", "lr", "validation_loss",
+           "seeds", "chosen", "at_edge")
 
 Trainer = Callable[[ArmSpec, float, int], float]  # (arm, rate, seed) -> validation loss at the last checkpoint
 
@@ -71,23 +71,23 @@ def mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else math.inf  # a diverged seed cannot make a rate best
 
 
-def table(comparison: Comparison, run: Trainer) -> pd.DataFrame:
-    """``lr.csv``'s rows of one comparison: each arm at each rate it was tuned at."""
+def table(comparison: Comparison, run: Trainer, size: str) -> pd.DataFrame:
+    """``lr.csv``'s rows of one comparison at one model size: each arm at each rate it was tuned at."""
     rows = []
     grid, losses, chosen = tune_arms(comparison.arms, run)
     for arm in comparison.arms:
-        length, width = arm.resolved("tiny")
+        length, width = arm.resolved(size)
         for rate in grid:
-            rows.append({"comparison": comparison.id, "task": arm.task, "encoding": arm.encoding,
-                         "train_len": arm.train_length or length, "d_model": arm.d_model or width,
+            rows.append({"comparison": comparison.id, "size": size, "task": arm.task, "encoding": arm.encoding,
+                         "train_len": length, "d_model": width,
                          "steps": comparison.budget, "grid": " ".join(f"{r:g}" for r in grid), "lr": rate,
                          "validation_loss": mean(losses[arm][rate]), "seeds": len(losses[arm][rate]),
                          "chosen": rate == chosen[arm], "at_edge": rate == chosen[arm] and rate in (grid[0], grid[-1])})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def chosen_rates(path: str | Path) -> dict[tuple[str, str, int, int, int], float]:
-    """(task, encoding, train_len, d_model, steps) -> the chosen rate, from an ``lr.csv``; a one-line
+def chosen_rates(path: str | Path) -> dict[tuple[str, str, str, int, int, int], float]:
+    """(task, encoding, size, train_len, d_model, steps) -> the chosen rate, from an ``lr.csv``; a one-line
     ``ValueError`` naming the file when it is missing or lacks a column."""
     path = Path(path)
     if not path.is_file():
@@ -97,8 +97,18 @@ def chosen_rates(path: str | Path) -> dict[tuple[str, str, int, int, int], float
     if missing:
         raise ValueError(f"lr table {path}: no column {', '.join(missing)}; expected: {', '.join(COLUMNS)}")
     chosen = frame[frame["chosen"].astype(bool)]
-    return {(r.task, r.encoding, int(r.train_len), int(r.d_model), int(r.steps)): float(r.lr)
+    return {(r.task, r.encoding, r.size, int(r.train_len), int(r.d_model), int(r.steps)): float(r.lr)
             for r in chosen.itertuples()}
+
+
+def added_rates(path: str | Path) -> dict[tuple[str, str, int, int, int], float]:
+    """(task, size, train_len, d_model, steps) -> the rate chosen for the added arm of the comparison tuned at that
+    cell, from an ``lr.csv``: what a descriptive arm trained there takes (``train.descriptive_lr: tuned``), so that
+    at each size every descriptive arm trains at one tuned rate, as the comparisons' arms do."""
+    frame = pd.read_csv(path)
+    added = {c.id: c.added for c in comparisons.load().comparisons}
+    chosen = frame[frame["chosen"].astype(bool) & (frame["encoding"] == frame["comparison"].map(added))]
+    return {(r.task, r.size, int(r.train_len), int(r.d_model), int(r.steps)): float(r.lr) for r in chosen.itertuples()}
 
 
 def declared(comparison_id: str, preset: str = "all") -> Comparison:

@@ -211,8 +211,8 @@ def _check_names(config: dict) -> None:
     from posbench import SIZES, comparisons, encodings, tasks
 
     profile, train = config["profile"], config["train"]
-    if train["lr_table"] is not None:
-        tuned_rates(train["lr_table"])  # a missing or malformed table stops here, before any job
+    _check_members("train.sizes", train["sizes"], SIZES)
+    _check_lr_table(config)
     previous = config["previous_reference"]
     if previous is not None:
         folder = Path(previous) if Path(previous).is_absolute() else ROOT / previous  # a committed reference
@@ -222,7 +222,6 @@ def _check_names(config: dict) -> None:
         config["previous_reference"] = str(folder)
     _check_members("profile.encodings", profile["encodings"], encodings.names())
     _check_members("profile.sizes", profile["sizes"], SIZES)
-    _check_members("train.sizes", train["sizes"], SIZES)
     _check_members("train.tasks", list(train["tasks"]), tasks.names())
     for task, names in train["tasks"].items():
         _check_members(f"train.tasks.{task}", names, encodings.names())
@@ -262,9 +261,56 @@ def _check_names(config: dict) -> None:
     from posbench.probe import probe_encodings
 
     _check_members("probe.encodings", config["probe"]["encodings"], probe_encodings())
-    if not profile_cells(config) and not train_cells(config) and not probe_cells(config):
+    if not profile_cells(config) and not (awaits_tuning(config) or train_cells(config)) and not probe_cells(config):
         raise ConfigError("empty sweep: profile.encodings × sizes × seq_lens × modes, train.tasks, "
                           "train.comparisons and probe.encodings × widths select no cell; list at least one")
+
+
+def _check_lr_table(config: dict) -> None:
+    """With ``train.lr_table`` set, a table for each of ``train.sizes`` that chose a rate for every arm of the
+    deciding comparisons at that size: a missing table, or an arm it lacks (which would silently train at
+    ``train.lr``), stops here, before any job. A table this run tunes itself (:func:`tuned_in_run`) is checked
+    once it exists."""
+    if config["train"]["lr_table"] is None:
+        return
+    made_here = tuned_in_run(config)
+    for size in config["train"]["sizes"]:
+        path = lr_table_path(config, size)
+        if size in made_here and not Path(path).is_file():
+            continue
+        rates = tuned_rates(path)
+        for comparison in tuned_comparisons(config, declared=True):
+            steps = comparison.budget
+            for spec in comparison.arms:
+                if (spec.task, spec.encoding, size, *spec.resolved(size), steps) not in rates:
+                    raise ConfigError(f"config key 'train.lr_table': {path} has no rate for {comparison.id}'s arm "
+                                      f"{spec.encoding} at {size} ({steps} steps); tune it first: snakemake "
+                                      f"{path} (rule lr_table), or python -m posbench tune --size {size}")
+
+
+def tuned_in_run(config: dict) -> list[str]:
+    """The sizes whose rates this run tunes before training them: those whose ``train.lr_table`` is the tune
+    step's own table in the results folder (``{results}/tuning/lr-{size}.csv``, the checkpoint ``lr_table``),
+    so that a preset tunes and trains in one command."""
+    return [size for size in config["train"]["sizes"]
+            if lr_table_path(config, size) == own_lr_table(config["results"], size)]
+
+
+def awaits_tuning(config: dict) -> bool:
+    """Whether a table of rates this run tunes is not made yet (its jobs are known once it is)."""
+    return any(not Path(lr_table_path(config, size)).is_file() for size in tuned_in_run(config))
+
+
+def own_lr_table(results: str, size: str) -> str:
+    """The tune step's table of rates at ``size`` (rule lr_table's output)."""
+    return f"{results}/tuning/lr-{size}.csv"
+
+
+def lr_table_path(config: dict, size: str) -> str | None:
+    """``train.lr_table`` for ``size``: with its ``{size}`` filled in (a table per size, as the scale preset's
+    parts tune them), else the one table for every size; ``None`` without one."""
+    table = config["train"]["lr_table"]
+    return None if table is None else table.replace("{size}", size)
 
 
 def _check_memory(config: dict) -> None:
@@ -413,7 +459,7 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     jobs: dict[tuple, set] = {}
     for (spec, factor, seeds, steps), size in product(plain + comparison_runs(config, second_looks), t["sizes"]):
         steps = steps or str(t["steps"] or tasks.get(spec.task).steps)
-        arm = (spec.task, spec.encoding, *spec.resolved(size), int(steps.split(LIST_SEPARATOR)[-1]))
+        arm = (spec.task, spec.encoding, size, *spec.resolved(size), int(steps.split(LIST_SEPARATOR)[-1]))
         base = learning_rate(config, spec.task, spec.encoding, arm)
         lr = base if factor == 1 else float(f"{base * factor:.4g}")
         jobs.setdefault((spec.task, spec.encoding, size, lr, *plain_axes(spec, size), steps), set()).update(seeds)
@@ -445,12 +491,14 @@ def comparison_runs(config: dict, second_looks: tuple[str, ...] = ()) -> list[tu
     return runs
 
 
-def tuned_comparisons(config: dict) -> list[str]:
-    """The comparisons ``rule lr_table`` tunes: those that decide in ``train.comparisons`` (none: none)."""
+def tuned_comparisons(config: dict, declared: bool = False) -> list:
+    """The comparisons ``rule lr_table`` tunes: those that decide in ``train.comparisons`` (none: none), as ids, or
+    as :class:`posbench.comparisons.Comparison` at the preset's budgets with ``declared``."""
     from posbench import comparisons
 
     chosen = config["train"]["comparisons"]
-    return [] if chosen == "none" else [c.id for c in comparisons.load().in_preset(chosen) if not c.withdrawn]
+    found = [] if chosen == "none" else [c for c in comparisons.load().in_preset(chosen) if not c.withdrawn]
+    return found if declared else [c.id for c in found]
 
 
 def second_look_ids(verdicts: str | Path) -> tuple[str, ...]:
@@ -523,18 +571,30 @@ def shape_runs(config: dict) -> list[tuple[ArmSpec, float, tuple[int, ...]]]:
 
 
 def learning_rate(config: dict, task: str, encoding: str, arm: tuple | None = None) -> float:
-    """The rate ``train.lr_table`` chose for ``arm`` (task, encoding, training length, width, steps: an
-    ``lr.csv`` of :mod:`posbench.tune`) where it has one; else ``train.lr``'s rate for ``task`` (or for
-    ``encoding`` on it); else the task's default."""
+    """The rate ``train.lr_table`` chose for ``arm`` (task, encoding, size, training length, width, steps: an
+    ``lr.csv`` of :mod:`posbench.tune`) where it has one; else, with ``train.descriptive_lr: tuned``, the rate it
+    chose for the added arm tuned at the same task, size, length, width and steps; else ``train.lr``'s rate for
+    ``task`` (or for ``encoding`` on it); else the task's default."""
     from posbench import tasks
 
-    tuned = tuned_rates(config["train"]["lr_table"]).get(arm) if arm and config["train"]["lr_table"] else None
+    table = lr_table_path(config, arm[2]) if arm else None
+    tuned = tuned_rates(table).get(arm) if table else None
+    if tuned is None and table and config["train"]["descriptive_lr"] == "tuned":
+        tuned = added_rates(table).get((arm[0], *arm[2:]))
     if tuned is not None:
         return tuned
     rate = config["train"]["lr"].get(task)
     if isinstance(rate, dict):
         rate = rate.get(encoding)
     return float(rate) if rate is not None else tasks.get(task).lr
+
+
+@functools.cache
+def added_rates(path: str) -> dict[tuple, float]:
+    """:func:`posbench.tune.added_rates` of ``path``, read once (:func:`tuned_rates` has checked it)."""
+    from posbench import tune
+
+    return tune.added_rates(path)
 
 
 @functools.cache

@@ -507,8 +507,8 @@ def test_a_default_record_config_keeps_the_hash_it_had_before_device_and_dtype()
 
 
 def test_a_width_replaces_the_sizes_and_names_the_cell(tmp_path):
-    """``--d-model`` sets the model width (the size's depth and heads kept): lm_prose's 97 characters,
-    2 layers; per layer 4w² + 8w² + 4w, a final LayerNorm 2w, embedding V·t and head w·V. The plain
+    """``--d-model`` sets the model width (the size's depth and heads kept): lm_prose's 97 characters and
+    UNK, 2 layers; per layer 4w² + 8w² + 4w, a final LayerNorm 2w, embedding V·t and head w·V. The plain
     cell's config (and so its hash) is the one it had before widths existed."""
     def total(token_width, width, task="lm_prose"):
         vocab = tasks.get(task).model_options()["vocab_size"]
@@ -519,7 +519,7 @@ def test_a_width_replaces_the_sizes_and_names_the_cell(tmp_path):
         job = resolve(TrainConfig(task="lm_prose", encoding=encoding, d_model=width))
         assert count_params(build_model(job.model))["total"] == expected
         assert job.record_config()["d_model"] == width
-    assert total(64, 64) == 112256 and total(32, 64) == 108928  # the matched pair of prose-naive-concat-matched
+    assert total(64, 64) == 111488 and total(32, 64) == 108352  # the matched pair of prose-naive-concat-matched
     plain = resolve(TrainConfig(task="copy", encoding="rope", steps=30, task_options={"train_length": 6}))
     assert "d_model" not in plain.record_config() and records.config_hash(plain.record_config()) == PLAIN_COPY_HASH
     out = tmp_path / "r.json"

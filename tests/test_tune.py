@@ -46,7 +46,7 @@ def test_a_best_at_an_edge_grows_the_grid_at_most_twice():
     grid, _, chosen = tune.tune_arms((ROPE,), run)
     assert grid == [0.0001111, 0.0003333, 0.001, 0.003, 0.009] and chosen == {ROPE: 0.0003333}
     run, _ = valley(1e-6)  # far below: still at the edge after two extensions, and marked so
-    table = tune.table(SCAN, run)
+    table = tune.table(SCAN, run, "tiny")
     rope = table[table["encoding"] == "rope"]
     assert len(rope) == 5 and rope["chosen"].sum() == 1
     assert rope.loc[rope["chosen"], ["lr", "at_edge"]].values.tolist() == [[0.0001111, True]]
@@ -69,7 +69,7 @@ def test_an_edge_of_either_arm_grows_the_one_grid_of_both():
         calls.append((arm.encoding, rate))
         return abs(math.log(rate / (0.0003333 if arm.encoding == "rope" else 0.027), 3)) + seed / 100
 
-    table = tune.table(SCAN, run)
+    table = tune.table(SCAN, run, "tiny")
     assert set(table["grid"]) == {"0.0001111 0.0003333 0.001 0.003 0.009 0.027 0.081"}  # both best at an edge twice
     chosen = table[table["chosen"]].set_index("encoding")
     assert chosen.loc["rope", "lr"] == 0.0003333 and chosen.loc["sinusoidal", "lr"] == 0.027
@@ -77,22 +77,58 @@ def test_an_edge_of_either_arm_grows_the_one_grid_of_both():
     assert len(calls) == 2 * 3 * 7 and len(set(calls)) == 2 * 7
 
 
+def tuned_table(path, sizes=("tiny",), best: float = 0.009, comparison_ids=None) -> str:
+    """An lr.csv of every default comparison (or those named) tuned at ``sizes`` by the planted valley."""
+    run, _ = valley(best)
+    chosen = [c for c in comparisons.load().in_preset("default") if not c.withdrawn
+              and (comparison_ids is None or c.id in comparison_ids)]
+    pd.concat([tune.table(c, run, size) for c in chosen for size in sizes]).to_csv(path, index=False)
+    return str(path)
+
+
 def test_the_workflow_trains_each_tuned_arm_at_its_chosen_rate(tmp_path):
-    run, _ = valley(0.009)
-    path = tmp_path / "lr.csv"
-    tune.table(SCAN, run).to_csv(path, index=False)
-    assert tune.chosen_rates(path) == {("scan", "sinusoidal", 48, 64, 3200): 0.009,
-                                       ("scan", "rope", 48, 64, 3200): 0.009}
-    config = pw.validate_config({"train": {"comparisons": "default", "tasks": {"scan": ["rope"]},
-                                           "lr_table": str(path)}})
+    path = tuned_table(tmp_path / "lr.csv")
+    rates = tune.chosen_rates(path)
+    assert rates[("scan", "sinusoidal", "tiny", 48, 64, 3200)] == rates[("scan", "rope", "tiny", 48, 64, 3200)] == 0.009
+    config = pw.validate_config({"train": {"comparisons": "default", "tasks": {"scan": ["rope"]}, "lr_table": path}})
     rates = {(j["task"], j["encoding"], j["steps"]): j["lr"] for j in pw.train_jobs(config)}
     assert rates["scan", "rope", "800-1600-3200"] == 0.009  # tuned at the comparison's budget
     assert rates["scan", "rope", "800"] == 0.003  # the descriptive arm at SCAN's own 800 steps: not tuned there
     with pytest.raises(pw.ConfigError, match=r"^config key 'train.lr_table': lr table .* does not exist"):
         pw.validate_config({"train": {"comparisons": "default", "lr_table": str(tmp_path / "none.csv")}})
     pd.DataFrame({"lr": [0.1]}).to_csv(tmp_path / "bad.csv", index=False)
-    with pytest.raises(ValueError, match="no column comparison, task"):
+    with pytest.raises(ValueError, match="no column comparison, size, task"):
         tune.chosen_rates(tmp_path / "bad.csv")
+
+
+def test_a_table_that_lacks_a_deciding_arm_or_a_size_stops_before_any_job(tmp_path):
+    """An arm the table has no rate for would train at train.lr unnoticed: validation refuses, naming it."""
+    scan_only = tuned_table(tmp_path / "scan.csv", comparison_ids={"scan-rope"})
+    with pytest.raises(pw.ConfigError, match=r"^config key 'train.lr_table': .*scan.csv has no rate for "
+                                             r"prose-rope-L128's arm sinusoidal at tiny \(2000 steps\); tune it first"):
+        pw.validate_config({"train": {"comparisons": "default", "lr_table": scan_only}})
+    tuned_table(tmp_path / "lr-tiny.csv")
+    per_size = str(tmp_path / "lr-{size}.csv")
+    assert pw.validate_config({"train": {"comparisons": "default", "lr_table": per_size}})  # tiny's table exists
+    with pytest.raises(pw.ConfigError, match=r"lr table .*lr-micro.csv does not exist"):
+        pw.validate_config({"train": {"comparisons": "default", "sizes": ["tiny", "micro"], "lr_table": per_size}})
+
+
+def test_each_size_reads_its_own_table_and_descriptive_arms_may_take_the_added_arms_rate(tmp_path):
+    """The scale preset: a table per size ({size} in the path), each arm at its size's rate (widths declared at
+    tiny scale with the size: naive concat at half the adding arm's); with descriptive_lr tuned, a descriptive
+    arm at a tuned cell's task, size, length and budget takes that cell's added arm's rate."""
+    tuned_table(tmp_path / "lr-tiny.csv", best=0.009)
+    tuned_table(tmp_path / "lr-small.csv", sizes=("small",), best=0.001)
+    train = {"comparisons": "default", "sizes": ["tiny", "small"], "lr_table": str(tmp_path / "lr-{size}.csv"),
+             "tasks": {"lm_prose": ["none"]}, "steps": 2000}
+    jobs = pw.train_jobs(pw.validate_config({"train": {**train, "descriptive_lr": "tuned"}}))
+    rates = {(j["encoding"], j["size"], j["d_model"], j["steps"]): j["lr"] for j in jobs if j["task"] == "lm_prose"}
+    assert rates["sinusoidal_concat", "tiny", 32, "500-1000-2000"] == 0.009
+    assert rates["sinusoidal_concat", "small", 64, "500-1000-2000"] == 0.001
+    assert rates["none", "tiny", None, "2000"] == 0.009 and rates["none", "small", None, "2000"] == 0.001
+    plain = pw.train_jobs(pw.validate_config({"train": train}))
+    assert {j["lr"] for j in plain if j["encoding"] == "none"} == {tasks.get("lm_prose").lr}  # config: not tuned
 
 
 def test_an_unknown_comparison_is_one_line_and_exit_2(tmp_path, capsys):

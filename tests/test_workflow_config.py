@@ -361,7 +361,7 @@ def test_the_default_sweep_trains_each_comparison_at_its_seeds_and_budget_and_th
     tuned = tune.chosen_rates(ROOT / cfg["train"]["lr_table"])  # the tuning run's choices
     for job in jobs:
         default = tasks.get(job["task"]).lr
-        arm = (job["task"], job["encoding"], job["train_length"] or tasks.get(job["task"]).train_length,
+        arm = (job["task"], job["encoding"], job["size"], job["train_length"] or tasks.get(job["task"]).train_length,
                job["d_model"] or 64, int(job["steps"].split("-")[-1]))
         assert (arm in tuned) == (job["seeds"][0] >= 100)  # every compared arm tuned, no descriptive one
         lr = tuned.get(arm, cfg["train"]["lr"].get(job["task"], default))  # one rate for a task's descriptive arms

@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from posbench.cli import arguments
+from posbench.devices import CPU
+from posbench.sizes import SIZES
 
 HELP = ("tune both arms of declared comparisons on one log-spaced learning-rate grid each (3 pilot seeds, the "
         "comparison's budget and checkpoints, chosen on validation loss); writes OUT/<comparison>.csv and the records")
@@ -23,7 +25,10 @@ def add_arguments(parser) -> None:
                         help="also write every given comparison's rows here (lr.csv, what train.lr_table reads)")
     parser.add_argument("--preset", default="all", help="tune at this preset's budgets (comparisons.yaml's "
                         "budgets.scale): default, full, or all (the declared steps; default)")
+    parser.add_argument("--size", nargs="+", default=["tiny"], choices=list(SIZES), metavar="S",
+                        help=f"the model sizes to tune at, each on its own grid, of: {', '.join(SIZES)} (default: tiny)")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
+    parser.add_argument("--device", default=CPU, help="where the pilots train: cpu, cuda, cuda:N (default: cpu)")
 
 
 def run(args) -> int:
@@ -40,34 +45,38 @@ def run(args) -> int:
     budgets = comparisons.load().budget_rule
     tables = []
     for comparison in chosen_comparisons:
-        tables.append(tune_one(comparison, args, budgets))
+        for size in dict.fromkeys(args.size):
+            tables.append(tune_one(comparison, size, args, budgets))
     if args.lr_table:
         path = records.write_atomically(args.lr_table, functools.partial(pd.concat(tables).to_csv, index=False))
         print(f"wrote {path}: {len(tables)} comparison(s)")
     return 0
 
 
-def tune_one(comparison, args, budgets) -> pd.DataFrame:
-    """Tune one comparison (its records kept where a rerun finds them) and write its rows; returns them."""
+def tune_one(comparison, size: str, args, budgets) -> pd.DataFrame:
+    """Tune one comparison at one size (its records kept where a rerun finds them) and write its rows; returns
+    them."""
     from posbench import batch, records, tune
     from posbench.train import TrainConfig, resolve, train
 
     def validation_loss(arm, rate: float, seed: int) -> float:
         """Train (or keep) one cell and return its validation loss at the last checkpoint (inf: diverged)."""
-        config = TrainConfig(task=arm.task, encoding=arm.encoding, d_model=arm.d_model, seed=seed, lr=rate,
+        width = None if arm.d_model is None else arm.resolved(size)[1]  # None: the size's own
+        config = TrainConfig(task=arm.task, encoding=arm.encoding, size=size, d_model=width, seed=seed, lr=rate,
                              task_options={"train_length": arm.train_length} if arm.train_length else {},
-                             threads=args.threads, checkpoints=budgets.budgets(comparison.budget),
+                             threads=args.threads, device=args.device, checkpoints=budgets.budgets(comparison.budget),
                              decay_fraction=budgets.decay_fraction)
-        folder = "/".join(str(part) for part in (arm.task, arm.encoding, arm.train_length, arm.d_model) if part)
-        out = args.out / "records" / comparison.id / folder / f"lr{rate!r}" / f"seed{seed}.json"
+        folder = "/".join(str(part) for part in (arm.task, arm.encoding, arm.train_length, width) if part)
+        out = args.out / "records" / size / comparison.id / folder / f"lr{rate!r}" / f"seed{seed}.json"
         cell = batch.Cell(out, resolve(config).record_config(), lambda: train(config))
         if batch.run_cells("tune", [cell]):
             raise RuntimeError(f"{out}: the cell was skipped or failed")
         record = records.read_record(out)
         return record["validation"]["loss"] if record["status"] == "ok" else math.inf
 
-    table = tune.table(comparison, validation_loss)
-    path = records.write_atomically(args.out / f"{comparison.id}.csv", functools.partial(table.to_csv, index=False))
+    table = tune.table(comparison, validation_loss, size)
+    path = records.write_atomically(args.out / f"{comparison.id}-{size}.csv",
+                                    functools.partial(table.to_csv, index=False))
     chosen = table[table["chosen"]]
     print(f"wrote {path}: " + "; ".join(f"{r.encoding} lr {r.lr:g} (grid {r.grid}{', at an edge' if r.at_edge else ''})"
                                         for r in chosen.itertuples()))

@@ -12,7 +12,8 @@ FIRST_LOOK = f"{RESULTS}/looks/first"
 
 checkpoint first_look:
     input:
-        BATCHES,
+        [pw.own_lr_table(RESULTS, size) for size in pw.tuned_in_run(config)],  # every size's, scheduled at once
+        first_batches,
     output:
         f"{FIRST_LOOK}/verdicts.csv",
     log:

@@ -23,9 +23,6 @@ if DROPPED:
         f"posbench: devices kept {', '.join(DEVICES)}; dropped {'; '.join(DROPPED)}",
         file=sys.stderr,
     )
-BATCHES = pw.batch_manifests(
-    config, DEVICES
-)  # the first look's (see aggregate.smk for the second)
 # the GPU model a CUDA profile or train job asks SLURM for (`constraint`, sbatch -C); None: any
 GPU_MODEL = config["gpu_model"]
 TABLES = expand(
@@ -41,11 +38,22 @@ def record_out(template):
     )
 
 
+def first_batches(wildcards):
+    """The first look's manifests, once the rates this run tunes are chosen (checkpoint lr_table, tune.smk):
+    a job's rate names its records' folder."""
+    for size in pw.tuned_in_run(config):
+        checkpoints.lr_table.get(size=size)
+    try:
+        return pw.batch_manifests(config, DEVICES)
+    except pw.ConfigError as error:
+        sys.exit(f"posbench: {error}")
+
+
 def every_batch(wildcards):
     """The first look's manifests and, once the checkpoint first_look (aggregate.smk) has judged them, those
     of the second looks it asks for (posbench.workflow.second_look_ids)."""
     if config["train"]["comparisons"] == "none":
-        return BATCHES
+        return first_batches(wildcards)
     wanted = pw.second_look_ids(checkpoints.first_look.get().output[0])
     return pw.batch_manifests(config, DEVICES, wanted)
 
@@ -66,7 +74,7 @@ wildcard_constraints:
     dtype_dir=paths.DTYPE_DIR,
     steps=paths.NUMBER_LIST,
     mode=r"infer|train|decode",
-    size=r"[a-z]+",
+    size=r"[a-z][a-z0-9]*",
     encoding=r"[a-z0-9_]+",
     seq_len=r"[0-9]+",
     task=r"[a-z0-9_]+",
