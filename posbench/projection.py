@@ -39,19 +39,30 @@ What it computes
 
 A projection is an upper bound on speed: real kernels reach a fraction of peak, and that fraction is
 what the CPU check (:mod:`posbench.projection_check`) measures for this machine.
+
+Training
+--------
+The GPU-hours of a training run of posbench's own model (a ``posbench.sizes.SIZES`` size on a task,
+:func:`project_training`, :func:`training_gpu_hours`): the run's steps (its tokens over the task's batch
+of training sequences) times :func:`posbench.flops.analytic_flops` ``mode="train"`` of a step (forward and
+backward, the count the bench's train part credits), over the device's dense peak at an achieved share of
+it, :data:`TRAIN_EFFICIENCY` unless given. That share is an assumption, not a measurement: a run of a small
+model reaches far less of a GPU's peak than a large one, whose matmuls fill the device.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from posbench import attention, encodings
+from posbench import attention, encodings, train
 from posbench.devices import BFLOAT16, FLOAT32, TORCH_DTYPES
+from posbench.flops import analytic_flops
 from posbench.model import ModelConfig
 from posbench.records import write_atomically
 from posbench.sizes import SIZES
@@ -60,6 +71,8 @@ HF = "https://huggingface.co/{}/blob/main/config.json"
 PROJECTED = "projected"
 CONTEXTS = (1024, 4096, 16384, 32768, 131072)  # the contexts the tables project (up to 128k)
 TABLE = "projection.csv"  # beside the judge step's tables
+TRAIN_EFFICIENCY = 0.4  # the share of the dense peak a training run is assumed to reach (an assumption)
+TRAIN_TASK = "lm_prose"  # the task a projected training run trains on unless another is named
 
 
 # ----- architectures ------------------------------------------------------------------------------------
@@ -457,9 +470,13 @@ def table(rows: list[Projection]) -> str:
               gib(r.weights_bytes), gib(r.kv_cache_bytes), gib(r.position_bytes), gib(r.total_bytes),
               "yes" if r.fits else "NO", f"{r.prefill_ms:.4g}", f"{r.prefill_us_per_token:.3g}", r.prefill_bound,
               f"{r.decode_ms_per_token:.3g}", r.decode_bound] for r in rows]
-    widths = [max(len(line[c]) for line in [header, *lines]) for c in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-                     for line in [header, *lines])
+    return aligned([header, *lines])
+
+
+def aligned(lines: list[list[str]]) -> str:
+    """Rows of cells as left-aligned columns."""
+    widths = [max(len(line[c]) for line in lines) for c in range(len(lines[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines)
 
 
 def heading(arch: Architecture, context: int, device: Device, dtype: str, op_overhead_s: float | None) -> str:
@@ -492,3 +509,98 @@ def write_table(folder: str | Path) -> Path:
     encoding, every row labelled projected — what the report's page reads."""
     frame = pd.DataFrame([{column: getattr(row, column) for column in Projection.columns()} for row in grid()])
     return write_atomically(Path(folder) / TABLE, functools.partial(frame.to_csv, index=False))
+
+
+# ----- training ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainingProjection:
+    """One training run of posbench's model at a size, with one encoding on a task, on a device: its steps
+    (the tokens asked for, rounded up to whole steps of ``batch_size`` sequences of ``seq_len``), its
+    FLOPs, and its GPU-hours at the dense peak and at ``efficiency`` of it."""
+
+    shape: str
+    device: str
+    dtype: str
+    task: str
+    encoding: str
+    batch_size: int
+    seq_len: int
+    steps: int
+    tokens: int
+    flops: int
+    peak_flops: float
+    gpu_hours_at_peak: float
+    efficiency: float
+    gpu_hours: float
+    label: str = PROJECTED
+
+
+def project_training(size: str, name: str, tokens: float, device: Device, dtype: str = BFLOAT16,
+                     efficiency: float = TRAIN_EFFICIENCY, task: str = TRAIN_TASK) -> TrainingProjection:
+    """The projected training run of encoding ``name`` at posbench size ``size`` on ``tokens`` tokens of
+    ``task`` (its batch and training length, as :func:`posbench.train.resolve` makes the job); a bad
+    argument is a one-line ``ValueError`` naming it."""
+    check_training_run(tokens, efficiency)
+    job = train.resolve(train.TrainConfig(task=task, encoding=name, size=size))
+    seq_len = job.task.sequence_length(job.task.train_length)
+    steps = math.ceil(tokens / (job.batch_size * seq_len))
+    flops = steps * sum(analytic_flops(job.model, job.batch_size, seq_len, "train").values())
+    peak = device.peak_flops[dtype]
+    return TrainingProjection(
+        shape=f"posbench-{size}", device=device.name, dtype=dtype, task=task, encoding=name,
+        batch_size=job.batch_size, seq_len=seq_len, steps=steps, tokens=steps * job.batch_size * seq_len,
+        flops=flops, peak_flops=peak, gpu_hours_at_peak=flops / peak / 3600, efficiency=efficiency,
+        gpu_hours=flops / (peak * efficiency) / 3600)
+
+
+def check_training_run(tokens: float, efficiency: float, runs: int = 1) -> None:
+    """A one-line ``ValueError`` naming ``tokens``, ``efficiency`` or ``runs`` where it cannot describe runs."""
+    if not (isinstance(tokens, (int, float)) and math.isfinite(tokens) and tokens > 0):
+        raise ValueError(f"tokens is {tokens!r}; allowed: a number > 0")
+    if not (isinstance(efficiency, (int, float)) and 0 < efficiency <= 1):
+        raise ValueError(f"efficiency is {efficiency!r}; allowed: a number in (0, 1]")
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ValueError(f"runs is {runs!r}; allowed: a positive integer")
+
+
+def project_training_all(size: str, tokens: float, device: Device, dtype: str = BFLOAT16,
+                         efficiency: float = TRAIN_EFFICIENCY, task: str = TRAIN_TASK,
+                         names: list[str] | None = None) -> tuple[list[TrainingProjection], list[str]]:
+    """Every encoding of ``names`` (default :func:`projected_encodings`) in a projected training run, and a
+    line for each that cannot train on ``task`` at ``size``."""
+    check_training_run(tokens, efficiency)
+    rows, skipped = [], []
+    for name in names or projected_encodings():
+        try:
+            rows.append(project_training(size, name, tokens, device, dtype, efficiency, task))
+        except (ValueError, RuntimeError, NotImplementedError) as error:
+            skipped.append(f"{name} ({str(error).splitlines()[0]})")
+    return rows, skipped
+
+
+def training_gpu_hours(size: str, tokens: float, runs: int, device: str, encoding: str = "rope",
+                       efficiency: float = TRAIN_EFFICIENCY, task: str = TRAIN_TASK, dtype: str = BFLOAT16) -> float:
+    """Projected GPU-hours of ``runs`` training runs (seeds, say) of ``encoding`` at posbench size ``size``,
+    each on ``tokens`` tokens of ``task``, on the named ``device`` at ``efficiency`` of its dense peak: what a
+    preset's budget is planned with (projected, not measured)."""
+    check_training_run(tokens, efficiency, runs)
+    return runs * project_training(size, encoding, tokens, named_device(device), dtype, efficiency, task).gpu_hours
+
+
+def training_heading(rows: list[TrainingProjection], device: Device) -> str:
+    """What the training table projects and what it assumes (``rows`` share a size, task, device and run)."""
+    first = rows[0]
+    return (f"{PROJECTED.upper()} — not measured. Training {first.shape} on {first.task} (batch {first.batch_size} × "
+            f"{first.seq_len} tokens): {first.tokens:,} tokens, {first.steps:,} steps, {first.dtype} on "
+            f"{device.label}. FLOPs: posbench.flops.analytic_flops(mode='train') per step (forward + backward, no "
+            f"optimizer) × steps. GPU-h at peak: FLOPs / the datasheet's dense {first.peak_flops / 1e12:g} TFLOP/s "
+            f"({device.source}); GPU-h: at {first.efficiency:g} of that peak, an assumed share "
+            f"(--train-efficiency), not a measured one.")
+
+
+def training_table(rows: list[TrainingProjection]) -> str:
+    """A text table, one line per encoding."""
+    header = ["encoding", "GFLOP/token", "PFLOP", "GPU-h at peak", f"GPU-h at {rows[0].efficiency:g}"]
+    lines = [[r.encoding, f"{r.flops / r.tokens / 1e9:.4g}", f"{r.flops / 1e15:.4g}", f"{r.gpu_hours_at_peak:.3g}",
+              f"{r.gpu_hours:.3g}"] for r in rows]
+    return aligned([header, *lines])

@@ -35,6 +35,7 @@ from posbench.bench import (
 )
 from posbench.cli import bench as bench_cli
 from posbench.flops import analytic_flops
+from posbench.sizes import non_embedding_params
 from posbench.train import TrainConfig, deterministic, fit, initial_model, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +214,9 @@ def test_scale_point_reports_path_memory_and_latency():
      "'speed' is not allowed; allowed: one or more of paths, overhead, peer, limit, scale, decode, decode_peer, "
      "train, comma-separated"),
     (["--scale-max-len", "3000"], "'3000' is not allowed; allowed: a power of two >= 1024"),
-    (["--rounds", "0"], "'0' is not allowed; allowed: a positive integer")])
+    (["--rounds", "0"], "'0' is not allowed; allowed: a positive integer"),
+    (["--train-sizes", "tiny,huge"], "argument --train-sizes: 'huge' is not allowed; allowed: one or more of micro"),
+    (["--train-tasks", "lm_poetry"], "argument --train-tasks: 'lm_poetry' is not allowed; allowed: one or more of")])
 def test_bench_arguments_fail_in_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["bench", *argv])
@@ -284,41 +287,62 @@ def test_category_follows_the_callers(chain, expected):
     assert train_throughput.category(leaf) == expected
 
 
+TRAIN_ITEMS = [f"{task}/sinusoidal@{size}" for task in ("reverse", "long_range") for size in ("micro", "tiny")]
+
+
 @pytest.fixture(scope="module")
 def train_part(tmp_path_factory):
-    options = base.BenchOptions(parts=("train",), train_tasks=("reverse", "long_range"), train_steps=2,
-                                 train_warmup=1, train_profile_steps=2)
+    options = base.BenchOptions(parts=("train",), train_tasks=("reverse", "long_range"), train_sizes=("micro", "tiny"),
+                                 train_steps=2, train_warmup=1, train_profile_steps=2)
     result = train_throughput.run(options, tmp_path_factory.mktemp("bench"))
     return result, {(row.item, row.metric): row for row in result.rows}
 
 
-def test_train_part_flops_are_the_analytic_train_count(train_part):
+@pytest.mark.parametrize("size", ["micro", "tiny"])
+def test_train_part_flops_are_the_analytic_train_count_at_each_size(train_part, size):
     result, rows = train_part
-    job = resolve(TrainConfig(task="reverse", encoding="sinusoidal"))
+    name = f"reverse/sinusoidal@{size}"
+    job = resolve(TrainConfig(task="reverse", encoding="sinusoidal", size=size))
     expected = sum(analytic_flops(job.model, job.batch_size, 32, "train").values())
-    assert rows["reverse/sinusoidal", "B×L"].value == f"{job.batch_size}×32"
-    assert rows["reverse/sinusoidal", "GFLOP/step"].value == expected / 1e9
-    per_step = [expected / ms * 1e3 for ms in result.samples["reverse/sinusoidal"]]
-    assert rows["reverse/sinusoidal", "GFLOP/s"].value == pytest.approx(base.median(per_step) / 1e9, rel=1e-12)
+    assert rows[name, "N"].value == non_embedding_params(size)
+    assert rows[name, "B×L"].value == f"{job.batch_size}×32"
+    assert rows[name, "GFLOP/step"].value == expected / 1e9
+    per_step = [expected / ms * 1e3 for ms in result.samples[name]]
+    assert rows[name, "GFLOP/s"].value == pytest.approx(base.median(per_step) / 1e9, rel=1e-12)
+    assert rows[name, "s/seed"].value == pytest.approx(job.steps * base.median(result.samples[name]) / 1e3, rel=1e-12)
+
+
+def test_train_part_times_each_task_and_encoding_at_each_size(train_part):
+    result, _ = train_part
+    assert [name for name in result.samples if name != "matmul"] == [
+        "reverse/sinusoidal@micro", "reverse/sinusoidal@tiny", "long_range/sinusoidal@micro",
+        "long_range/sinusoidal@tiny"]
 
 
 def test_train_part_shares_are_of_the_matmul_rate(train_part):
     result, rows = train_part
     matmul = rows[f"matmul {train_throughput.TRAIN_MATMUL_SIZE}³, 1 thread", "GFLOP/s"].value
     assert matmul == pytest.approx(2 * 1024**3 / base.median(result.samples["matmul"]) / 1e6, rel=1e-12)
-    for name in ("reverse/sinusoidal", "long_range/sinusoidal"):
+    for name in TRAIN_ITEMS:
         share = rows[name, "of matmul"]
         assert share.value == pytest.approx(100 * rows[name, "GFLOP/s"].value / matmul, rel=1e-12)
-        assert (share.target, share.meets) == (">= 40", share.value >= 40)
         assert len(result.samples[name]) == 2
-    reverse = [rows["reverse/sinusoidal", "GFLOP/step"].value * 1e9 / ms / (2 * 1024**3 / mm)
-               for ms, mm in zip(result.samples["reverse/sinusoidal"], result.samples["matmul"])]
-    assert rows["reverse/sinusoidal", "paired"].value == pytest.approx(100 * base.median(reverse), rel=1e-12)
+    reverse = [rows["reverse/sinusoidal@tiny", "GFLOP/step"].value * 1e9 / ms / (2 * 1024**3 / mm)
+               for ms, mm in zip(result.samples["reverse/sinusoidal@tiny"], result.samples["matmul"])]
+    assert rows["reverse/sinusoidal@tiny", "paired"].value == pytest.approx(100 * base.median(reverse), rel=1e-12)
+
+
+def test_train_target_is_judged_at_tiny_only(train_part):
+    _, rows = train_part
+    for name in TRAIN_ITEMS:
+        share = rows[name, "of matmul"]
+        judged = (">= 40", share.value >= 40) if name.endswith("@tiny") else ("", None)
+        assert (share.target, share.meets) == judged
 
 
 def test_train_part_breakdown_sums_to_100(train_part):
     _, rows = train_part
-    for name in ("reverse/sinusoidal", "long_range/sinusoidal"):
+    for name in TRAIN_ITEMS:
         shares = [rows[name, category].value for category in train_throughput.BREAKDOWN]
         assert sum(shares) == pytest.approx(100, abs=1e-9)
         assert all(share >= 0 for share in shares)
@@ -332,8 +356,11 @@ def parse(argv):
 
 
 def test_cli_train_options():
-    options = parse(["--parts", "train", "--train-steps", "7", "--train-encodings", "sinusoidal,rope"])
+    options = parse(["--parts", "train", "--train-steps", "7", "--train-encodings", "sinusoidal,rope",
+                     "--train-tasks", "lm_prose,scan", "--train-sizes", "micro,small"])
     assert (options.parts, options.train_steps, options.train_encodings) == (("train",), 7, ("sinusoidal", "rope"))
+    assert (options.train_tasks, options.train_sizes) == (("lm_prose", "scan"), ("micro", "small"))
+    assert parse([]).train_sizes == ("tiny",)
     quick = parse(["--quick"])
     assert quick.train_steps < base.BenchOptions.train_steps
 

@@ -45,6 +45,7 @@ class BenchOptions:
     decode_new_tokens: int = 32  # decode_peer: tokens each generate call produces after the prompt
     train_tasks: tuple[str, ...] = ("lm_prose", "passkey", "mosaic_qa")  # config.yaml train.tasks
     train_encodings: tuple[str, ...] = ("sinusoidal",)
+    train_sizes: tuple[str, ...] = ("tiny",)  # posbench.sizes.SIZES: each task/encoding is timed at each
     train_steps: int = 30  # train's timed rounds: one training step of each task and one matmul each
     train_warmup: int = 3
     train_profile_steps: int = 5  # train's steps per task under torch.profiler, after the timed ones

@@ -8,11 +8,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from posbench import tasks
 from posbench.bench import suite
 from posbench.bench.base import BENCH_DEVICES, CUDA_PARTS, PARTS, BenchOptions
 from posbench.bench.train_throughput import TRAIN_ENCODINGS
 from posbench.cli import arguments
 from posbench.devices import CPU, missing_device, on_cuda
+from posbench.sizes import SIZES
 
 HELP = ("benchmark the harness itself: attention paths, encoding overhead, x-transformers peer, machine limit, "
         "longest length (scale), decode and its transformers peer (decode_peer), training throughput (train)")
@@ -55,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-encodings", type=arguments.comma_list(tuple(TRAIN_ENCODINGS)),
                         help="comma-separated encodings the train part trains (default: "
                              f"{','.join(BenchOptions.train_encodings)})")
+    parser.add_argument("--train-tasks", type=arguments.comma_list(tuple(tasks.names())),
+                        help="comma-separated tasks the train part trains (default: "
+                             f"{','.join(BenchOptions.train_tasks)}, the default sweep's)")
+    parser.add_argument("--train-sizes", type=arguments.comma_list(tuple(SIZES)),
+                        help="comma-separated model sizes the train part times each task and encoding at (default: "
+                             f"{','.join(BenchOptions.train_sizes)})")
     parser.add_argument("--decode-contexts", type=contexts,
                         help="the decode part's context lengths (default: "
                              f"{','.join(map(str, BenchOptions.decode_contexts))})")
@@ -78,8 +86,9 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
         chosen["rounds"] = args.rounds
     if args.train_steps:
         chosen["train_steps"] = args.train_steps
-    if args.train_encodings:
-        chosen["train_encodings"] = tuple(args.train_encodings)
+    for name in ("train_encodings", "train_tasks", "train_sizes"):
+        if getattr(args, name):
+            chosen[name] = tuple(getattr(args, name))
     if args.decode_contexts:
         chosen["decode_contexts"] = args.decode_contexts
     if args.decode_new_tokens:
