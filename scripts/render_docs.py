@@ -32,7 +32,8 @@ RUNS = ROOT / "results/reference/runs.csv"  # one row per measured run of a curr
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
 PRESETS = ("config.yaml", "workflow/smoke.yaml", "workflow/shapes.yaml", "workflow/shapes-lm.yaml",
            "workflow/shapes-algorithmic.yaml", "workflow/shapes-chomsky-a.yaml", "workflow/shapes-chomsky-b.yaml",
-           "workflow/full.yaml", "workflow/cluster.yaml")
+           "workflow/full.yaml", "workflow/cluster.yaml", "workflow/scale-micro.yaml", "workflow/scale-tiny.yaml",
+           "workflow/scale-small.yaml", "workflow/cluster-scale.yaml")
 ESTIMATED_CORES = (4, 8, 16)
 # The Python API in a few lines; each bare expression's value is printed beneath it by api_example.
 API_EXAMPLE = """\
@@ -236,7 +237,9 @@ def verdict_lines() -> str:
 
 def presets() -> str:
     """Each shipped preset's jobs (posbench.workflow, as Snakemake plans them; a CPU-only machine's
-    devices where the preset says ``auto``) and its measured wall time where a reference has one."""
+    devices where the preset says ``auto``) and its measured wall time where a reference has one. A preset
+    that tunes its rates first counts its tune jobs beside its train jobs (planned at the rates of its config
+    until its tables exist: the count is the same)."""
     from posbench import workflow as pw
 
     measured = runs().set_index("configfile")
@@ -244,9 +247,13 @@ def presets() -> str:
     for path in PRESETS:
         config = pw.validate_config(pw.with_included(yaml.safe_load((ROOT / path).read_text())))
         devices, _ = pw.resolve_devices(config["devices"])
-        manifests = pw.batch_manifests(config, devices)
+        tuned = len(pw.tuned_comparisons(config)) * len(pw.tuned_in_run(config))
+        planned = {**config, "train": {**config["train"], "lr_table": None}} if tuned else config
+        manifests = pw.batch_manifests(planned, devices)
         kinds = [m.split("/batches/", 1)[1].split("/")[1] for m in manifests]  # <machine>/<rule>/…
         count = {kind: kinds.count(kind) for kind in ("train", "probe", "profile")}
+        if tuned:
+            count["train"] = f"{count['train']} (+ {tuned} tune)"
         time = (f"{clock(measured.loc[path, 'wall_seconds'])} on {measured.loc[path, 'cores']} cores "
                 f"(`{measured.loc[path, 'reference']}`)" if path in measured.index else "not measured")
         lines.append(f"| `{path}` | {count['train']} | {count['probe']} | {count['profile']} | {time} |")
