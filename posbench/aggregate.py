@@ -129,7 +129,7 @@ def train_rows(record: dict) -> tuple[dict, list[dict], list[dict]]:
     metric = (record.get("metrics") or [None])[0]
     evals = record.get("eval") or []
     cell = {**_common(record), **_run(cfg), "task": cfg.get("task"), "encoding": cfg.get("encoding"),
-            "size": cfg.get("size"), **_axes(cfg), "seed": cfg.get("seed"), "metric": metric,
+            "size": cfg.get("size"), **_axes(cfg), "text": _text(cfg), "seed": cfg.get("seed"), "metric": metric,
             "higher_is_better": metrics.METRICS[metric].higher_is_better if metric in metrics.METRICS else None,
             "steps": cfg.get("steps"), "batch_size": cfg.get("batch_size"),
             "params_total": record.get("params", {}).get("total"),
@@ -177,6 +177,14 @@ def _run(cfg: dict) -> dict:
     """Where a train or probe cell ran: its ``device`` and ``dtype`` (a record states them only when not
     cpu / float32)."""
     return {"device": cfg.get("device", CPU), "dtype": cfg.get("dtype", FLOAT32)}
+
+
+def _text(cfg: dict) -> str:
+    """The text a train cell read where its task reads one: a file it was given (``data``), else the corpus
+    it named (``text``: lm_prose's ``wikipedia`` or ``python_docs``); empty where the record names none (a task
+    without a text, or a record from before lm_prose had a choice, when it read the Python documentation)."""
+    options = cfg.get("task_options") or {}
+    return str(options.get("data") or options.get("text") or "")
 
 
 def _axes(cfg: dict) -> dict:

@@ -16,7 +16,7 @@ import pandas as pd
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.experiments import best_rate
 
-RUN_KEYS = ("device", "dtype", "steps", "batch_size", "lr")  # what an arm's seeds must share to be replicates
+RUN_KEYS = ("device", "dtype", "steps", "batch_size", "lr", "text")  # what an arm's seeds share to be replicates
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Arm:
     gate_at_length: np.ndarray | None = None  # (n,) the gate's metric at the comparison's length, beyond
     chance_at_length: float = math.nan  # the training length only: a note, never a gate
     mixed: tuple[str, ...] = ()  # "device (cpu, cuda)": what differs between its seeds' runs (never pooled)
+    text: str = ""  # the text its task read (aggregate's text column; "" where none is recorded)
 
     @property
     def n(self) -> int:
@@ -90,7 +91,8 @@ def arm(results: pd.DataFrame, comparison: Comparison, spec: ArmSpec, size: str,
                undertrained=flagged(ok, "undertrained"), overfit=flagged(ok, "overfit"),
                untrained_positions=untrained, lr=lr, budget=budget,
                eval_len=int(ok["eval_len"].iloc[0]) if len(ok) else None, train_len=length, d_model=width,
-               params=params, gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
+               params=params, text=", ".join(sorted(map(str, ok["text"].dropna().unique()))) if "text" in ok else "",
+               gate_at_length=ok[gate_column].to_numpy(float) if beyond else None,
                chance_at_length=mean_chance(ok, chance_column) if beyond else math.nan, mixed=mixed_runs(ok))
 
 

@@ -425,7 +425,7 @@ def table(judgements: list[RowJudgement]) -> pd.DataFrame:
                 "n_added": j.added.n, "n_comparator": j.comparator.n,
                 "mean_added": j.added.values.mean() if j.added.n else math.nan,
                 "mean_comparator": j.comparator.values.mean() if j.comparator.n else math.nan,
-                "lr_added": j.added.lr, "lr_comparator": j.comparator.lr,
+                "lr_added": j.added.lr, "lr_comparator": j.comparator.lr, "text": j.added.text,
                 **{name: getattr(j.numbers, name, math.nan)
                    for name in ("effect", "ci_low", "ci_high", "p_better", "p_not_better")},
                 "eval_se": j.eval_se, "p_holm": j.p_holm,

@@ -2,9 +2,9 @@
 committed reference), and what changed between them.
 
 A verdict that changes is news only when the reader can see why: another comparison decides the row,
-the arms trained longer or at other learning rates, more seeds, other code. :func:`table` reads two
-``verdicts.csv`` (the judge step's, :mod:`posbench.verdicts`) and the two runs' ``meta.json`` and writes
-one row per guidance row (``ledger.csv``); the report prints it. Nothing here judges anything again:
+the arms trained longer, on another text or at other learning rates, more seeds, other code. :func:`table`
+reads two ``verdicts.csv`` (the judge step's, :mod:`posbench.verdicts`) and the two runs' ``meta.json`` and
+writes one row per guidance row (``ledger.csv``); the report prints it. Nothing here judges anything again:
 both sides are as their judge steps wrote them.
 """
 
@@ -38,7 +38,8 @@ def effect_text(line) -> str:
 
 def changes(before: pd.DataFrame, after: pd.DataFrame, code: tuple[str, str]) -> list[str]:
     """What differs between a row's deciding comparisons before and after: which comparison decides,
-    its budget, its seeds, its arms' learning rates, the declaration and the measuring code."""
+    its budget, its seeds, the text its task read, its arms' learning rates, the declaration and the
+    measuring code."""
     found = []
     ids = (list(before["comparison"]), list(after["comparison"]))
     if ids[0] != ids[1]:
@@ -48,6 +49,10 @@ def changes(before: pd.DataFrame, after: pd.DataFrame, code: tuple[str, str]) ->
                   (before, after)]
         if values[0] != values[1]:
             found.append(f"{label} {_listed(values[0])} -> {_listed(values[1])}")
+    texts = [sorted(set(frame["text"].fillna("").replace("", "not recorded"))) if "text" in frame.columns
+             else ["not recorded"] for frame in (before, after)]
+    if texts[0] != texts[1]:
+        found.append(f"training text {_listed(texts[0])} -> {_listed(texts[1])}")
     rates = [_rates(frame) for frame in (before, after)]
     if rates[0] != rates[1]:
         found.append(f"learning rates (added/comparator) {_listed(rates[0])} -> {_listed(rates[1])}")

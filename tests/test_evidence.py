@@ -271,7 +271,9 @@ def test_a_declared_length_and_widths_name_each_arm(tmp_path):
 
     path.write_text(yaml.safe_dump({**RULES, "rows": {"parameter_budget": [entry]}}))
     (comparison,) = comparisons.load(path).comparisons
-    assert comparison.arms == (ArmSpec("lm_prose", "sinusoidal", 128, 64), ArmSpec("lm_prose", "sinusoidal", 128, 32))
+    assert comparison.arms == (ArmSpec("lm_prose", "sinusoidal", 128, 64, "tiny"),
+                               ArmSpec("lm_prose", "sinusoidal", 128, 32, "tiny"))  # widths stated at tiny
+    assert [spec.resolved("small") for spec in comparison.arms] == [(128, 128), (128, 64)]  # scaled with the size
     assert comparison.describe() == ("lm_prose bits_per_char, trained at 128: sinusoidal (d = 64) (added) vs "
                                      "sinusoidal (d = 32), δ = 0.05")
     assert PROSE.arms == (ArmSpec("lm_prose", "sinusoidal"), ArmSpec("lm_prose", "rope"))
@@ -453,7 +455,7 @@ def test_a_supported_adding_row_with_its_numbers_in_line_and_table():
     assert list(frame.columns) == [
         "row", "row_verdict", "row_stability", "comparison", "task", "metric", "length_ratio", "size", "add_arm",
         "comparator_arm", "train_len", "d_model_added", "d_model_comparator", "n_added", "n_comparator",
-        "mean_added", "mean_comparator", "lr_added", "lr_comparator",
+        "mean_added", "mean_comparator", "lr_added", "lr_comparator", "text",
         "effect", "ci_low", "ci_high", "p_better", "p_not_better", "eval_se", "p_holm", "margin", "detectable",
         "outcome", "task_verdict", "stability", "needs_n", "steps", "look", "alpha_look", "seeds_added",
         "seeds_comparator", "second_look_wanted", "trend_since", "trend_until", "trend_change", "trend_ci_low",

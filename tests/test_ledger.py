@@ -81,3 +81,12 @@ def test_the_ledger_says_what_changed_between_two_runs():
     other = pd.DataFrame([verdict_rows("babi-rope", "supported", 0.01, 3200, 7, "b" * 64)])
     assert ledger.table(after, other, {}, {}).iloc[0]["changed"].startswith(
         "decided by babi-rope instead of scan-rope")
+
+
+def test_the_ledger_names_the_text_a_row_was_trained_on_when_it_changed():
+    """A verdict from before lm_prose read the English corpus has no text recorded; the new one names it."""
+    before = pd.DataFrame([verdict_rows("prose-rope-L128", "supported", 0.0, 2000, 7, "a" * 64)])
+    after = pd.DataFrame([{**verdict_rows("prose-rope-L128", "supported", 0.01, 2000, 7, "a" * 64),
+                           "text": "wikipedia"}])
+    assert ledger.table(before, after, {}, {}).iloc[0]["changed"] == "training text not recorded -> wikipedia"
+    assert ledger.table(after, after, {}, {}).iloc[0]["changed"] == "nothing"  # the same text: nothing to say
