@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = ("README.md", "docs/*.md", "results/reference/README.md")
+DOCUMENTS = ("README.md", "docs/*.md", "results/reference/README.md", "results/reference/scale/README.md")
 RUNS = ROOT / "results/reference/runs.csv"  # one row per measured run of a current reference
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
 PRESETS = ("config.yaml", "workflow/smoke.yaml", "workflow/shapes.yaml", "workflow/shapes-lm.yaml",
@@ -208,6 +208,110 @@ def wall_time() -> str:
         "beside one, as it did in the measured run: take the estimates as lower bounds."])
 
 
+SCALE_PARTS = ("micro", "tiny", "small")
+SCALE_BENCH = ROOT / "results/reference/bench/train-sizes.csv"  # bench --parts train --train-sizes micro,tiny,small
+TUNE_RATES = (3, 5)  # rates a tuned arm trains at: the initial grid, up to two rates more (posbench.tune)
+
+
+def step_ratio(task: str, size: str) -> float:
+    """A training step's median time at ``size`` over tiny's, for ``task`` (mean over the bench's encodings;
+    a task the bench did not time takes lm_prose's), from the bench's train part at several sizes."""
+    bench = pd.read_csv(SCALE_BENCH)
+    median = bench[bench["metric"] == "median"].assign(
+        task=lambda f: f["item"].str.split("/").str[0], size=lambda f: f["item"].str.split("@").str[1])
+    timed = median[median["task"] == (task if task in set(median["task"]) else "lm_prose")]
+    by_size = timed.astype({"value": float}).groupby("size")["value"].mean()
+    return float(by_size[size] / by_size["tiny"])
+
+
+def scale_part_seconds(size: str) -> dict[str, list[float]]:
+    """Estimated seconds of each job of the scale preset's part ``size``, by kind (tune, train): the default
+    reference's measured seconds per seed of each deciding arm at tiny (its records' ``wall_time_s``), times the
+    seeds a job trains, times :func:`step_ratio`. A tune job trains both arms at 3 pilot seeds at each rate
+    (:data:`TUNE_RATES`: low and high); a descriptive lm_prose arm trains 3 seeds at 2,000 steps, costed as the
+    matched comparison's adding arm (annealed: a little dearer)."""
+    from posbench import comparisons
+
+    accuracy = table("accuracy")
+    deciding = accuracy[accuracy["seed"] >= 100]
+    jobs: dict[str, list[float]] = {"tune low": [], "tune high": [], "train": []}
+    for comparison in comparisons.load().in_preset("default"):
+        if comparison.withdrawn:
+            continue
+        ratio = step_ratio(comparison.task, size)
+        per_seed = []
+        for spec in comparison.arms:
+            length, width = spec.resolved("tiny")
+            rows = deciding[(deciding["task"] == spec.task) & (deciding["encoding"] == spec.encoding)
+                            & (deciding["train_len"] == length) & (deciding["d_model"] == width)]
+            per_seed.append(float(rows["wall_time_s"].mean()) * ratio)
+            jobs["train"].append(per_seed[-1] * comparison.n_seeds)
+        for label, rates in zip(("tune low", "tune high"), TUNE_RATES):
+            jobs[label].append(sum(per_seed) * 3 * rates)
+    matched = comparisons.load().by_id["prose-naive-concat-matched"]
+    prose = deciding[(deciding["task"] == "lm_prose") & (deciding["encoding"] == matched.added)
+                     & (deciding["train_len"] == 64)]["wall_time_s"].mean()
+    jobs["train"] += [float(prose) * step_ratio("lm_prose", size) * 3] * 5
+    return jobs
+
+
+def scale_estimate() -> str:
+    """The scale preset's parts: estimated wall time on 2 cores, before any of it ran."""
+    lines = ["| part | tuning (6 jobs) | training (first looks) | wall time on 2 cores |", "|---|---|---|---|"]
+    total = [0.0, 0.0]
+    for size in SCALE_PARTS:
+        jobs = scale_part_seconds(size)
+        walls = [schedule(jobs[tune], 2) + schedule(jobs["train"], 2) for tune in ("tune low", "tune high")]
+        total = [total[0] + walls[0], total[1] + walls[1]]
+        lines.append(f"| `scale-{size}.yaml` | {sum(jobs['tune low']) / 3600:.1f}–{sum(jobs['tune high']) / 3600:.1f} "
+                     f"seed-h | {sum(jobs['train']) / 3600:.1f} seed-h | {clock(walls[0])} – {clock(walls[1])} |")
+    run = runs().set_index("preset").loc["default"]
+    return "\n".join([*lines, "", f"In all {clock(total[0])} – {clock(total[1])}, and a second look's seeds where a "
+                      "first look is unclear. From the default reference's seconds per seed of each deciding arm "
+                      f"({run['cpu']}), times the seeds of each job, times a step's time at the size over tiny's "
+                      f"(`{shown(SCALE_BENCH)}`); tuning at 3 to 5 rates a grid; jobs scheduled longest first on two "
+                      "one-thread slots, tuning before training."])
+
+
+def cluster_scale_projection() -> str:
+    """Projected GPU-hours of ``workflow/cluster-scale.yaml`` per size (``posbench.projection``, not measured):
+    every run its parts train (tuning at 3 rates, the first looks' seeds, the descriptive arms), each on its
+    comparison's tokens, decay branches included, at the preset's dtype on its GPU model."""
+    from posbench import comparisons, projection, tasks
+    from posbench import workflow as pw
+
+    config = pw.validate_config(yaml.safe_load((ROOT / "workflow/cluster-scale.yaml").read_text()))
+    train, declared = config["train"], comparisons.load()
+    rule = declared.budget_rule
+    runs = []  # (task, encoding, steps with decay branches, runs)
+    for comparison in pw.tuned_comparisons(config, declared=True):
+        budgets = rule.budgets(comparison.budget)
+        steps = budgets[-1] + rule.decay_fraction * sum(budgets[:-1])
+        runs += [(spec.task, spec.encoding, steps, comparison.n_seeds + 3 * TUNE_RATES[0]) for spec in comparison.arms]
+    runs += [("lm_prose", encoding, train["steps"], len(train["seeds"])) for encoding in train["tasks"]["lm_prose"]]
+    lines = ["| size | non-embedding parameters | runs | GPU-hours at peak | at 0.4 of peak |", "|---|---|---|---|---|"]
+    for size in train["sizes"]:
+        hours = [0.0, 0.0]
+        for task, encoding, steps, count in runs:
+            job = tasks.get(task)
+            tokens = steps * job.batch_size * job.sequence_length(job.train_length)
+            one = projection.project_training(size, encoding, tokens, projection.named_device(config["gpu_model"]),
+                                              train["dtype"], task=task)
+            hours = [hours[0] + count * one.gpu_hours_at_peak, hours[1] + count * one.gpu_hours]
+        lines.append(f"| {size} | {non_embedding(size)} | {sum(r[3] for r in runs)} | {hours[0]:.2g} | {hours[1]:.2g} |")
+    return "\n".join([*lines, "", f"PROJECTED, not measured: `python -m posbench project --train-tokens` per run "
+                      f"({train['dtype']} on {config['gpu_model']}'s datasheet peak), the FLOPs of a training step "
+                      "times its steps. A step of these small batches is bound by kernel launches, not arithmetic, "
+                      "so a GPU reaches a small share of its peak on them: read the figures as a floor."])
+
+
+def non_embedding(size: str) -> str:
+    from posbench.sizes import non_embedding_params
+
+    count = non_embedding_params(size)
+    return f"{count / 1e6:.3g} M" if count >= 1e6 else f"{count / 1e3:.3g} k"
+
+
 def advise_ranking() -> str:
     """``advise`` for long context, its top-level lines (the rule and the evidence under each encoding are
     in docs/programs.md)."""
@@ -332,6 +436,8 @@ BLOCKS = {
     "encoding-names": encoding_names,
     "api-example": api_example,
     "reference-runs": reference_runs,
+    "scale-estimate": scale_estimate,
+    "cluster-scale-projection": cluster_scale_projection,
 }
 
 
