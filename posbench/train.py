@@ -166,12 +166,14 @@ def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None
     if encodings.takes(encoding, "trained_length"):  # a layer pattern scales its window and temperature to it
         encoding_options = {"trained_length": task.sequence_length(task.train_length), **(encoding_options or {})}
     if d_model is not None:
-        check_width(size, d_model)
         options["d_model"] = d_model
     cfg = ModelConfig.from_size(size, max_len=max_len, encoding=encoding, encoding_options=encoding_options or {},
                                 **options)
-    if encoding_options:
-        encodings.build(encoding, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=cfg.max_len, **encoding_options)
+    if encoding_options or d_model is not None:
+        built = encodings.build(encoding, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=cfg.max_len,
+                                **(encoding_options or {}))
+        if d_model is not None:
+            check_width(size, built.model_width)
     reads_grid = encodings.traits(encoding).axes == "2d"
     if reads_grid and grid is None:
         grid_tasks = [n for n in tasks.names() if "grid" in tasks.get(n).model_options()]
@@ -180,8 +182,9 @@ def model_config(task: tasks.Task, encoding: str, size: str, d_model: int | None
 
 
 def check_width(size: str, d_model: int) -> None:
-    """A one-line ``ValueError`` unless ``d_model`` splits into the size's heads with an even head
-    width (rotary encodings turn pairs of a head's dimensions)."""
+    """A one-line ``ValueError`` unless ``d_model``, the width the blocks run at (a naive concat's E and P
+    together), splits into the size's heads with an even head width (rotary encodings turn pairs of a head's
+    dimensions)."""
     heads = SIZES[size]["n_heads"]
     if d_model <= 0 or d_model % (2 * heads):
         raise ValueError(f"d_model {d_model} does not fit size {size!r}: allowed: a positive multiple of "

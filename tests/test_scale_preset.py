@@ -100,3 +100,13 @@ def test_snakemake_plans_the_cluster_ladder_tuning_at_every_size_up_to_ladder768
     assert all(argument(job, "--device") == "cuda" for job in jobs if job["rule"] == "tune")
     assert sorted(argument(job, "--size") for job in jobs if job["rule"] == "lr_table") == sorted(sizes)
     assert not [job for job in jobs if job["rule"] == "train"]  # its jobs are known once the rates are chosen
+
+
+def test_naive_concat_at_half_of_micros_width_trains_at_the_width_its_blocks_run_at():
+    """micro's matched pair puts naive concat's E at 20: its blocks run at 40 (E and P), which the heads split;
+    a width the blocks cannot split is still refused in one line."""
+    from posbench.train import TrainConfig, resolve
+
+    assert resolve(TrainConfig(task="lm_prose", encoding="sinusoidal_concat", size="micro", d_model=20)).model.d_model == 20
+    with pytest.raises(ValueError, match=r"^d_model 20 does not fit size 'micro': allowed: a positive multiple of 8"):
+        resolve(TrainConfig(task="lm_prose", encoding="sinusoidal", size="micro", d_model=20))
