@@ -23,8 +23,8 @@ PACKAGE_DIR = Path(__file__).parent
 # Sources that read records or tables and never measure: editing them keeps every record standing.
 NOT_MEASURING = ("report/", "cli/report.py", "aggregate.py", "analytic.py", "cli/aggregate.py", "evidence.py",
                  "arms.py", "trajectories.py", "comparisons.py", "verdicts.py", "claims.py", "judge.py", "cli/judge.py",
-                 "tables.py", "guidance.py", "workflow.py", "workflow_paths.py", "advise.py", "advice_situations.py",
-                 "cli/advise.py", "schemas/advice.schema.json", "bench/", "cli/bench.py",
+                 "tables.py", "guidance.py", "workflow.py", "workflow_config.py", "workflow_paths.py", "advise.py",
+                 "advice_situations.py", "cli/advise.py", "schemas/advice.schema.json", "bench/", "cli/bench.py",
                  "measuring_code.py", "axis_check.py", "arm_rule.py", "encodings/hf_config.py", "shapes.py",
                  "ledger.py", "tune.py", "cli/tune.py", "projection.py", "projection_check.py", "cli/project.py")
 # Tokens that carry no behaviour: layout and prose.

@@ -279,8 +279,9 @@ def cluster_scale_projection() -> str:
     comparison's tokens, decay branches included, at the preset's dtype on its GPU model."""
     from posbench import comparisons, projection, tasks
     from posbench import workflow as pw
+    from posbench.workflow_config import validate_config
 
-    config = pw.validate_config(yaml.safe_load((ROOT / "workflow/cluster-scale.yaml").read_text()))
+    config = validate_config(yaml.safe_load((ROOT / "workflow/cluster-scale.yaml").read_text()))
     train, declared = config["train"], comparisons.load()
     rule = declared.budget_rule
     runs = []  # (task, encoding, steps with decay branches, runs)
@@ -298,7 +299,8 @@ def cluster_scale_projection() -> str:
             one = projection.project_training(size, encoding, tokens, projection.named_device(config["gpu_model"]),
                                               train["dtype"], task=task)
             hours = [hours[0] + count * one.gpu_hours_at_peak, hours[1] + count * one.gpu_hours]
-        lines.append(f"| {size} | {non_embedding(size)} | {sum(r[3] for r in runs)} | {hours[0]:.2g} | {hours[1]:.2g} |")
+        count = sum(r[3] for r in runs)
+        lines.append(f"| {size} | {non_embedding(size)} | {count} | {hours[0]:.2g} | {hours[1]:.2g} |")
     return "\n".join([*lines, "", f"PROJECTED, not measured: `python -m posbench project --train-tokens` per run "
                       f"({train['dtype']} on {config['gpu_model']}'s datasheet peak), the FLOPs of a training step "
                       "times its steps. A step of these small batches is bound by kernel launches, not arithmetic, "
@@ -345,11 +347,12 @@ def presets() -> str:
     that tunes its rates first counts its tune jobs beside its train jobs (planned at the rates of its config
     until its tables exist: the count is the same)."""
     from posbench import workflow as pw
+    from posbench.workflow_config import validate_config, with_included
 
     measured = runs().set_index("configfile")
     lines = ["| preset | train jobs | probe jobs | profile jobs | measured wall time |", "|---|---|---|---|---|"]
     for path in PRESETS:
-        config = pw.validate_config(pw.with_included(yaml.safe_load((ROOT / path).read_text())))
+        config = validate_config(with_included(yaml.safe_load((ROOT / path).read_text())))
         devices, _ = pw.resolve_devices(config["devices"])
         tuned = len(pw.tuned_comparisons(config)) * len(pw.tuned_in_run(config))
         planned = {**config, "train": {**config["train"], "lr_table": None}} if tuned else config

@@ -28,7 +28,7 @@ STAGES = {
               "verdicts", "advise", "advice_situations", "projection", "projection_check"),
     "report": ("report",),
     # what runs the stages: the command line and the workflow may import any of them
-    "orchestration": ("__init__", "__main__", "cli", "batch", "workflow", "workflow_paths"),
+    "orchestration": ("__init__", "__main__", "cli", "batch", "workflow", "workflow_config", "workflow_paths"),
 }
 
 

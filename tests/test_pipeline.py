@@ -15,7 +15,8 @@ import yaml
 
 from posbench.report.figures import REPORT_FIGURES
 from posbench.tables import JUDGED_NAMES
-from posbench.workflow import probe_cells, train_cells, validate_config
+from posbench.workflow import probe_cells, train_cells
+from posbench.workflow_config import validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -87,7 +87,8 @@ SEEN = '''
 import json
 
 from posbench import encodings, tasks
-from posbench.workflow import ConfigError, validate_config
+from posbench.workflow import ConfigError
+from posbench.workflow_config import validate_config
 
 
 def refusal(train_tasks):

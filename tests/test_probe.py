@@ -29,7 +29,8 @@ from posbench.probe import (
     score,
     split_pairs,
 )
-from posbench.workflow import ConfigError, validate_config
+from posbench.workflow import ConfigError
+from posbench.workflow_config import validate_config
 
 torch.set_num_threads(1)
 VOCAB, LENGTH = 12, 10

@@ -15,6 +15,7 @@ from posbench import comparisons, tasks
 from posbench import workflow as pw
 from posbench.model import ModelConfig, build_model, count_params
 from posbench.sizes import LADDER, SIZES, ladder_shape, non_embedding_params
+from posbench.workflow_config import validate_config
 
 PARTS = ("micro", "tiny", "small")
 
@@ -22,7 +23,7 @@ PARTS = ("micro", "tiny", "small")
 def part(size: str, results) -> dict:
     """A scale part's config with its results folder (and so its own lr tables) under ``results``."""
     config = yaml.safe_load((ROOT / f"workflow/scale-{size}.yaml").read_text())
-    return pw.validate_config({**config, "results": str(results), "train": {
+    return validate_config({**config, "results": str(results), "train": {
         **config["train"], "lr_table": f"{results}/tuning/lr-{{size}}.csv"}})
 
 
@@ -95,7 +96,7 @@ def test_snakemake_plans_the_cluster_ladder_tuning_at_every_size_up_to_ladder768
 
     tuned = {(argument(job, "--comparison"), argument(job, "--size")) for job in jobs if job["rule"] == "tune"}
     sizes = ["small", "ladder256", "ladder512", "ladder768"]
-    config = pw.validate_config(yaml.safe_load((ROOT / "workflow/cluster-scale.yaml").read_text()))
+    config = validate_config(yaml.safe_load((ROOT / "workflow/cluster-scale.yaml").read_text()))
     assert tuned == {(c, s) for c in pw.tuned_comparisons(config) for s in sizes}
     assert all(argument(job, "--device") == "cuda" for job in jobs if job["rule"] == "tune")
     assert sorted(argument(job, "--size") for job in jobs if job["rule"] == "lr_table") == sorted(sizes)
@@ -107,6 +108,7 @@ def test_naive_concat_at_half_of_micros_width_trains_at_the_width_its_blocks_run
     a width the blocks cannot split is still refused in one line."""
     from posbench.train import TrainConfig, resolve
 
-    assert resolve(TrainConfig(task="lm_prose", encoding="sinusoidal_concat", size="micro", d_model=20)).model.d_model == 20
+    narrow = resolve(TrainConfig(task="lm_prose", encoding="sinusoidal_concat", size="micro", d_model=20))
+    assert narrow.model.d_model == 20
     with pytest.raises(ValueError, match=r"^d_model 20 does not fit size 'micro': allowed: a positive multiple of 8"):
         resolve(TrainConfig(task="lm_prose", encoding="sinusoidal", size="micro", d_model=20))

@@ -10,6 +10,7 @@ from scipy import stats
 
 from posbench import shapes, tasks, workflow
 from posbench.comparisons import POWER_Z
+from posbench.workflow_config import validate_config
 
 CHANCE_BITS = 4.7  # lm_prose's unigram chance, about what the tables hold
 
@@ -197,7 +198,7 @@ def test_the_shipped_shapes_load_cover_the_issue_and_every_scaling_is_in_the_pre
             "haviv2022-causal", "haviv2022-mlm", "ruoss2023-duplicate-string", "ruoss2023-odds-first",
             "ruoss2023-missing-duplicate-string", "ruoss2023-bucket-sort", "peng2023-yarn", "ntk2023-dynamic",
             "golovneva2024-counting", "vaswani2017-e"} == ids
-    preset = workflow.validate_config(yaml.safe_load(open(workflow.ROOT / "workflow" / "shapes.yaml")))
+    preset = validate_config(yaml.safe_load(open(workflow.ROOT / "workflow" / "shapes.yaml")))
     scalings = {arm.partition("+")[2] for s in declared.shapes for arm in s.arms} - {""}
     assert scalings <= set(preset["train"]["eval_scaling"])
     assert {s.id for s in declared.shapes if s.tuned} == {"vaswani2017-e", "haviv2022-causal", "haviv2022-mlm"}

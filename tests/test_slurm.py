@@ -202,7 +202,8 @@ def test_smoke_preset_on_slurm_gives_the_cells_of_a_local_run(smoke_run):
     from helpers import probe_records, profile_records, train_records
 
     from posbench import records
-    from posbench.workflow import resolve_devices, validate_config
+    from posbench.workflow import resolve_devices
+    from posbench.workflow_config import validate_config
 
     returncode, log, workdir = smoke_run
     assert returncode == 0, log[-5000:]
@@ -337,7 +338,8 @@ def test_a_training_job_that_dies_fails_the_run_and_a_rerun_keeps_every_finished
     from helpers import train_records
 
     from posbench import records
-    from posbench.workflow import batch_manifests, resolve_devices, validate_config
+    from posbench.workflow import batch_manifests, resolve_devices
+    from posbench.workflow_config import validate_config
 
     config = validate_config(yaml.safe_load(FAULTS_CONFIG.read_text()))
     results = tmp_path / config["results"]

@@ -12,6 +12,7 @@ from posbench import comparisons, tasks, tune
 from posbench import workflow as pw
 from posbench.__main__ import main
 from posbench.comparisons import ArmSpec
+from posbench.workflow_config import validate_config
 
 SCAN = comparisons.load().by_id["scan-rope"]  # SCAN's default rate 0.003
 
@@ -90,12 +91,12 @@ def test_the_workflow_trains_each_tuned_arm_at_its_chosen_rate(tmp_path):
     path = tuned_table(tmp_path / "lr.csv")
     rates = tune.chosen_rates(path)
     assert rates[("scan", "sinusoidal", "tiny", 48, 64, 3200)] == rates[("scan", "rope", "tiny", 48, 64, 3200)] == 0.009
-    config = pw.validate_config({"train": {"comparisons": "default", "tasks": {"scan": ["rope"]}, "lr_table": path}})
+    config = validate_config({"train": {"comparisons": "default", "tasks": {"scan": ["rope"]}, "lr_table": path}})
     rates = {(j["task"], j["encoding"], j["steps"]): j["lr"] for j in pw.train_jobs(config)}
     assert rates["scan", "rope", "800-1600-3200"] == 0.009  # tuned at the comparison's budget
     assert rates["scan", "rope", "800"] == 0.003  # the descriptive arm at SCAN's own 800 steps: not tuned there
     with pytest.raises(pw.ConfigError, match=r"^config key 'train.lr_table': lr table .* does not exist"):
-        pw.validate_config({"train": {"comparisons": "default", "lr_table": str(tmp_path / "none.csv")}})
+        validate_config({"train": {"comparisons": "default", "lr_table": str(tmp_path / "none.csv")}})
     pd.DataFrame({"lr": [0.1]}).to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match="no column comparison, size, task"):
         tune.chosen_rates(tmp_path / "bad.csv")
@@ -106,12 +107,12 @@ def test_a_table_that_lacks_a_deciding_arm_or_a_size_stops_before_any_job(tmp_pa
     scan_only = tuned_table(tmp_path / "scan.csv", comparison_ids={"scan-rope"})
     with pytest.raises(pw.ConfigError, match=r"^config key 'train.lr_table': .*scan.csv has no rate for "
                                              r"prose-rope-L128's arm sinusoidal at tiny \(2000 steps\); tune it first"):
-        pw.validate_config({"train": {"comparisons": "default", "lr_table": scan_only}})
+        validate_config({"train": {"comparisons": "default", "lr_table": scan_only}})
     tuned_table(tmp_path / "lr-tiny.csv")
     per_size = str(tmp_path / "lr-{size}.csv")
-    assert pw.validate_config({"train": {"comparisons": "default", "lr_table": per_size}})  # tiny's table exists
+    assert validate_config({"train": {"comparisons": "default", "lr_table": per_size}})  # tiny's table exists
     with pytest.raises(pw.ConfigError, match=r"lr table .*lr-micro.csv does not exist"):
-        pw.validate_config({"train": {"comparisons": "default", "sizes": ["tiny", "micro"], "lr_table": per_size}})
+        validate_config({"train": {"comparisons": "default", "sizes": ["tiny", "micro"], "lr_table": per_size}})
 
 
 def test_each_size_reads_its_own_table_and_descriptive_arms_may_take_the_added_arms_rate(tmp_path):
@@ -122,12 +123,12 @@ def test_each_size_reads_its_own_table_and_descriptive_arms_may_take_the_added_a
     tuned_table(tmp_path / "lr-small.csv", sizes=("small",), best=0.001)
     train = {"comparisons": "default", "sizes": ["tiny", "small"], "lr_table": str(tmp_path / "lr-{size}.csv"),
              "tasks": {"lm_prose": ["none"]}, "steps": 2000}
-    jobs = pw.train_jobs(pw.validate_config({"train": {**train, "descriptive_lr": "tuned"}}))
+    jobs = pw.train_jobs(validate_config({"train": {**train, "descriptive_lr": "tuned"}}))
     rates = {(j["encoding"], j["size"], j["d_model"], j["steps"]): j["lr"] for j in jobs if j["task"] == "lm_prose"}
     assert rates["sinusoidal_concat", "tiny", 32, "500-1000-2000"] == 0.009
     assert rates["sinusoidal_concat", "small", 64, "500-1000-2000"] == 0.001
     assert rates["none", "tiny", None, "2000"] == 0.009 and rates["none", "small", None, "2000"] == 0.001
-    plain = pw.train_jobs(pw.validate_config({"train": train}))
+    plain = pw.train_jobs(validate_config({"train": train}))
     assert {j["lr"] for j in plain if j["encoding"] == "none"} == {tasks.get("lm_prose").lr}  # config: not tuned
 
 

@@ -28,8 +28,8 @@ from posbench.workflow import (
     second_look_ids,
     train_cells,
     train_jobs,
-    validate_config,
 )
+from posbench.workflow_config import validate_config
 from posbench.workflow_paths import DTYPE_DIR, TRAIN_RECORD, joined, record_template
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -488,7 +488,7 @@ def write(path: Path, text: str | None) -> Path:
 
 @pytest.mark.parametrize("case", sorted(UNREADABLE))
 def test_an_unreadable_configfile_is_named_in_one_line(tmp_path, case):
-    from posbench.workflow import configfile_problem
+    from posbench.workflow_config import configfile_problem
 
     make, says = UNREADABLE[case]
     path = make(tmp_path)

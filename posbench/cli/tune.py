@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--preset", default="all", help="tune at this preset's budgets (comparisons.yaml's "
                         "budgets.scale): default, full, or all (the declared steps; default)")
     parser.add_argument("--size", nargs="+", default=["tiny"], choices=list(SIZES), metavar="S",
-                        help=f"the model sizes to tune at, each on its own grid, of: {', '.join(SIZES)} (default: tiny)")
+                        help=f"the model sizes to tune at, each on its own grid: {', '.join(SIZES)} (default: tiny)")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--device", default=CPU, help="where the pilots train: cpu, cuda, cuda:N (default: cpu)")
 

@@ -138,8 +138,8 @@ class LanguageModelTask(Task):
         return self.corpus.test if split == "test" else self.corpus.train[self._validation_start() :]
 
     def _validation_start(self) -> int:
-        own = self.validation_length()
-        return len(self.corpus.train) - own if own is not None else int(len(self.corpus.train) * (1 - VALIDATION_FRACTION))
+        own, whole = self.validation_length(), len(self.corpus.train)
+        return whole - own if own is not None else int(whole * (1 - VALIDATION_FRACTION))
 
     def target_prior(self) -> np.ndarray:
         """``(V,)`` character frequencies of the training text, add-one smoothed over the vocabulary."""

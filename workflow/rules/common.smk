@@ -2,13 +2,14 @@
 import sys
 
 from posbench import workflow as pw
+from posbench import workflow_config
 from posbench import workflow_paths as paths
 from posbench.analytic import TABLE as ANALYTIC_TABLE
 from posbench.tables import TABLE_NAMES
 from posbench.devices import ANY_DEVICE, on_cuda
 
 try:
-    config = pw.validate_config(
+    config = workflow_config.validate_config(
         config, workflow.source_path("../schemas/config.schema.yaml")
     )
 except pw.ConfigError as error:
