@@ -36,10 +36,22 @@ COLUMNS = ("comparison", "size", "task", "encoding", "train_len", "d_model", "st
 Trainer = Callable[[ArmSpec, float, int], float]  # (arm, rate, seed) -> validation loss at the last checkpoint
 
 
-def initial_grid(task: str) -> list[float]:
-    """The task's default rate and one :data:`FACTOR` below and above it."""
-    default = tasks.get(task).lr
-    return [rounded(default / FACTOR), default, rounded(default * FACTOR)]
+def initial_grid(task: str, centre: float | None = None) -> list[float]:
+    """``centre`` (the task's default rate unless given) and one :data:`FACTOR` below and above it."""
+    centre = tasks.get(task).lr if centre is None else centre
+    return [rounded(centre / FACTOR), centre, rounded(centre * FACTOR)]
+
+
+def grid_centre(arms: tuple[ArmSpec, ...], earlier: dict[str, float]) -> float | None:
+    """Where a comparison's grid starts: the rate nearest the geometric mean of the rates its arms were chosen at
+    before (``earlier``: encoding -> rate, e.g. at another size), on the task default's lattice of
+    :data:`FACTOR` steps, so that a size starts where another ended and needs fewer rates; ``None`` (the task's
+    default) where an arm has no earlier rate."""
+    if any(arm.encoding not in earlier for arm in arms):
+        return None
+    default = tasks.get(arms[0].task).lr
+    mean_log = sum(math.log(earlier[arm.encoding] / default, FACTOR) for arm in arms) / len(arms)
+    return rounded(default * FACTOR ** round(mean_log))
 
 
 def rounded(rate: float) -> float:
@@ -47,12 +59,12 @@ def rounded(rate: float) -> float:
     return float(f"{rate:.4g}")
 
 
-def tune_arms(arms: tuple[ArmSpec, ...], run: Trainer) -> tuple[list[float], dict[ArmSpec, dict[float, list[float]]],
-                                                              dict[ArmSpec, float]]:
+def tune_arms(arms: tuple[ArmSpec, ...], run: Trainer, centre: float | None = None
+              ) -> tuple[list[float], dict[ArmSpec, dict[float, list[float]]], dict[ArmSpec, float]]:
     """(the one grid, validation losses per arm and rate, each arm's chosen rate) of a comparison's arms: the
     initial grid, grown past an edge where any arm's best lies, at most :data:`MAX_EXTENSIONS` times, every
     arm trained at every rate of it (so no arm's choice had a rate the other's lacked)."""
-    grid, losses = initial_grid(arms[0].task), {arm: {} for arm in arms}
+    grid, losses = initial_grid(arms[0].task, centre), {arm: {} for arm in arms}
     for extension in range(MAX_EXTENSIONS + 1):
         for arm in arms:
             for rate in grid:
@@ -71,10 +83,11 @@ def mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else math.inf  # a diverged seed cannot make a rate best
 
 
-def table(comparison: Comparison, run: Trainer, size: str) -> pd.DataFrame:
-    """``lr.csv``'s rows of one comparison at one model size: each arm at each rate it was tuned at."""
+def table(comparison: Comparison, run: Trainer, size: str, centre: float | None = None) -> pd.DataFrame:
+    """``lr.csv``'s rows of one comparison at one model size: each arm at each rate it was tuned at, the grid
+    starting at ``centre`` (:func:`grid_centre`; the task's default unless given)."""
     rows = []
-    grid, losses, chosen = tune_arms(comparison.arms, run)
+    grid, losses, chosen = tune_arms(comparison.arms, run, centre)
     for arm in comparison.arms:
         length, width = arm.resolved(size)
         for rate in grid:

@@ -99,6 +99,7 @@ def test_snakemake_plans_the_cluster_ladder_tuning_at_every_size_up_to_ladder768
     config = validate_config(yaml.safe_load((ROOT / "workflow/cluster-scale.yaml").read_text()))
     assert tuned == {(c, s) for c in pw.tuned_comparisons(config) for s in sizes}
     assert all(argument(job, "--device") == "cuda" for job in jobs if job["rule"] == "tune")
+    assert all(argument(job, "--start-from") == "results/reference/lr/lr.csv" for job in jobs if job["rule"] == "tune")
     assert sorted(argument(job, "--size") for job in jobs if job["rule"] == "lr_table") == sorted(sizes)
     assert not [job for job in jobs if job["rule"] == "train"]  # its jobs are known once the rates are chosen
 

@@ -166,3 +166,23 @@ def test_a_bad_budget_scale_is_one_line_naming_the_key(tmp_path, scale, message)
     with pytest.raises(ValueError, match="budgets.scale") as error:
         comparisons.load(path)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_grid_starts_where_an_earlier_tuning_of_its_arms_ended():
+    """Another size's chosen rates start the grid: their geometric mean on the default's lattice of factor 3."""
+    prose = comparisons.load().by_id["prose-rope-L128"]  # lm_prose's default rate 0.003
+    assert tune.grid_centre(prose.arms, {"sinusoidal": 0.027, "rope": 0.027}) == 0.027
+    assert tune.grid_centre(prose.arms, {"sinusoidal": 0.009, "rope": 0.081}) == 0.027  # between: the mean
+    assert tune.grid_centre(prose.arms, {"sinusoidal": 0.027}) is None  # an arm without one: the task's default
+    assert tune.initial_grid("lm_prose", 0.027) == [0.009, 0.027, 0.081]
+    run, calls = valley(0.03)
+    table = tune.table(prose, run, "small", 0.027)
+    assert set(table["grid"]) == {"0.009 0.027 0.081"} and len(calls) == 2 * 3 * 3  # no rate beyond the three
+
+
+def test_a_missing_start_table_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["tune", "--comparison", "scan-rope", "--start-from", str(tmp_path / "none.csv"),
+                 "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("posbench tune: error: argument --start-from: no file") and error.count("\n") == 1
+    assert not (tmp_path / "out").exists()

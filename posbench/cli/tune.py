@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
                         help=f"the model sizes to tune at, each on its own grid: {', '.join(SIZES)} (default: tiny)")
     parser.add_argument("--threads", type=arguments.positive_int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--device", default=CPU, help="where the pilots train: cpu, cuda, cuda:N (default: cpu)")
+    parser.add_argument("--start-from", type=Path, metavar="LR.csv",
+                        help="start each comparison's grid at the rates an earlier tuning (an lr.csv, e.g. at "
+                             "another size) chose for its arms, on the default's lattice (default: the task's rate)")
 
 
 def run(args) -> int:
@@ -38,6 +41,10 @@ def run(args) -> int:
         chosen_comparisons = [tune.declared(name, args.preset) for name in dict.fromkeys(args.comparison)]
     except ValueError as error:
         print(f"posbench tune: error: {error}", file=sys.stderr)
+        return 2
+    if args.start_from is not None and not args.start_from.is_file():
+        print(f"posbench tune: error: argument --start-from: no file {args.start_from}; allowed: an lr.csv of an "
+              "earlier tuning", file=sys.stderr)
         return 2
     if (arguments.unwritable("tune", "--out", args.out, folder=True)
             or arguments.unwritable("tune", "--lr-table", args.lr_table)):
@@ -51,6 +58,14 @@ def run(args) -> int:
         path = records.write_atomically(args.lr_table, functools.partial(pd.concat(tables).to_csv, index=False))
         print(f"wrote {path}: {len(tables)} comparison(s)")
     return 0
+
+
+def earlier_rates(args, comparison_id: str) -> dict[str, float]:
+    """encoding -> the rate ``--start-from``'s table chose for that arm of ``comparison_id``; none without."""
+    if args.start_from is None:
+        return {}
+    chosen = pd.read_csv(args.start_from).query("chosen and comparison == @comparison_id")
+    return {r.encoding: float(r.lr) for r in chosen.itertuples()}
 
 
 def tune_one(comparison, size: str, args, budgets) -> pd.DataFrame:
@@ -74,7 +89,8 @@ def tune_one(comparison, size: str, args, budgets) -> pd.DataFrame:
         record = records.read_record(out)
         return record["validation"]["loss"] if record["status"] == "ok" else math.inf
 
-    table = tune.table(comparison, validation_loss, size)
+    centre = tune.grid_centre(comparison.arms, earlier_rates(args, comparison.id))
+    table = tune.table(comparison, validation_loss, size, centre)
     path = records.write_atomically(args.out / f"{comparison.id}-{size}.csv",
                                     functools.partial(table.to_csv, index=False))
     chosen = table[table["chosen"]]

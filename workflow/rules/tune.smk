@@ -28,16 +28,23 @@ rule tune:
         out=lambda wildcards, output: Path(output[0]).parent,
         preset=config["train"]["comparisons"],
         device=config["train"]["device"],
+        start=(
+            f"--start-from {config['train']['lr_start']}"
+            if config["train"]["lr_start"]
+            else ""
+        ),
     message:
         "tune {wildcards.comparison} at {wildcards.size}: both arms on one learning-rate grid"
     shell:
         "{params.py} -m posbench tune --comparison {wildcards.comparison} --size {wildcards.size} --out {params.out}"
-        " --preset {params.preset} --device {params.device} --threads {threads} > {log} 2>&1"
+        " --preset {params.preset} --device {params.device} {params.start} --threads {threads} > {log} 2>&1"
 
 
 checkpoint lr_table:  # a preset whose train.lr_table is this table trains once it exists (first_batches)
     input:
-        lambda wildcards: expand(f"{RESULTS}/tuning/{{comparison}}-{wildcards.size}.csv", comparison=TUNED),
+        lambda wildcards: expand(
+            f"{RESULTS}/tuning/{{comparison}}-{wildcards.size}.csv", comparison=TUNED
+        ),
     output:
         pw.own_lr_table(RESULTS, "{size}"),
     log:
