@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from posbench.advise import BASELINE, NO_EVIDENCE, UNCERTAIN, Advice, Inputs, Situation, advise, shown
+from posbench.advise import Advice, Inputs, Situation, advise, shown
+from posbench.ranking import BASELINE, NO_EVIDENCE, UNCERTAIN
 
 SITUATION_COLUMNS = ("situation", "recommendation", "runner_up", "evidence", "confidence", "too_uncertain",
                      "contradicts")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import jsonschema
 
-from posbench import records
+from posbench import machine, records
 from posbench.faults import Interrupted
 
 
@@ -112,7 +112,7 @@ def run_cells(command: str, cells: list[Cell], manifest: Path | None = None,
     (``seconds``; cells measured together share theirs evenly), so a job's wall time minus their sum is
     what the job spent outside its cells: start-up, argument checks, the manifest."""
     entries: dict[int, dict] = {}  # by the cell's position, as each is done
-    code = code_identity(records.environment())
+    code = code_identity(machine.environment())
     try:
         measure_cells(command, cells, together, code, entries)
     except KeyboardInterrupt as stop:

@@ -24,9 +24,10 @@ PACKAGE_DIR = Path(__file__).parent
 NOT_MEASURING = ("report/", "cli/report.py", "aggregate.py", "analytic.py", "cli/aggregate.py", "evidence.py",
                  "arms.py", "trajectories.py", "comparisons.py", "verdicts.py", "claims.py", "judge.py", "cli/judge.py",
                  "tables.py", "guidance.py", "workflow.py", "workflow_config.py", "workflow_paths.py", "advise.py",
-                 "advice_situations.py", "cli/advise.py", "schemas/advice.schema.json", "bench/", "cli/bench.py",
-                 "measuring_code.py", "axis_check.py", "arm_rule.py", "encodings/hf_config.py", "shapes.py",
-                 "ledger.py", "tune.py", "cli/tune.py", "projection.py", "projection_check.py", "cli/project.py")
+                 "advice_situations.py", "ranking.py", "cli/advise.py", "schemas/advice.schema.json", "bench/",
+                 "cli/bench.py", "measuring_code.py", "axis_check.py", "arm_rule.py", "encodings/hf_config.py",
+                 "shapes.py", "ledger.py", "tune.py", "cli/tune.py", "projection.py", "projection_check.py",
+                 "cli/project.py", "across_sizes.py")
 # Tokens that carry no behaviour: layout and prose.
 LAYOUT = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
 # Tokens whose text is layout (their kind is kept: an INDENT's depth, not its spaces).

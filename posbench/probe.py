@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbench import encodings, records
+from posbench import encodings, machine, records
 from posbench.devices import CPU, FLOAT32, check_training, missing_device
 from posbench.encodings.absolute import AbsoluteEncoding
 from posbench.evaluation import evaluate
@@ -391,7 +391,7 @@ def record_config(config: ProbeConfig) -> dict:
 
 
 def _record(config: ProbeConfig, status: str, reason: str, started: float) -> dict:
-    record = records.new_record("probe", record_config(config), status, reason)
+    record = machine.new_record("probe", record_config(config), status, reason)
     record.update({"encoding": config.encoding, "d_model": config.d_model, "seq_len": config.seq_len,
                    "seed": config.seed, "recovery": [], "wall_time_s": {"total": time.perf_counter() - started}})
     return record

@@ -39,7 +39,7 @@ from typing import TextIO
 
 import torch
 
-from posbench import encodings, footprint, measure, records
+from posbench import encodings, footprint, machine, measure, records
 from posbench.attention import layer_paths
 from posbench.cache import KVCache
 from posbench.devices import ANY_DEVICE, CPU, FLOAT32, TORCH_DTYPES, autocast, missing_device, on_cuda
@@ -196,7 +196,7 @@ def profile_together(configs: list[ProfileConfig], log: TextIO | None = None) ->
             outcomes[i] = measure.ChildOutcome(latency.status, f"latency pass: {latency.reason}", outcomes[i].sections)
     found = []
     for config, outcome in zip(configs, outcomes):
-        record = records.new_record("profile", config.record_config(), outcome.status, outcome.reason)
+        record = machine.new_record("profile", config.record_config(), outcome.status, outcome.reason)
         record.update(outcome.sections)
         print(summary(record), file=log or sys.stderr)
         found.append(record)
@@ -250,7 +250,7 @@ def preflight(device: str) -> dict:
     product = float((a @ a).sum())  # runs the kernel and reads the result back
     measure.synchronize(target)
     found = {"device": device, "torch": torch.__version__, "matmul": math.isfinite(product),
-             "name": torch.cuda.get_device_properties(target).name if on_cuda(target) else records.cpu_model()}
+             "name": torch.cuda.get_device_properties(target).name if on_cuda(target) else machine.cpu_model()}
     if on_cuda(target):
         nvml = measure.Nvml(measure.torch_device_uuid(target))
         if not nvml.available:
@@ -482,7 +482,7 @@ def hardware(device: torch.device, nvml: measure.Nvml | None) -> dict:
     """What the cell ran on, as this process sees it (its thread count, its GPU), and the settings that
     move a GPU's numbers: TF32 and matmul precision, the SDPA backends enabled, cuDNN, the allocator's
     configuration, clocks and power limit (where NVML gives them), the host and the SLURM job."""
-    info = {"device": str(device), "cpu": records.cpu_model(), "torch_threads": torch.get_num_threads(),
+    info = {"device": str(device), "cpu": machine.cpu_model(), "torch_threads": torch.get_num_threads(),
             "host": socket.gethostname(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
     if on_cuda(device):

@@ -27,7 +27,8 @@ import torch
 from posbench import projection
 from posbench.bench.base import matmul_step
 from posbench.devices import FLOAT32
-from posbench.records import cpu_model, write_atomically
+from posbench.machine import cpu_model
+from posbench.records import write_atomically
 
 SIZE = "base"
 JUDGED_FROM = 1024  # the check judges lengths >= this; the shortest length measured fits the overhead

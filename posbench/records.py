@@ -2,8 +2,10 @@
 
 Every record carries ``schema_version``, ``kind`` (``profile``, ``train``, …), ``status``
 (``ok`` | ``oom`` | ``diverged`` | ``skipped`` | ``error``) with a ``reason``, the ``environment`` it
-ran in and a ``config_hash`` of its inputs; the environment names the code that measured it by
-:func:`~posbench.measuring_code.code_hash` (and, for provenance, the ``git_commit``). Each kind has a JSON schema under
+ran in and a ``config_hash`` of its inputs (a new record's common part: :func:`posbench.machine.new_record`,
+kept apart because naming the environment imports torch and reading or writing a record does not); the
+environment names the code that measured it by :func:`~posbench.measuring_code.code_hash` (and, for
+provenance, the ``git_commit``). Each kind has a JSON schema under
 ``posbench/schemas/`` that extends ``common.schema.json``; records are validated when written and
 when read. Writes are atomic (temporary file in the same folder, fsync, rename), so a killed job
 leaves either no file or a complete, valid one; :func:`write_atomically` is the one writer for every file posbench
@@ -20,14 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,7 +33,6 @@ import jsonschema
 import numpy as np
 
 from posbench.faults import WriteError, failed_write
-from posbench.measuring_code import code_hash
 
 SCHEMA_VERSION = 2  # 2: the environment carries ``code_hash`` (records of version 1 lack it)
 PACKAGE_DIR = Path(__file__).parent
@@ -162,70 +159,3 @@ def config_fields(config, added: tuple[str, ...]) -> dict:
     defaults = {f.name: f.default for f in fields(config) if f.name in added}
     return {name: value for name, value in asdict(config).items()
             if name not in defaults or value != defaults[name]}
-
-
-def new_record(kind: str, config: dict, status: str = "ok", reason: str = "") -> dict:
-    """The common part of every record; callers add their kind's sections."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": kind,
-        "config": config,
-        "config_hash": config_hash(config),
-        "status": status,
-        "reason": reason,
-        "environment": environment(),
-    }
-
-
-def environment() -> dict:
-    """Where a record was measured: versions, machine, threads, the measuring code (``code_hash``) and,
-    for provenance, the commit it was checked out from."""
-    import torch
-
-    env = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": os.environ.get("POSBENCH_MACHINE") or platform.node(),
-        "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "packages": {name: _version(name) for name in ("torch", "fvcore", "numpy", "nvidia-ml-py", "posbench")},
-        "code_hash": code_hash(),
-        "git_commit": git_commit(),
-    }
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name()
-        env["cuda"] = torch.version.cuda
-    return env
-
-
-@cache
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-@cache
-def git_commit() -> str:
-    """The commit of the posbench checkout, ``+dirty`` when it has uncommitted changes."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return getattr(sys.modules.get(name), "__version__", None)

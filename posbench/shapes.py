@@ -280,7 +280,7 @@ def _ranks(ordering: list, where: str, pending: bool) -> tuple[tuple[str, ...], 
             raise ValueError(f"{where}: arm {arm!r} is not an encoding; allowed: {', '.join(encodings.names())} "
                              "(optionally +SCALING, e.g. rope+yarn:4); an encoding still to come needs pending: why")
         if scaling:
-            from posbench.train import check_eval_scaling
+            from posbench.eval_scaling import check_eval_scaling
 
             try:
                 check_eval_scaling(name, (scaling,))

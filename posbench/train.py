@@ -54,11 +54,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from posbench import encodings, records, schedule, tasks
+from posbench import encodings, machine, records, schedule, tasks
+from posbench.checkpoints import checkpoint_summary, last_checkpoint, position_tables, positions_beyond_training
 from posbench.devices import CPU, FLOAT32, check_training, missing_device, on_cuda
 from posbench.encodings.rope import RopeScaling
+from posbench.eval_scaling import check_eval_scaling
 from posbench.evaluation import (
-    Evaluation,
     evaluate,
     evaluate_sliding,
     held_out_loss,
@@ -367,56 +368,6 @@ def decay_branch(trunk: Trainer, budget: int, anneal: Annealer | None, log: Text
             "seconds": time.perf_counter() - started, **kept}
 
 
-def position_tables(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters of a bounded encoding with one row per position, e.g. a learned table."""
-    if not model.encoding.traits.bounded:
-        return {}
-    return {name: p for name, p in model.encoding.named_parameters() if p.dim() and p.shape[0] == model.cfg.max_len}
-
-
-def positions_beyond_training(model: nn.Module, initial: dict[str, torch.Tensor], trained_positions: int) -> dict:
-    """How this encoding met positions no training sequence reached, checked on the trained weights."""
-    tables = position_tables(model)
-    report = {"max_len": model.cfg.max_len, "trained_positions": trained_positions, "tables": {}}
-    for name, table in tables.items():
-        same = (table.detach() == initial[name]).all(dim=1)  # (max_len,) row still at its initial value
-        report["tables"][name] = {"rows": table.shape[0], "rows_beyond_training": table.shape[0] - trained_positions,
-                                  "rows_beyond_training_unchanged": int(same[trained_positions:].sum()),
-                                  "rows_within_training_changed": int((~same[:trained_positions]).sum())}
-    if tables:
-        report["handling"] = (f"table sized for the longest evaluation ({model.cfg.max_len} rows); rows at positions "
-                              f">= {trained_positions} got no gradient and keep their random initialisation")
-    else:
-        report["handling"] = ("no per-position parameters: positions beyond training come from the encoding's "
-                              "own rule (computed sinusoids/angles, relative distances or none)")
-    return report
-
-
-def checkpoint_summary(model: nn.Module, task: tasks.Task, dtype: str = FLOAT32) -> dict:
-    """What a record keeps of an annealed checkpoint: the validation metrics at the training length
-    and the test metrics at every evaluation length (no items: those are the last checkpoint's)."""
-    return {"validation": evaluate(model, task, task.train_length, dtype, "validation", decode=False).metrics,
-            "eval": [{"length": n, "factor": n / task.train_length,
-                      "metrics": evaluate(model, task, n, dtype, decode=False).metrics} for n in task.eval_lengths()]}
-
-
-def last_checkpoint(job: Job, validation: dict, evaluations: dict[int, Evaluation]) -> dict:
-    """The last budget's checkpoint: the trained model itself, as :func:`checkpoint_summary` keeps it."""
-    plan, budget = job.checkpoints, job.steps
-    return {"steps": budget, "trunk_steps": plan.trunk_steps(budget), "decay_steps": plan.decay_steps(budget),
-            "validation": validation,
-            "eval": [{"length": n, "factor": n / job.task.train_length, "metrics": e.metrics}
-                     for n, e in evaluations.items()]}
-
-
-def check_eval_scaling(encoding: str, labels, trained_positions: int = 2) -> None:
-    """A one-line ``ValueError`` unless every label is a valid scaling and ``encoding`` has rotary
-    frequencies to scale (checked on a tiny instance of it)."""
-    tiny = encodings.build(encoding, d_model=16, n_heads=2, max_len=4)
-    for label in labels:
-        tiny.rescaled(RopeScaling.from_label(label, trained_positions))
-
-
 def scaled_evaluations(model: nn.Module, task: tasks.Task, label: str, dtype: str = FLOAT32) -> dict:
     """The trained model evaluated at every length with its RoPE frequencies scaled by ``label`` (e.g.
     ``yarn:4``), no retraining: the context-extension methods people apply to a trained model. The
@@ -444,7 +395,7 @@ def train(config: TrainConfig, log: TextIO | None = None) -> dict:
 
 def _skipped(job: Job, reason: str) -> dict:
     """The record of a job not run: its config and the reason, no measurements."""
-    record = records.new_record("train", job.record_config(), "skipped", reason)
+    record = machine.new_record("train", job.record_config(), "skipped", reason)
     record.update({"task": job.task.name, "encoding": job.config.encoding, "seed": job.config.seed,
                    "metrics": list(job.task.metrics), "loss_curve": [], "eval": [],
                    "validation_curve": [], "undertrained": None, "validation": None,
@@ -467,13 +418,13 @@ def _run(job: Job, log: TextIO) -> dict:
     sliding_seconds = time.perf_counter() - before_sliding
     validation = (evaluate(model, task, task.train_length, config.dtype, "validation", decode=False).metrics
                   if finished else None)
-    checkpoints = (fitted.annealed + [last_checkpoint(job, validation, evaluations)]
+    checkpoints = (fitted.annealed + [last_checkpoint(job.checkpoints, task, validation, evaluations)]
                    if job.checkpoints and finished else [])
     chances = {n: task.chance(n) for n in evaluations}
     scaled = ({label: scaled_evaluations(model, task, label, config.dtype) for label in config.eval_scaling}
               if evaluations else {})
     total_seconds = time.perf_counter() - started
-    record = records.new_record("train", job.record_config(), fitted.status, fitted.reason)
+    record = machine.new_record("train", job.record_config(), fitted.status, fitted.reason)
     record.update({
         "task": task.name, "encoding": config.encoding, "seed": config.seed,
         "metrics": list(task.metrics),

@@ -85,7 +85,7 @@ def profile_max_len(config: dict) -> int:
 
 def eval_scaling_argument(config: dict, encoding: str) -> str:
     """``--eval-scaling …`` for a train job whose encoding has rotary frequencies to scale, else ``""``."""
-    from posbench.train import check_eval_scaling
+    from posbench.eval_scaling import check_eval_scaling
 
     labels = config["train"]["eval_scaling"]
     try:

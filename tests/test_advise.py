@@ -19,7 +19,19 @@ import pandas as pd
 import pypdf
 import pytest
 
-from posbench import advise, comparisons, encodings, evidence, guidance, judge, metrics, projection, statistics, tasks
+from posbench import (
+    advise,
+    comparisons,
+    encodings,
+    evidence,
+    guidance,
+    judge,
+    metrics,
+    projection,
+    ranking,
+    statistics,
+    tasks,
+)
 from posbench.__main__ import main
 from posbench.advice_situations import SITUATION_COLUMNS, SITUATIONS, situations_table, summary_row
 from posbench.cli import advise as cli
@@ -113,7 +125,7 @@ def test_the_known_best_encoding_leads(inputs, situation, best, runner_up):
     advice = ask(inputs, **situation)
     assert names(advice, 1) == best
     assert names(advice, 2) == runner_up
-    assert all(c.sureness == advise.MEASURED for c in advice.leaders())
+    assert all(c.sureness == ranking.MEASURED for c in advice.leaders())
 
 
 def test_the_advice_shows_its_evidence(inputs):
@@ -156,8 +168,8 @@ def test_an_encoding_with_no_sequence_right_is_left_out_and_none_is_recommended(
     assert "No encoding can be recommended from these tables." in advice.text()
 
 
-@pytest.mark.parametrize("ratio, sureness", [(2, advise.MEASURED), (3, advise.INTERPOLATED),
-                                             (16, advise.EXTRAPOLATED)])
+@pytest.mark.parametrize("ratio, sureness", [(2, ranking.MEASURED), (3, ranking.INTERPOLATED),
+                                             (16, ranking.EXTRAPOLATED)])
 def test_how_sure_follows_the_measured_lengths(inputs, ratio, sureness):
     advice = ask(inputs, task="nlp", train_len=100, deploy_len=100 * ratio)
     assert {r.sureness for c in advice.ranked for r in c.ranking_rows} == {sureness}
@@ -209,7 +221,7 @@ def rope_spread_at_16x(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-M, X = advise.MEASURED, advise.EXTRAPOLATED
+M, X = ranking.MEASURED, ranking.EXTRAPOLATED
 PLANTED = {  # name -> (edit, situation, {rank 1: confidence}, rank 2)
     # at 4×: alibi 2.32, rope 2.60, none 2.70; alibi has no scan row (scan: 1× only) and still leads
     "best at 4×, absent from a 1× task": (None, {"task": "nlp", "train_len": 256, "deploy_len": 1024},
@@ -270,7 +282,7 @@ def test_planted_tables_give_the_known_recommendation_in_the_cli_and_on_the_page
     label, recommendation, runner_up, _, confidence, *_ = summary_row(name, advice)
     named = {advise.shown(e): c for e, c in first.items()}  # the encoding none says what it is
     assert set(recommendation.split(" = ")) == (set(named) or {"no evidence"})
-    assert confidence == named.get(recommendation.split(" = ")[0], advise.NO_EVIDENCE)
+    assert confidence == named.get(recommendation.split(" = ")[0], ranking.NO_EVIDENCE)
     assert runner_up in ({advise.shown(e) for e in second} or {"—"})
 
 
@@ -300,7 +312,7 @@ def test_an_encoding_measured_only_at_other_lengths_ranks_last_and_says_so(table
     advice = ask(advise.load(variant(tables, tmp_path / "t", t5_on_scan)), task="nlp", train_len=256, deploy_len=1024)
     last = advice.ranked[-1]
     assert (last.encoding, last.rank) == ("t5", len({c.rank for c in advice.ranked}))
-    assert last.confidence == f"{advise.EXTRAPOLATED} (other lengths only)"
+    assert last.confidence == f"{ranking.EXTRAPOLATED} (other lengths only)"
     assert advice.leaders()[0].encoding == "alibi"
 
 
@@ -372,7 +384,7 @@ def test_seed_intervals_stay_inside_the_metric_range(values, metric, expected):
 
 
 def test_every_metric_has_a_range_from_its_declaration():
-    assert {m: advise.value_range(m) for m in metrics.METRICS} == {
+    assert {m: ranking.value_range(m) for m in metrics.METRICS} == {
         "loss": (0, math.inf), "bits_per_char": (0, math.inf), "token_accuracy": (0, 1), "exact_match": (0, 1),
         "accuracy": (0, 1), "greedy_exact_match": (0, 1)}
     assert all(math.isnan(x) for x in advise.seed_interval(np.array([0.5]), "accuracy")[:2])
@@ -396,7 +408,7 @@ def test_a_missing_extrapolation_table_is_no_evidence_beyond_the_training_length
         (tmp_path / f"{name}.csv").write_bytes((tables / f"{name}.csv").read_bytes())
     advice = ask(advise.load(tmp_path), task="nlp", train_len=64, deploy_len=256)
     assert [c for c, _, _ in advice.no_evidence] == ["deployment at 4× the training length"]
-    assert {c.sureness for c in advice.ranked} == {advise.EXTRAPOLATED}
+    assert {c.sureness for c in advice.ranked} == {ranking.EXTRAPOLATED}
 
 
 def test_json_output_validates_against_the_schema(tables, capsys):
@@ -565,7 +577,7 @@ def test_the_32x_long_context_situation_ranks_alibi_first_and_leaves_three_seed_
                            planted_inputs(rows, verdicts))
     assert [(c.encoding, c.rank) for c in advice.ranked] == [("alibi", 1), ("sinusoidal", 2)]
     assert [c.encoding for c in advice.uncertain] == ["rope", "rope+yarn:16"]
-    assert advise.uncertainty(advice.uncertain[1]) == ("passkey at 32×: 3 seeds, fewer than the run's minimum 7; "
+    assert ranking.uncertainty(advice.uncertain[1]) == ("passkey at 32×: 3 seeds, fewer than the run's minimum 7; "
                                                        "its interval [0, 1] spans 100 % of the metric's range")
     assert not advice.contradictions and not separated_in_one_rank(advice, pd.DataFrame(verdicts))
     assert "Too uncertain to rank: rope+yarn:16 — passkey at 32×: 3 seeds" in advice.text()

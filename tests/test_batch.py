@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from posbench import records
+from posbench import measuring_code, records
 from posbench.__main__ import main
 
 TRAIN = ["train", "--task", "copy", "--encoding", "alibi", "--train-length", "3", "--log-every", "100"]
@@ -48,7 +48,7 @@ def test_a_record_of_the_same_code_hash_from_another_commit_is_kept(tmp_path):
     """A docs-only commit changes ``git_commit`` but not ``code_hash``: the record stands, byte for byte."""
     assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
     record = records.read_record(tmp_path / "seed0.json")
-    assert record["environment"]["code_hash"] == records.code_hash()
+    assert record["environment"]["code_hash"] == measuring_code.code_hash()
     record["environment"]["git_commit"] = "0" * 40
     records.write_record(tmp_path / "seed0.json", record)
     before = (tmp_path / "seed0.json").read_bytes()
@@ -78,7 +78,7 @@ def test_a_record_of_other_code_or_without_a_result_is_measured_again(tmp_path, 
     assert run_train(tmp_path, "--steps", "2", "--seed", "0") == 0
     assert records.read_record(tmp_path / "seed0.json") != record
     assert json.loads((tmp_path / "batch.json").read_text())["records"][0]["action"] == "wrote"
-    assert records.read_record(tmp_path / "seed0.json")["environment"]["code_hash"] == records.code_hash()
+    assert records.read_record(tmp_path / "seed0.json")["environment"]["code_hash"] == measuring_code.code_hash()
 
 
 @pytest.mark.parametrize("spoil", [

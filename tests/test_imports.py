@@ -14,18 +14,19 @@ PACKAGE = Path(__file__).resolve().parent.parent / "posbench"
 # one's. A name stands for the module and every module below it (``encodings``: the package and its modules).
 STAGES = {
     # what every stage reads: positions, the cache, sizes, devices, record files, metric names, the statistics
-    "base": ("positions", "cache", "sizes", "devices", "faults", "metrics", "measuring_code", "records", "profiler",
-             "schedule", "guidance", "registry", "statistics"),
-    "encodings": ("encodings",),
+    "base": ("positions", "cache", "sizes", "devices", "faults", "metrics", "measuring_code", "records", "machine",
+             "profiler", "schedule", "guidance", "registry", "statistics"),
+    "encodings": ("encodings", "eval_scaling"),
     "tasks": ("tasks",),
     "attention": ("attention",),
     "model": ("model", "flops", "footprint"),
     # the declared comparisons: which arms each stage trains, tunes, judges and draws
     "declarations": ("comparisons",),
-    "run": ("train", "evaluation", "loss_trend", "free_running", "profile", "probe", "measure", "tune", "bench"),
+    "run": ("train", "checkpoints", "evaluation", "loss_trend", "free_running", "profile", "probe", "measure", "tune",
+            "bench"),
     "aggregate": ("aggregate", "analytic", "tables", "experiments"),
     "judge": ("judge", "arms", "evidence", "trajectories", "ledger", "axis_check", "arm_rule", "claims", "shapes",
-              "verdicts", "advise", "advice_situations", "projection", "projection_check"),
+              "verdicts", "advise", "ranking", "advice_situations", "projection", "projection_check", "across_sizes"),
     "report": ("report",),
     # what runs the stages: the command line and the workflow may import any of them
     "orchestration": ("__init__", "__main__", "cli", "batch", "workflow", "workflow_config", "workflow_paths"),

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import torch
 
-from posbench import aggregate, measure, profile, records
+from posbench import aggregate, machine, measure, profile, records
 from posbench.__main__ import main
 from posbench.devices import TORCH_DTYPES
 from posbench.flops import count_flops
@@ -316,7 +316,7 @@ def test_a_failing_flop_pass_leaves_the_measured_cell_intact(monkeypatch):
     assert flops["analytic"] == count_flops(build_model(profile.model_config(config)), 1, 32).analytic
     timing = {}
     profile.time_cells({"configs": [asdict(config)]}, timing)
-    record = records.new_record("profile", config.record_config(), "ok", "")
+    record = machine.new_record("profile", config.record_config(), "ok", "")
     record.update(sections, latency=timing["latency"]["0"])
     records.validate(record)
 

@@ -12,7 +12,7 @@ import numpy
 import pytest
 import torch
 
-from posbench import measuring_code, records
+from posbench import machine, measuring_code, records
 
 
 def package_copy(tmp_path, name="posbench"):
@@ -28,10 +28,10 @@ def edit(path, old, new):
 
 
 def test_code_hash_is_a_sha256_stable_across_calls_and_equal_to_a_fresh_one_on_a_copy(tmp_path):
-    first = records.code_hash()
+    first = measuring_code.code_hash()
     assert len(first) == 64 and set(first) <= set("0123456789abcdef")
-    assert records.code_hash() == first and records.environment()["code_hash"] == first
-    assert records.code_hash(package_copy(tmp_path)) == first  # a path-independent hash of the same content
+    assert measuring_code.code_hash() == first and machine.environment()["code_hash"] == first
+    assert measuring_code.code_hash(package_copy(tmp_path)) == first  # a path-independent hash of the same content
 
 
 def test_code_hash_is_the_sha256_of_each_measuring_source_path_and_content(tmp_path):
@@ -42,16 +42,17 @@ def test_code_hash_is_the_sha256_of_each_measuring_source_path_and_content(tmp_p
     python, schema = b"NAME x\nOP =\nNUMBER 1\nNEWLINE \nENDMARKER ", b'{"type":"object"}'
     expected = hashlib.sha256(b"b.py\0" + str(len(python)).encode() + b"\0" + python
                               + b"schemas/a.schema.json\0" + str(len(schema)).encode() + b"\0" + schema).hexdigest()
-    assert records.code_hash(root) == expected
+    assert measuring_code.code_hash(root) == expected
 
 
 def test_the_measuring_sources_are_the_packages_py_and_json_less_what_reads_records():
     sources = measuring_code.measuring_sources()
     assert sources == sorted(sources)
-    assert {"records.py", "batch.py", "train.py", "cli/train.py", "schemas/common.schema.json",
-            "schemas/train.schema.json", "encodings/rope.py"} <= set(sources)
+    assert {"records.py", "machine.py", "batch.py", "train.py", "checkpoints.py", "eval_scaling.py", "cli/train.py",
+            "schemas/common.schema.json", "schemas/train.schema.json", "encodings/rope.py"} <= set(sources)
     assert not [name for name in sources if name.startswith(("report/", "bench")) or name in (
-        "cli/report.py", "verdicts.py", "advise.py", "aggregate.py", "evidence.py", "measuring_code.py", "shapes.py")]
+        "cli/report.py", "verdicts.py", "advise.py", "ranking.py", "aggregate.py", "evidence.py", "measuring_code.py",
+        "shapes.py")]
     assert not [name for name in sources if "__pycache__" in name or not name.endswith((".py", ".json"))]
     assert "report/figures.py" in {p.relative_to(measuring_code.PACKAGE_DIR).as_posix()
                                    for p in measuring_code.PACKAGE_DIR.rglob("*.py")}
@@ -73,10 +74,10 @@ ROPE = ("encodings", "rope.py")
 ], ids=["one-number", "one-more-token", "one-more-statement", "assigned-string", "schema-keyword",
         "added-module", "removed-module", "renamed-module"])
 def test_code_hash_changes_with_one_token_of_a_measuring_source(tmp_path, change):
-    before = records.code_hash(package_copy(tmp_path, "before"))
+    before = measuring_code.code_hash(package_copy(tmp_path, "before"))
     edited = package_copy(tmp_path, "after")
     change(edited)
-    assert records.code_hash(edited) != before
+    assert measuring_code.code_hash(edited) != before
 
 
 @pytest.mark.parametrize("change", [
@@ -100,10 +101,10 @@ def test_code_hash_changes_with_one_token_of_a_measuring_source(tmp_path, change
         "schema-description", "edited-report", "added-report-module", "judge-step", "edited-report-cli", "added-doc",
         "added-text", "pycache"])
 def test_code_hash_does_not_change_with_prose_layout_the_report_or_docs(tmp_path, change):
-    before = records.code_hash(package_copy(tmp_path, "before"))
+    before = measuring_code.code_hash(package_copy(tmp_path, "before"))
     edited = package_copy(tmp_path, "after")
     change(edited)
-    assert records.code_hash(edited) == before
+    assert measuring_code.code_hash(edited) == before
 
 
 def test_a_schema_property_named_description_is_content_not_prose():
@@ -131,8 +132,8 @@ def test_python_312_fstring_parts_hash_as_the_one_string_token_of_311(monkeypatc
 
 def test_a_new_record_needs_a_code_hash_an_old_one_may_lack_it():
     common = json.loads((records.SCHEMA_DIR / "common.schema.json").read_text())
-    record = records.new_record("probe", {})
-    assert record["schema_version"] == 2 and record["environment"]["code_hash"] == records.code_hash()
+    record = machine.new_record("probe", {})
+    assert record["schema_version"] == 2 and record["environment"]["code_hash"] == measuring_code.code_hash()
     jsonschema.validate(record, common)
     environment = {key: value for key, value in record["environment"].items() if key != "code_hash"}
     with pytest.raises(jsonschema.ValidationError, match="'code_hash' is a required property"):
@@ -144,12 +145,12 @@ def test_a_new_record_needs_a_code_hash_an_old_one_may_lack_it():
 
 def test_the_environment_names_the_machine_posbench_machine_gives_and_the_package_versions(monkeypatch):
     monkeypatch.setenv("POSBENCH_MACHINE", "node-7")
-    env = records.environment()
+    env = machine.environment()
     assert env["machine"] == "node-7"
     assert sorted(env["packages"]) == ["fvcore", "numpy", "nvidia-ml-py", "posbench", "torch"]
     assert (env["packages"]["torch"], env["packages"]["numpy"]) == (torch.__version__, numpy.__version__)
     monkeypatch.delenv("POSBENCH_MACHINE")
-    assert records.environment()["machine"] == platform.node()
+    assert machine.environment()["machine"] == platform.node()
 
 
 # ----- the record files: fixture-free pieces (a real profile run is ~27 s, too slow for mutation testing) ----
@@ -181,7 +182,7 @@ def test_config_hash_is_the_first_16_hex_of_the_sorted_json_and_reads_paths_as_t
 
 
 def test_a_new_record_has_no_reason_and_the_hash_of_its_config():
-    record = records.new_record("profile", {"seq_len": 64})
+    record = machine.new_record("profile", {"seq_len": 64})
     assert (record["kind"], record["status"], record["reason"]) == ("profile", "ok", "")
     assert record["config_hash"] == records.config_hash({"seq_len": 64})
     assert record["environment"]["cpu_count"] == __import__("os").cpu_count()
@@ -191,7 +192,7 @@ def test_the_environment_names_the_gpu_and_cuda_where_there_is_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: "Test GPU 80GB")
     monkeypatch.setattr(torch.version, "cuda", "12.9")
-    env = records.environment()
+    env = machine.environment()
     assert (env["gpu"], env["cuda"]) == ("Test GPU 80GB", "12.9")
 
 
@@ -200,8 +201,8 @@ def test_a_package_without_metadata_reports_its_modules_version(monkeypatch):
     from types import SimpleNamespace
 
     monkeypatch.setitem(sys.modules, "posbench_test_only_module", SimpleNamespace(__version__="9.9.1"))
-    assert records._version("posbench_test_only_module") == "9.9.1"
-    assert records._version("posbench_not_a_module_at_all") is None
+    assert machine._version("posbench_test_only_module") == "9.9.1"
+    assert machine._version("posbench_not_a_module_at_all") is None
 
 
 def test_validate_names_a_missing_or_unknown_kind():
@@ -270,7 +271,7 @@ def small_record(items=None) -> dict:
     config = dict(encoding="sinusoidal", d_model=16, vocab=11, seq_len=8, seed=0, embedding="random", train_steps=0,
                   train_layers=0, max_pairs=10, test_fraction=0.2, validation_fraction=0.2, probe_iterations=5,
                   mlp_hidden=4, variance_kept=0.9, threads=1)
-    record = records.new_record("probe", config, status="error", reason="test only")
+    record = machine.new_record("probe", config, status="error", reason="test only")
     record.update(encoding="sinusoidal", d_model=16, seq_len=8, seed=0, recovery=[], wall_time_s={"total": 0.5})
     if items is not None:
         record["items"] = items

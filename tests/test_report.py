@@ -852,8 +852,6 @@ def test_no_report_module_judges_it_reads_the_judge_steps_tables():
 READ_THROUGH_TORCH = {
     "posbench.encodings": "the registry of encoding names and traits: its entries are torch modules",
     "posbench.tasks": "the registry of tasks (a task's default training length): its entries are torch modules",
-    "posbench.records": "write_atomically sits beside environment(), which imports torch to name its version",
-    "posbench.train": "the published shapes check a declared eval scaling with train.check_eval_scaling",
 }
 
 

@@ -31,7 +31,8 @@ from posbench.bench import (
 )
 from posbench.bench.base import BenchOptions, PartResult, Row, rejudged
 from posbench.devices import on_cuda
-from posbench.records import cpu_model, write_atomically
+from posbench.machine import cpu_model
+from posbench.records import write_atomically
 
 PART_FUNCTIONS = {"paths": attention_paths.run, "overhead": encoding_overhead.run, "peer": x_transformers_peer.run,
                   "limit": machine_limit.run, "scale": longest_length.run, "decode": decode_overhead.run,
