@@ -20,7 +20,8 @@ from posbench import analytic, experiments
 TABLE_NAMES = ("cost", "accuracy", "extrapolation", "positions", "checkpoints", "probe")
 
 # The tables the judge step writes (posbench.judge.write).
-JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "probe_claim", "advice", "axes", "shapes", "projection")
+JUDGED_NAMES = ("verdicts", "trajectory", "ledger", "claims", "probe_claim", "advice", "axes", "shapes", "projection",
+                "scale")
 
 # The columns of the extrapolation table every judgement reads (results_frame).
 RESULT_COLUMNS = ("task", "encoding", "size", "seed", "status", "metric", "length_ratio", "eval_len", "value")

@@ -227,7 +227,7 @@ def test_the_params_figure_is_read_from_the_analytic_table_and_not_shown_without
         f"analytic.csv is not in {tmp_path}: `python -m posbench aggregate --analytic-only --out {tmp_path}` writes it")
     analytic_table().to_csv(tmp_path / "analytic.csv", index=False)
     drawn = figures.params_and_flops(load(tmp_path))
-    assert figures.params_flops_missing(load(tmp_path)) is None and len(drawn) == 15  # 5 sizes × 3 encodings
+    assert figures.params_flops_missing(load(tmp_path)) is None and len(drawn) == 18  # the ladder's 6 × 3 encodings
     tiny = drawn[drawn["size"] == "tiny"].set_index("encoding")
     assert list(tiny["params"]) == [131_712, 443_648, 123_520] and tiny.loc["sinusoidal", "d_model"] == 64
     assert tiny.loc["sinusoidal", "flops"] == analytic.value(analytic_table(), "flops_forward", "sinusoidal", "tiny",

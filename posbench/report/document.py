@@ -1,5 +1,6 @@
-"""The PDF, section by section: the verdicts (page 1: the scale, what each row's comparisons found and its
-caveats; then the forest plot, each row's evidence, the ledger), the claims check, the advice page
+"""The PDF, section by section: the verdicts (page 1: the runs behind them (:mod:`.deciding_runs`), what each
+row's comparisons found and its caveats; then the forest plot, each row's evidence, the ledger), the verdicts
+across sizes (:mod:`.across_sizes`, where the tables hold them), the claims check, the advice page
 (:mod:`.advice`), the published shapes (:mod:`.shapes`), the projected cost (:mod:`.projection`), the
 figures (:mod:`.figures`), the appendix (method and rules, glossary, environment, config, cells that did
 not finish). Each rule is printed once, in the appendix; the rows cite it by name."""
@@ -15,7 +16,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance, measuring_code, records
-from posbench.report import advice, figures, layout, projection, scale, shapes, verdicts
+from posbench.report import across_sizes, advice, deciding_runs, figures, layout, projection, shapes, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, Document, Style
 from posbench.tables import Tables
 
@@ -50,6 +51,9 @@ GLOSSARY = (
                             "a run trained to that budget would give; a verdict is made at the last one."),
     ("trend", "how the effect moved between the last two annealed checkpoints: closing (toward 0), widening, "
               "steady (within a share of δ) or unclear."),
+    ("trend in size", "how a comparison's effect moves from the smallest model size to the largest (page "
+                      "'Across sizes'): its slope against log10 of the non-embedding parameters, and whether the "
+                      "verdict changes."),
     ("undertrained", "a run whose validation loss was still falling when its budget ended (the slope over its "
                      "last fifth, or between its last annealed checkpoints): a flag, never a gate; its numbers would "
                      "still improve with more steps."),
@@ -98,12 +102,15 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
                   "orange, another scheme; grey, neither. Larger models and longer training are not covered "
                   "(workflow/cluster.yaml runs them).", SMALL)
     deciding = verdicts_table[verdicts_table["decides"].astype(bool)] if "decides" in verdicts_table else verdicts_table
-    doc.paragraph(scale.scale_line(tables, deciding), Style(size=8, weight="bold"))
+    doc.paragraph(deciding_runs.scale_line(tables, deciding), Style(size=8, weight="bold"))
     if "verdicts" not in tables.frames:
         doc.paragraph(f"verdicts.csv is not in {tables.folder}: run `python -m posbench judge --tables "
                       f"{tables.folder}` (the workflow's judge rule) first.", BODY)
-    doc.table([summary_row(row, verdicts_table, tables, chinese) for row in guidance.ROWS],
-              [0.19, 0.15, 0.33, 0.33], header=["Guidance row", "Verdict", "What was found", "Caveats and scope"])
+    across = tables.get("scale")  # a column of its own only where the run judged two sizes or more
+    doc.table([summary_row(row, verdicts_table, tables, chinese) + across_cell(row, across) for row in guidance.ROWS],
+              [0.19, 0.15, 0.33, 0.33] if across.empty else [0.16, 0.15, 0.28, 0.27, 0.14],
+              header=["Guidance row", "Verdict", "What was found", "Caveats and scope",
+                      *([] if across.empty else ["Across sizes"])])
     for spec in (figures.FOREST, figures.TRAJECTORY):
         if spec.missing(tables) is None:
             doc.heading(spec.title, H2, keep=spec.height + 0.4)
@@ -122,10 +129,16 @@ def summary_row(row: guidance.GuidanceRow, verdicts_table: pd.DataFrame, tables:
     sizes = shown["size"].nunique() > 1 if not shown.empty else False
     found = [(("" if not sizes else f"{line.size}: ") + verdicts.finding(line), SMALL)
              for line in shown.itertuples(index=False)] or [("no deciding comparison has results", SMALL)]
-    caveats = verdicts.flags(lines, scale.deciding_runs(tables, lines)) if not lines.empty else []
+    caveats = verdicts.flags(lines, deciding_runs.deciding_runs(tables, lines)) if not lines.empty else []
     caveats.append("scope: " + verdicts.scope(row, lines))
     return [label, verdict_cell(verdicts.row_verdict(lines), "", size=7, colour_of=functools.partial(favours, row)),
             found, [(f"· {text}", SMALL) for text in caveats]]
+
+
+def across_cell(row: guidance.GuidanceRow, across: pd.DataFrame) -> list:
+    """Page 1's "across sizes" cell of ``row`` (its trend in ``scale.csv``, :func:`.across_sizes.row_trend`);
+    no cell where ``across`` is empty."""
+    return [] if across.empty else [[(across_sizes.row_trend(across, row.key), SMALL)]]
 
 
 def favours(row: guidance.GuidanceRow, verdict: str) -> str:
@@ -282,7 +295,7 @@ def accuracy_method(tables: Tables) -> str:
     if deciding.empty:
         run = "No comparison decided a row in these tables."
     else:
-        levels = ", ".join(dict.fromkeys(scale.interval_level(a) for a in deciding["alpha_look"]))
+        levels = ", ".join(dict.fromkeys(deciding_runs.interval_level(a) for a in deciding["alpha_look"]))
         alphas = ", ".join(dict.fromkeys(f"{a:.3g}" for a in deciding["alpha_look"]))
         seeds = ", ".join(f"{line.comparison} {line.n_added}/{line.n_comparator} (look {line.look:g})"
                           for line in deciding.itertuples(index=False))
@@ -384,10 +397,10 @@ def run_preset(tables: Tables, config: dict | None) -> str | None:
 
 
 def page_order(preset: str | None, verdicts: Callable[[Document, Tables], None]) -> list:
-    """The report's leading pages, each called with (doc, tables): the guidance ``verdicts`` first, but for the
-    shapes preset, which declares no comparison and exists for its published shapes, the shapes page
-    (:data:`.shapes.TITLE`) first."""
-    pages = [verdicts, claims_page, advice.page, shapes.page, projection.page]
+    """The report's leading pages, each called with (doc, tables): the guidance ``verdicts`` first, then the
+    verdicts across sizes (drawn only where the tables hold them); but for the shapes preset, which declares no
+    comparison and exists for its published shapes, the shapes page (:data:`.shapes.TITLE`) first."""
+    pages = [verdicts, across_sizes.page, claims_page, advice.page, shapes.page, projection.page]
     return [shapes.page, *(p for p in pages if p is not shapes.page)] if preset == "shapes" else pages
 
 

@@ -25,7 +25,7 @@ from posbench.report.data import direction, metric_label
 from posbench.report.layout import FAVOURS_ADDING, FAVOURS_NEITHER, FAVOURS_OTHER, Style, text_width, wrap
 from posbench.report.style import colour, palette
 from posbench.report.verdicts import BETTER, NOT_BETTER
-from posbench.sizes import SIZES
+from posbench.sizes import LADDER, SIZES
 from posbench.tables import Tables, at_defaults, plain
 from posbench.tasks.digits_2d import PATCH
 
@@ -114,13 +114,13 @@ def readable_log(axis) -> None:
 # ----- parameters and FLOPs ----------------------------------------------------------------------
 def params_and_flops(tables: Tables) -> pd.DataFrame:
     """Parameters and forward FLOPs (L = :data:`FLOPS_SEQ_LEN`, batch 1) of adding, naive and fixed-width concat
-    per size, read from ``analytic.csv`` (the aggregate step computes them): one row per size and encoding it
-    holds both for."""
+    per size of the ladder (one rule from width to depth, so the curves are the width's), read from
+    ``analytic.csv`` (the aggregate step computes them): one row per size and encoding it holds both for."""
     frame = tables.get(analytic.TABLE)
     rows = [{"size": size, "d_model": SIZES[size]["d_model"], "encoding": encoding,
              "params": analytic.value(frame, "params_total", encoding, size),
              "flops": analytic.value(frame, "flops_forward", encoding, size, FLOPS_SEQ_LEN)}
-            for size in SIZES for encoding in analytic.CONCAT_FAMILY]
+            for size in LADDER for encoding in analytic.CONCAT_FAMILY]
     return pd.DataFrame(rows).dropna(subset=["params", "flops"])
 
 
@@ -687,7 +687,8 @@ TRAJECTORY = FigureSpec("verdicts_trajectory", "Does each deciding effect hold a
 FIGURES = (
     FigureSpec("params_flops", "What does concatenation cost in parameters and FLOPs, against adding?",
                "From analytic.csv, which the aggregate step computes with posbench's model on the meta device and "
-               f"posbench.flops.analytic_flops (L = {FLOPS_SEQ_LEN}, batch 1) for every size in posbench.SIZES; "
+               f"posbench.flops.analytic_flops (L = {FLOPS_SEQ_LEN}, batch 1) at every size of the ladder "
+               "(posbench.sizes.LADDER: depth d/32, at least 2, 4 heads); "
                "naive concat [E;P] runs the whole network at width 2d, fixed-width concat [E_(d-p);P_p] stays at d "
                "(dashed: it lies on the adding line). Log-log axes.", "Cost", 3.2,
                params_flops_missing, draw_params_flops),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from posbench import comparisons, metrics
 from posbench.guidance import GuidanceRow
-from posbench.report.scale import interval_level
+from posbench.report.deciding_runs import interval_level
 
 BETTER, NOT_BETTER = "comparator better by more than δ", "comparator not better by δ"  # as verdicts.csv has them
 NO_RESULTS = "inconclusive: no deciding comparison has results in these tables"  # withdrawn ones never decide

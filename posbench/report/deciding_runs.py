@@ -1,5 +1,5 @@
-"""The scale a run's verdicts were measured at, read from its tables: the runs behind each deciding
-comparison (``accuracy.csv``'s rows that ``verdicts.csv`` names), the model they trained, the device,
+"""The runs behind a run's verdicts, read from its tables: each deciding
+comparison's runs (``accuracy.csv``'s rows that ``verdicts.csv`` names), the model they trained, the device,
 the training budget and the seeds. Page 1 prints it above the verdicts; nothing here re-measures.
 """
 
@@ -7,36 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from posbench.across_sizes import arm_runs
 from posbench.sizes import SIZES
 from posbench.tables import Tables
-
-ARM_COLUMNS = {"encoding": "{}_arm", "d_model": "d_model_{}", "lr": "lr_{}"}  # accuracy column -> verdicts column
-CELL_COLUMNS = ("task", "size", "train_len", "steps")  # shared by both arms of a comparison
-
-
-def seed_numbers(text) -> set[int]:
-    """``"100-106"`` or ``"3, 5, 8-9"`` (verdicts.csv's seeds_added) as the set of seeds it names."""
-    found = set()
-    for part in str(text).replace(" ", "").split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            found.update(range(int(low), int(high if high.isdigit() else low) + 1))
-    return found
-
-
-def arm_runs(accuracy: pd.DataFrame, line, arm: str) -> pd.DataFrame:
-    """The ok rows of ``accuracy`` that are the deciding runs of ``line``'s ``arm`` ("added" or
-    "comparator"): its encoding, width, rate, task, size, training length, steps and seeds."""
-    if accuracy.empty:
-        return accuracy
-    wanted = {column: getattr(line, pattern.format(arm), None) for column, pattern in ARM_COLUMNS.items()}
-    wanted.update({column: getattr(line, column, None) for column in CELL_COLUMNS})
-    rows = accuracy[accuracy["status"] == "ok"] if "status" in accuracy else accuracy
-    for column, value in wanted.items():
-        if column in rows.columns and value is not None and not pd.isna(value):
-            rows = rows[rows[column] == value]
-    seeds = seed_numbers(getattr(line, f"seeds_{arm}", ""))
-    return rows[rows["seed"].isin(seeds)] if seeds and "seed" in rows else rows
 
 
 def deciding_runs(tables: Tables, lines: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,131 @@
+"""``scale.csv``: each deciding comparison's verdict across the model sizes the tables hold, and its trend
+in size. The judge step writes it (:func:`write`) where a deciding comparison has results at two sizes or
+more; the report's page "Across sizes" reads it. Imports no torch: a size's parameters come from
+:mod:`posbench.sizes`, the runs' budgets and flags from ``accuracy.csv``.
+
+One line per (row, comparison, size), sizes in parameter order (:data:`COLUMNS`): ``params_non_embedding``
+is :func:`posbench.sizes.non_embedding_params` (12·d²·L: attention's four and the feed-forward's eight d²
+projections per layer; no embedding, output head, norm, bias or encoding parameter, so it does not depend on
+the arm nor the task's vocabulary); ``params_total`` the comparator arm's whole model as accuracy.csv records
+it; ``tokens`` steps × batch_size × train_len of the deciding runs (their mean: both arms train one budget);
+``verdict`` the comparison's outcome at that size; ``undertrained`` the share of its deciding runs at that
+size flagged undertrained; ``n_added``, ``n_comparator`` the seeds per arm. The trend columns, the same on
+every line of a comparison: ``slope`` of the effect against log10(params_non_embedding) with its 95 %
+t interval (``slope_low``, ``slope_high``; n − 2 degrees of freedom, so 1 with three sizes and no interval
+with two), and ``size_trend`` (:func:`trend`; named apart from verdicts.csv's
+``trend``, which is the effect's move between budgets).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from posbench import statistics
+from posbench.records import write_atomically
+from posbench.sizes import SIZES, non_embedding_params
+
+TABLE = "scale"
+COLUMNS = ("row", "comparison", "size", "params_non_embedding", "params_total", "tokens", "steps", "effect", "ci_low",
+           "ci_high", "margin", "verdict", "undertrained", "n_added", "n_comparator", "slope", "slope_low",
+           "slope_high", "size_trend")
+SAME = "same verdict at every size"
+CLOSING = "gap closing with size"
+WIDENING = "gap widening with size"
+# accuracy column -> verdicts column, per arm (the added arm's encoding is add_arm)
+ARM_COLUMNS = {arm: {"encoding": encoding, "d_model": f"d_model_{arm}", "lr": f"lr_{arm}"}
+               for arm, encoding in (("added", "add_arm"), ("comparator", "comparator_arm"))}
+CELL_COLUMNS = ("task", "size", "train_len", "steps")  # shared by both arms of a comparison
+
+
+def seed_numbers(text) -> set[int]:
+    """``"100-106"`` or ``"3, 5, 8-9"`` (verdicts.csv's seeds_added) as the set of seeds it names."""
+    found = set()
+    for part in str(text).replace(" ", "").split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            found.update(range(int(low), int(high if high.isdigit() else low) + 1))
+    return found
+
+
+def arm_runs(accuracy: pd.DataFrame, line, arm: str) -> pd.DataFrame:
+    """The ok rows of ``accuracy`` that are the deciding runs of ``line``'s ``arm`` ("added" or
+    "comparator"): its encoding, width, rate, task, size, training length, steps and seeds."""
+    if accuracy.empty:
+        return accuracy
+    wanted = {column: getattr(line, name, None) for column, name in ARM_COLUMNS[arm].items()}
+    wanted.update({column: getattr(line, column, None) for column in CELL_COLUMNS})
+    rows = accuracy[accuracy["status"] == "ok"] if "status" in accuracy else accuracy
+    for column, value in wanted.items():
+        if column in rows.columns and value is not None and not pd.isna(value):
+            rows = rows[rows[column] == value]
+    seeds = seed_numbers(getattr(line, f"seeds_{arm}", ""))
+    return rows[rows["seed"].isin(seeds)] if seeds and "seed" in rows else rows
+
+
+def trend(verdicts: list[str], sizes: list[str], slope_low: float, slope_high: float, mean_effect: float) -> str:
+    """A comparison's trend over ``sizes`` (parameter order) with their ``verdicts``: "changes at size X" where
+    X is the first size whose verdict differs from the smallest size's; else "gap closing with size" where
+    the slope's interval excludes 0 on the side that takes the effect toward 0 (against ``mean_effect``'s
+    sign), "gap widening with size" where it excludes 0 on the other side; else "same verdict at every size"
+    (an interval that holds 0, or none: two sizes)."""
+    changed = next((size for size, verdict in zip(sizes, verdicts) if verdict != verdicts[0]), None)
+    if changed is not None:
+        return f"changes at size {changed}"
+    if math.isnan(slope_low) or slope_low <= 0 <= slope_high:
+        return SAME
+    return CLOSING if (slope_low > 0) != (mean_effect > 0) else WIDENING
+
+
+def table(verdicts: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
+    """:data:`COLUMNS` for every deciding comparison of ``verdicts`` judged (an effect) at two sizes or more
+    that :data:`posbench.sizes.SIZES` names; empty when there is none."""
+    if verdicts.empty or not {"decides", "effect", "size"} <= set(verdicts.columns):
+        return pd.DataFrame(columns=list(COLUMNS))
+    judged = verdicts[verdicts["decides"].astype(bool) & verdicts["effect"].notna() & verdicts["size"].isin(SIZES)]
+    found = [comparison_lines(lines, accuracy) for _, lines in judged.groupby(["row", "comparison"], sort=False)
+             if lines["size"].nunique() > 1]
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(COLUMNS))
+
+
+def comparison_lines(lines: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
+    """One comparison's lines (one per size) with their size's parameters, budget, flags and the trend."""
+    lines = lines.assign(params_non_embedding=lines["size"].map(non_embedding_params))
+    lines = lines.sort_values("params_non_embedding").drop_duplicates("size")
+    x, y = np.log10(lines["params_non_embedding"].to_numpy(float)), lines["effect"].to_numpy(float)  # (sizes,)
+    slope, low, high = (statistics.slope_interval(x, y) if len(x) > 2
+                        else (float((y[-1] - y[0]) / (x[-1] - x[0])), math.nan, math.nan))
+    trend_columns = {"slope": slope, "slope_low": low, "slope_high": high,
+                     "size_trend": trend(list(lines["outcome"]), list(lines["size"]), low, high, float(y.mean()))}
+    rows = [size_line(line, accuracy) | trend_columns for line in lines.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def size_line(line, accuracy: pd.DataFrame) -> dict:
+    """One comparison's line at one size: its verdicts.csv numbers and its deciding runs' budget and flags."""
+    runs = {arm: arm_runs(accuracy, line, arm) for arm in ("added", "comparator")}
+    both = pd.concat(runs.values())  # (runs of both arms, accuracy's columns)
+    columns = set(both.columns)
+    tokens = both["steps"] * both["batch_size"] * both["train_len"] if {"batch_size", "train_len"} <= columns else []
+    return ({column: getattr(line, column) for column in ("row", "comparison", "size", "params_non_embedding", "steps",
+                                                          "effect", "ci_low", "ci_high", "margin", "n_added",
+                                                          "n_comparator")}
+            | {"params_total": runs["comparator"]["params_total"].mean() if "params_total" in columns else math.nan,
+               "tokens": pd.Series(tokens, dtype=float).mean(), "verdict": line.outcome,
+               # a run without the flag (NaN) counts as not undertrained
+               "undertrained": both["undertrained"].eq(True).mean() if "undertrained" in columns else math.nan})
+
+
+def write(tables_dir: str | Path, verdicts: pd.DataFrame, accuracy: pd.DataFrame) -> Path | None:
+    """Write ``scale.csv`` into ``tables_dir`` when :func:`table` has lines and return its path; otherwise
+    remove a ``scale.csv`` left by an earlier judgement (it would speak for verdicts that no longer hold
+    two sizes) and return ``None``."""
+    path = Path(tables_dir) / f"{TABLE}.csv"
+    found = table(verdicts, accuracy)
+    if found.empty:
+        path.unlink(missing_ok=True)
+        return None
+    return write_atomically(path, lambda file: found.to_csv(file, index=False))

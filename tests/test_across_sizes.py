@@ -1,0 +1,159 @@
+"""Verdicts across model sizes (posbench.across_sizes, the judge step's scale.csv) and the report's page of
+them: planted verdicts at three sizes give each of the four trend outcomes, scale.csv carries each size's
+parameters, tokens, seeds and undertrained share, it is written only for two sizes or more, its parameter
+count is the built model's, and the report shows the page and page 1's column only when it exists."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_report import SEEDS, make_tables, pdf_text, planted_line, squeeze
+
+import posbench
+from posbench import across_sizes, judge
+from posbench.report import across_sizes as report_page
+from posbench.report import build_report
+from posbench.sizes import SIZES, non_embedding_params
+
+LADDER = ("micro", "tiny", "small")  # N = 38,400, 98,304, 786,432: 20× apart
+BETTER, NOT_BETTER = "comparator better by more than δ", "comparator not better by δ"
+BATCH = {"micro": 32, "tiny": 32, "small": 16}  # small trains half the batch: its tokens differ
+STEPS = 1000
+TRAIN_SECONDS = {"micro": 10.0, "tiny": 20.0, "small": 80.0}
+# row -> (comparison, task, effects at LADDER, outcomes at LADDER, margin)
+PLANTED = {
+    "standard_nlp": ("scan-rope", "scan", (0.01, 0.03, 0.0), (NOT_BETTER,) * 3, 0.1),
+    "precise_position": ("code-brackets-rope", "code_brackets", (0.20, 0.15, 0.05), (BETTER,) * 3, 0.01),
+    "long_sequences": ("passkey-alibi", "passkey", (-0.01, -0.03, -0.07), (NOT_BETTER,) * 3, 0.1),
+    "fixed_length": ("reverse-t5", "reverse", (0.05, 0.2, 0.3), (NOT_BETTER, BETTER, BETTER), 0.1),
+}
+
+
+def planted_verdicts(rows=PLANTED, sizes=LADDER) -> pd.DataFrame:
+    lines = [planted_line(row, comparison, task, "exact_match", outcomes[i], size=size, effect=effects[i],
+                          ci_low=effects[i] - 0.01, ci_high=effects[i] + 0.01, margin=margin, steps=STEPS,
+                          train_len=48, d_model_added=SIZES[size]["d_model"], d_model_comparator=SIZES[size]["d_model"])
+             for row, (comparison, task, effects, outcomes, margin) in rows.items() for i, size in enumerate(sizes)]
+    return pd.DataFrame(lines)
+
+
+def planted_accuracy(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Both arms' ten deciding seeds per line, the first ``i`` added-arm runs undertrained at the ``i``-th size
+    (0, 1, 2 of 20); and a pilot seed outside the line's seeds, undertrained, that no share may count."""
+    runs = []
+    for line in verdicts.itertuples(index=False):
+        flagged = LADDER.index(line.size)
+        for arm, encoding in (("added", line.add_arm), ("comparator", line.comparator_arm)):
+            for seed in (*range(100, 110), 0):
+                runs.append({"status": "ok", "device": "cpu", "task": line.task, "encoding": encoding,
+                             "size": line.size, "train_len": 48, "d_model": SIZES[line.size]["d_model"], "lr": 0.003,
+                             "steps": STEPS, "batch_size": BATCH[line.size], "seed": seed, "value": 0.5,
+                             "params_total": 1000 * (2 if arm == "comparator" else 1) * LADDER.index(line.size) + 1,
+                             "undertrained": seed == 0 or (arm == "added" and seed - 100 < flagged),
+                             "train_seconds": TRAIN_SECONDS[line.size] * (1 if seed else 100), "metric": "exact_match"})
+    return pd.DataFrame(runs)
+
+
+@pytest.fixture(scope="module")
+def scale() -> pd.DataFrame:
+    verdicts = planted_verdicts()
+    return across_sizes.table(verdicts, planted_accuracy(verdicts))
+
+
+def trend_of(scale: pd.DataFrame, row: str) -> pd.Series:
+    lines = scale[scale["row"] == row]
+    assert lines[["slope", "slope_low", "slope_high", "size_trend"]].nunique(dropna=False).max() == 1  # once per row
+    return lines.iloc[0]
+
+
+# Slopes of the effect on log10 N and their 95 % t intervals at 1 degree of freedom (t = 12.706), by hand
+# (scipy.stats.linregress's slope and stderr) from the planted effects.
+@pytest.mark.parametrize("row, outcome, slope, low, high", [
+    ("standard_nlp", "same verdict at every size", -0.011859, -0.258743, 0.235024),
+    ("precise_position", "gap closing with size", -0.113783, -0.149057, -0.078509),
+    ("long_sequences", "gap widening with size", -0.045513, -0.059623, -0.031403),
+])
+def test_the_trend_is_read_from_the_slope_when_the_verdict_holds_at_every_size(scale, row, outcome, slope, low, high):
+    found = trend_of(scale, row)
+    assert found["size_trend"] == outcome
+    assert (found["slope"], found["slope_low"], found["slope_high"]) == pytest.approx((slope, low, high), abs=1e-6)
+
+
+def test_a_verdict_that_differs_from_the_smallest_sizes_names_the_first_size_it_changes_at(scale):
+    assert trend_of(scale, "fixed_length")["size_trend"] == "changes at size tiny"  # slope > 0 too: change wins
+    assert across_sizes.trend([NOT_BETTER, NOT_BETTER, BETTER], list(LADDER), -0.2, -0.1, 0.5) == \
+        "changes at size small"
+    assert across_sizes.trend([BETTER] * 3, list(LADDER), 0.1, 0.2, 0.5) == "gap widening with size"
+    assert across_sizes.trend([BETTER] * 3, list(LADDER), 0.1, 0.2, -0.5) == "gap closing with size"
+
+
+def test_each_line_holds_its_sizes_parameters_budget_seeds_and_undertrained_share(scale):
+    assert list(scale.columns) == list(across_sizes.COLUMNS)
+    nlp = scale[scale["row"] == "standard_nlp"]
+    assert list(nlp["size"]) == list(LADDER) and list(nlp["params_non_embedding"]) == [38_400, 98_304, 786_432]
+    assert list(nlp["tokens"]) == [1000 * 32 * 48, 1000 * 32 * 48, 1000 * 16 * 48]
+    assert list(nlp["undertrained"]) == [0.0, 0.05, 0.1]  # 0, 1, 2 of 20 deciding runs; the pilot not among them
+    assert list(nlp["params_total"]) == [1, 2001, 4001]  # the comparator arm's model
+    assert list(nlp["n_added"]) == list(nlp["n_comparator"]) == [10, 10, 10]
+    assert list(nlp["verdict"]) == [NOT_BETTER] * 3 and list(nlp["effect"]) == [0.01, 0.03, 0.0]
+
+
+def test_scale_csv_is_written_for_two_sizes_or_more_and_a_stale_one_is_removed(tmp_path):
+    one_size = planted_verdicts(sizes=("tiny",))
+    stale = tmp_path / "scale.csv"
+    stale.write_text("row\nold\n")
+    assert across_sizes.write(tmp_path, one_size, planted_accuracy(one_size)) is None and not stale.exists()
+    two = planted_verdicts(sizes=("micro", "tiny"))
+    path = across_sizes.write(tmp_path, two, planted_accuracy(two))
+    found = pd.read_csv(path)
+    assert len(found) == 2 * len(PLANTED) and found["slope_low"].isna().all()  # two sizes: no interval
+    assert trend_of(found, "standard_nlp")["slope"] == pytest.approx(0.02 / np.log10(98_304 / 38_400))
+
+
+@pytest.mark.parametrize("size", LADDER)
+def test_non_embedding_parameters_are_the_built_models_block_projections(size):
+    model = posbench.build_model(posbench.ModelConfig.from_size(size, encoding="rope"))
+    projections = sum(p.numel() for name, p in model.blocks.named_parameters() if "norm" not in name)
+    assert projections == non_embedding_params(size)
+    norms = sum(p.numel() for name, p in model.named_parameters() if "norm" in name)
+    embedding_and_head = model.embed.weight.numel() + model.head.weight.numel()
+    assert sum(p.numel() for p in model.parameters()) == projections + norms + embedding_and_head  # nothing else
+
+
+def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_scale_csv(tmp_path):
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    verdicts = planted_verdicts()
+    verdicts.to_csv(folder / "verdicts.csv", index=False)
+    planted_accuracy(verdicts).to_csv(folder / "accuracy.csv", index=False)
+    (folder / "meta.json").write_text(json.dumps({"machines": ["box"]}))
+    across_sizes.write(folder, verdicts, pd.read_csv(folder / "accuracy.csv"))
+    build_report(folder, tmp_path / "report.pdf")
+    text = pdf_text(tmp_path / "report.pdf")
+    page = next(i for i, p in enumerate(text) if squeeze(report_page.TITLE) in p)
+    verdict_pages = "".join(text[:page])
+    assert page > 0 and "Acrosssizes" in text[0] and squeeze("same verdict at every size") in text[0]
+    for trend in ("gap closing with size", "gap widening with size", "changes at size tiny"):
+        assert squeeze(trend) in verdict_pages, trend
+    for expected in ("Compute rule: tokens per size differ: micro 1.54 M tokens, tiny 1.54 M tokens, "
+                     "small 0.768 M tokens a run.", "changes at size tiny", "gap widening with size",
+                     "micro 10 seed-seconds a run, 0.01 s a training step", "small 80 seed-seconds a run",
+                     "+0.150 [+0.140, +0.160] vs δ 0.01", "small (786,432)", "10%"):
+        assert squeeze(expected) in "".join(text[page:page + 2]), expected
+    (folder / "scale.csv").unlink()
+    build_report(folder, tmp_path / "without.pdf")
+    without = pdf_text(tmp_path / "without.pdf")
+    assert not any(squeeze(report_page.TITLE) in p for p in without)
+    assert all(len(p) > len("posbenchreport·box·page10") for p in without)  # no empty page left behind
+    assert "Acrosssizes" not in without[0] and squeeze("gap closing with size") not in "".join(without)
+
+
+def test_the_judge_step_removes_a_stale_scale_csv_when_its_verdicts_hold_one_size(tmp_path):
+    make_tables(tmp_path, seeds=SEEDS[:10])  # every run at tiny
+    (tmp_path / "scale.csv").write_text(planted_verdicts().to_csv(index=False))  # left by a judgement of 3 sizes
+    written = judge.write(tmp_path)
+    assert not (tmp_path / "scale.csv").exists() and all(path.name != "scale.csv" for path in written)
+    assert (tmp_path / "verdicts.csv").exists()
