@@ -1,6 +1,6 @@
 """``scale.csv``: each deciding comparison's verdict across the model sizes the tables hold, and its trend
-in size. The judge step writes it (:func:`write`) where a deciding comparison has results at two sizes or
-more; the report's page "Across sizes" reads it. Imports no torch: a size's parameters come from
+in size. The judge step writes it (:func:`write`): lines where a deciding comparison has results at two sizes
+or more, else only its header; the report's page "Across sizes" reads it where it has lines. Imports no torch: a size's parameters come from
 :mod:`posbench.sizes`, the runs' budgets and flags from ``accuracy.csv``.
 
 One line per (row, comparison, size), sizes in parameter order (:data:`COLUMNS`): ``params_non_embedding``
@@ -119,13 +119,9 @@ def size_line(line, accuracy: pd.DataFrame) -> dict:
                "undertrained": both["undertrained"].eq(True).mean() if "undertrained" in columns else math.nan})
 
 
-def write(tables_dir: str | Path, verdicts: pd.DataFrame, accuracy: pd.DataFrame) -> Path | None:
-    """Write ``scale.csv`` into ``tables_dir`` when :func:`table` has lines and return its path; otherwise
-    remove a ``scale.csv`` left by an earlier judgement (it would speak for verdicts that no longer hold
-    two sizes) and return ``None``."""
-    path = Path(tables_dir) / f"{TABLE}.csv"
+def write(tables_dir: str | Path, verdicts: pd.DataFrame, accuracy: pd.DataFrame) -> Path:
+    """Write ``scale.csv`` into ``tables_dir`` and return its path: :func:`table`'s lines, or only its header
+    where no deciding comparison has two sizes (so the workflow's judge step always has its output, and a file
+    left by an earlier judgement of more sizes never speaks for verdicts that no longer hold them)."""
     found = table(verdicts, accuracy)
-    if found.empty:
-        path.unlink(missing_ok=True)
-        return None
-    return write_atomically(path, lambda file: found.to_csv(file, index=False))
+    return write_atomically(Path(tables_dir) / f"{TABLE}.csv", lambda file: found.to_csv(file, index=False))

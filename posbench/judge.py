@@ -26,9 +26,8 @@ def write(tables_dir: str | Path, preset: str | None = None, previous: str | Pat
     without one), ``claims.csv``, ``probe_claim.csv`` (the information claim's probe results, one a
     row), ``advice.csv`` (which reads the verdicts as ``advise`` does; a row whose
     ranking goes against a deciding comparison names it in ``contradicts``), ``axes.csv``, ``shapes.csv`` and
-    ``projection.csv``, then ``scale.csv`` (:mod:`posbench.across_sizes`) where a deciding comparison has
-    results at two sizes or more (else a ``scale.csv`` left by an earlier judgement is removed, so the report
-    never shows sizes the verdicts no longer hold); returns their paths in that order."""
+    ``projection.csv`` and ``scale.csv`` (:mod:`posbench.across_sizes`: lines where a deciding comparison has
+    results at two sizes or more, else only its header); returns their paths in that order."""
     tables = load(tables_dir)
     verdict_frame, trajectory = verdicts.verdict_tables(tables, preset)
     written = [_write(tables_dir, "verdicts", verdict_frame), _write(tables_dir, "trajectory", trajectory),
@@ -41,7 +40,7 @@ def write(tables_dir: str | Path, preset: str | None = None, previous: str | Pat
                       _write(tables_dir, "advice", advice_situations.situations_table(inputs)),
                       _write(tables_dir, "axes", verdicts.axes_table(tables)),
                       shapes.write(tables_dir), projection.write_table(tables_dir),
-                      *filter(None, [across_sizes.write(tables_dir, verdict_frame, tables.get("accuracy"))])]
+                      across_sizes.write(tables_dir, verdict_frame, tables.get("accuracy"))]
 
 
 def _write(tables_dir: str | Path, name: str, frame: pd.DataFrame) -> Path:

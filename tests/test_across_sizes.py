@@ -101,11 +101,12 @@ def test_each_line_holds_its_sizes_parameters_budget_seeds_and_undertrained_shar
     assert list(nlp["verdict"]) == [NOT_BETTER] * 3 and list(nlp["effect"]) == [0.01, 0.03, 0.0]
 
 
-def test_scale_csv_is_written_for_two_sizes_or_more_and_a_stale_one_is_removed(tmp_path):
+def test_scale_csv_has_lines_for_two_sizes_or_more_and_only_its_header_for_one(tmp_path):
     one_size = planted_verdicts(sizes=("tiny",))
     stale = tmp_path / "scale.csv"
     stale.write_text("row\nold\n")
-    assert across_sizes.write(tmp_path, one_size, planted_accuracy(one_size)) is None and not stale.exists()
+    assert across_sizes.write(tmp_path, one_size, planted_accuracy(one_size)) == stale
+    assert stale.read_text().strip() == ",".join(across_sizes.COLUMNS)  # the header alone: nothing stale left
     two = planted_verdicts(sizes=("micro", "tiny"))
     path = across_sizes.write(tmp_path, two, planted_accuracy(two))
     found = pd.read_csv(path)
@@ -143,7 +144,7 @@ def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_s
                      "micro 10 seed-seconds a run, 0.01 s a training step", "small 80 seed-seconds a run",
                      "+0.150 [+0.140, +0.160] vs δ 0.01", "small (786,432)", "10%"):
         assert squeeze(expected) in "".join(text[page:page + 2]), expected
-    (folder / "scale.csv").unlink()
+    (folder / "scale.csv").write_text(",".join(across_sizes.COLUMNS) + "\n")  # one size judged: the header alone
     build_report(folder, tmp_path / "without.pdf")
     without = pdf_text(tmp_path / "without.pdf")
     assert not any(squeeze(report_page.TITLE) in p for p in without)
@@ -151,9 +152,10 @@ def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_s
     assert "Acrosssizes" not in without[0] and squeeze("gap closing with size") not in "".join(without)
 
 
-def test_the_judge_step_removes_a_stale_scale_csv_when_its_verdicts_hold_one_size(tmp_path):
+def test_the_judge_step_writes_scale_csv_as_a_header_when_its_verdicts_hold_one_size(tmp_path):
+    """The workflow's judge rule names scale.csv as an output: written every time, its lines only where sizes are."""
     make_tables(tmp_path, seeds=SEEDS[:10])  # every run at tiny
     (tmp_path / "scale.csv").write_text(planted_verdicts().to_csv(index=False))  # left by a judgement of 3 sizes
     written = judge.write(tmp_path)
-    assert not (tmp_path / "scale.csv").exists() and all(path.name != "scale.csv" for path in written)
+    assert written[-1] == tmp_path / "scale.csv" and pd.read_csv(written[-1]).empty
     assert (tmp_path / "verdicts.csv").exists()

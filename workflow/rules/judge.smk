@@ -1,5 +1,5 @@
 # The tables -> the judge step's CSVs beside them (verdicts, trajectory, ledger against previous_reference, claims,
-# advice, axes, shapes; nothing re-measured): what the report and `posbench advise` read.
+# advice, axes, shapes, projection, scale; nothing re-measured): what the report and `posbench advise` read.
 # `snakemake results/tables/verdicts.csv` runs it without the PDF.
 from pathlib import Path
 
