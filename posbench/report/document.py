@@ -99,8 +99,7 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
     doc.paragraph(f"Each row of the article's engineering guidance ({section}), judged by the comparisons declared in "
                   f"posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}). Terms: "
                   f"Appendix B; each verdict's rule: {RULES_APPENDIX}. Colour: blue, the evidence favours adding; "
-                  "orange, another scheme; grey, neither. Larger models and longer training are not covered "
-                  "(workflow/cluster.yaml runs them).", SMALL)
+                  "orange, another scheme; grey, neither. " + sizes_sentence(tables.get("scale")), SMALL)
     deciding = verdicts_table[verdicts_table["decides"].astype(bool)] if "decides" in verdicts_table else verdicts_table
     doc.paragraph(deciding_runs.scale_line(tables, deciding), Style(size=8, weight="bold"))
     if "verdicts" not in tables.frames:
@@ -133,6 +132,15 @@ def summary_row(row: guidance.GuidanceRow, verdicts_table: pd.DataFrame, tables:
     caveats.append("scope: " + verdicts.scope(row, lines))
     return [label, verdict_cell(verdicts.row_verdict(lines), "", size=7, colour_of=functools.partial(favours, row)),
             found, [(f"· {text}", SMALL) for text in caveats]]
+
+
+def sizes_sentence(across: pd.DataFrame) -> str:
+    """What page 1 says of other model sizes: where this run judged several, that the last column reads them;
+    else where the verdicts at three sizes are made."""
+    if across.empty:
+        return ("These verdicts hold at one model size: workflow/scale.yaml judges every row at three "
+                "(workflow/cluster-scale.yaml up to 170 M parameters on a cluster).")
+    return "The last column: each row's verdicts across the model sizes this run judged (page 'Across sizes')."
 
 
 def across_cell(row: guidance.GuidanceRow, across: pd.DataFrame) -> list:
