@@ -104,7 +104,7 @@ def test_alibi_model_attends_less_to_distant_inputs(causal, float64):
 
 
 def test_unknown_size_names_the_allowed_values():
-    with pytest.raises(ValueError, match="unknown size 'huge'; allowed: tiny, small"):
+    with pytest.raises(ValueError, match="unknown size 'huge'; allowed: micro, tiny, small, ladder256"):
         posbench.ModelConfig.from_size("huge")
 
 
