@@ -1,7 +1,7 @@
 """``scale.csv``: each deciding comparison's verdict across the model sizes the tables hold, and its trend
 in size. The judge step writes it (:func:`write`): lines where a deciding comparison has results at two sizes
-or more, else only its header; the report's page "Across sizes" reads it where it has lines. Imports no torch: a size's parameters come from
-:mod:`posbench.sizes`, the runs' budgets and flags from ``accuracy.csv``.
+or more, else only its header; the report's page "Across sizes" reads it where it has lines. Imports no
+torch: a size's parameters come from :mod:`posbench.sizes`, the runs' budgets and flags from ``accuracy.csv``.
 
 One line per (row, comparison, size), sizes in parameter order (:data:`COLUMNS`): ``params_non_embedding``
 is :func:`posbench.sizes.non_embedding_params` (12·d²·L: attention's four and the feed-forward's eight d²
