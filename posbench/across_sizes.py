@@ -14,6 +14,10 @@ every line of a comparison: ``slope`` of the effect against log10(params_non_emb
 t interval (``slope_low``, ``slope_high``; n − 2 degrees of freedom, so 1 with three sizes and no interval
 with two), and ``size_trend`` (:func:`trend`; named apart from verdicts.csv's
 ``trend``, which is the effect's move between budgets).
+
+Beside them, :func:`descriptive_arms`: lm_prose's arms (none, learned, alibi, rope, sinusoidal in the scale
+preset) at every size, each arm's metric and its difference from the added arm, so that a reader sees each
+pair's trend beside the deciding one's. Descriptive: no margin, no verdict.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import pandas as pd
 from posbench import statistics
 from posbench.records import write_atomically
 from posbench.sizes import SIZES, non_embedding_params
+from posbench.tables import plain
 
 TABLE = "scale"
 COLUMNS = ("row", "comparison", "size", "params_non_embedding", "params_total", "tokens", "steps", "effect", "ci_low",
@@ -39,6 +44,11 @@ WIDENING = "gap widening with size"
 ARM_COLUMNS = {arm: {"encoding": encoding, "d_model": f"d_model_{arm}", "lr": f"lr_{arm}"}
                for arm, encoding in (("added", "add_arm"), ("comparator", "comparator_arm"))}
 CELL_COLUMNS = ("task", "size", "train_len", "steps")  # shared by both arms of a comparison
+DESCRIPTIVE_TASK = "lm_prose"
+DESCRIPTIVE_ADDED = "sinusoidal"  # each descriptive arm's difference is taken from this arm's
+DESCRIPTIVE_RATIOS = (1.0, 4.0)  # at the training length, and beyond it where the advice row asks (4x)
+DESCRIPTIVE_COLUMNS = ("steps", "length_ratio", "encoding", "size", "params_non_embedding", "metric",
+                       "higher_is_better", "mean", "low", "high", "seeds", "vs_added", "vs_low", "vs_high")
 
 
 def seed_numbers(text) -> set[int]:
@@ -125,3 +135,50 @@ def write(tables_dir: str | Path, verdicts: pd.DataFrame, accuracy: pd.DataFrame
     left by an earlier judgement of more sizes never speaks for verdicts that no longer hold them)."""
     found = table(verdicts, accuracy)
     return write_atomically(Path(tables_dir) / f"{TABLE}.csv", lambda file: found.to_csv(file, index=False))
+
+
+def descriptive_arms(extrapolation: pd.DataFrame, sizes: list[str]) -> pd.DataFrame:
+    """:data:`DESCRIPTIVE_COLUMNS`: :data:`DESCRIPTIVE_TASK`'s arms at their task's length and their size's width
+    (:func:`posbench.tables.plain`), trained (no training-free scaling) at one budget at two or more of
+    ``sizes`` beside another arm at that budget, read at :data:`DESCRIPTIVE_RATIOS` of their training length
+    where their positions were trained.
+    Per (budget, ratio, encoding, size) the mean over seeds with its 95 % t interval, and ``vs_added``: the
+    difference from :data:`DESCRIPTIVE_ADDED` at the same budget, ratio and size, signed so that positive means
+    the arm is better, with its Welch 95 % interval (NaN for the added arm itself or a side with one seed)."""
+    needed = {"task", "encoding", "size", "seed", "status", "value", "length_ratio", "steps", "train_len", "d_model"}
+    if extrapolation.empty or not needed <= set(extrapolation.columns):
+        return pd.DataFrame(columns=list(DESCRIPTIVE_COLUMNS))
+    rows = extrapolation[(extrapolation["task"] == DESCRIPTIVE_TASK) & (extrapolation["status"] == "ok")
+                         & extrapolation["size"].isin(sizes) & extrapolation["length_ratio"].isin(DESCRIPTIVE_RATIOS)]
+    rows = plain(rows)
+    if "eval_scaling" in rows.columns:
+        rows = rows[rows["eval_scaling"].isna()]
+    if "positions_trained" in rows.columns:
+        rows = rows[rows["positions_trained"].ne(False)]  # a learned table read beyond its rows: not a result
+    rows = rows.dropna(subset=["value"])
+    lines = [arm_lines(arm, rows) for _, arm in rows.groupby(["steps", "encoding"]) if arm["size"].nunique() > 1
+             and rows.loc[rows["steps"] == arm["steps"].iloc[0], "encoding"].nunique() > 1]  # a pair to read
+    found = pd.DataFrame([line for arm in lines for line in arm], columns=list(DESCRIPTIVE_COLUMNS))
+    return found.sort_values(["steps", "length_ratio", "encoding", "params_non_embedding"], ignore_index=True)
+
+
+def arm_lines(arm: pd.DataFrame, rows: pd.DataFrame) -> list[dict]:
+    """One descriptive arm's lines at one budget (one per size and ratio); ``rows`` holds the added arm's runs."""
+    found = []
+    for (size, ratio), runs in arm.groupby(["size", "length_ratio"]):
+        values = runs["value"].to_numpy(float)  # (seeds,)
+        higher = bool(runs["higher_is_better"].iloc[0]) if "higher_is_better" in runs else False
+        added = rows[(rows["encoding"] == DESCRIPTIVE_ADDED) & (rows["size"] == size)
+                     & (rows["length_ratio"] == ratio) & (rows["steps"] == runs["steps"].iloc[0])]
+        added = added["value"].to_numpy(float)  # (seeds of the added arm,)
+        low, high = statistics.mean_interval(values) if len(values) > 1 else (math.nan, math.nan)
+        versus = (statistics.contrast(values, added, higher, 0.0)
+                  if runs["encoding"].iloc[0] != DESCRIPTIVE_ADDED and min(len(added), len(values)) > 1 else None)
+        found.append({"steps": runs["steps"].iloc[0], "length_ratio": ratio, "encoding": runs["encoding"].iloc[0],
+                      "size": size, "params_non_embedding": non_embedding_params(size),
+                      "metric": runs["metric"].iloc[0] if "metric" in runs else "", "higher_is_better": higher,
+                      "mean": values.mean(), "low": low, "high": high, "seeds": len(values),
+                      "vs_added": versus.effect if versus else math.nan,
+                      "vs_low": versus.ci_low if versus else math.nan,
+                      "vs_high": versus.ci_high if versus else math.nan})
+    return found

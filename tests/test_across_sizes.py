@@ -159,3 +159,61 @@ def test_the_judge_step_writes_scale_csv_as_a_header_when_its_verdicts_hold_one_
     written = judge.write(tmp_path)
     assert written[-1] == tmp_path / "scale.csv" and pd.read_csv(written[-1]).empty
     assert (tmp_path / "verdicts.csv").exists()
+
+
+def planted_prose(values: dict, sizes=("micro", "tiny"), steps=2000) -> pd.DataFrame:
+    """lm_prose runs at the task's length and each size's width: ``values[encoding][ratio]`` the seeds' bits per
+    character, the same at every size but shifted down 0.1 a size (a larger model reads the text better)."""
+    runs = []
+    for shift, size in enumerate(sizes):
+        for encoding, by_ratio in values.items():
+            for ratio, seeds in by_ratio.items():
+                runs += [{"status": "ok", "task": "lm_prose", "encoding": encoding, "size": size, "seed": seed,
+                          "train_len": 64, "d_model": SIZES[size]["d_model"], "steps": steps, "length_ratio": ratio,
+                          "eval_scaling": np.nan, "positions_trained": True, "metric": "bits_per_char",
+                          "higher_is_better": False, "value": value - 0.1 * shift} for seed, value in enumerate(seeds)]
+    return pd.DataFrame(runs)
+
+
+PROSE = {"sinusoidal": {1.0: (2.0, 2.1, 2.2), 4.0: (4.0, 4.4, 4.2)},
+         "alibi": {1.0: (2.05, 2.15, 2.1, 2.2), 4.0: (2.3, 2.2, 2.25, 2.35)}}
+
+
+def test_the_descriptive_arms_give_each_arms_mean_and_its_difference_from_the_added_arm_per_size():
+    from scipy import stats
+    extra = planted_prose(PROSE)
+    off = extra.iloc[:6].assign(train_len=128)  # another length: a sweep's, not the task's
+    scaled = extra.iloc[:6].assign(encoding="rope+yarn:16", eval_scaling="yarn:16")  # no training-free scaling
+    untrained = extra.iloc[:6].assign(encoding="learned", positions_trained=False)
+    alone = planted_prose({"sinusoidal": PROSE["sinusoidal"]}, steps=500)  # a budget with no pair to read
+    found = across_sizes.descriptive_arms(pd.concat([extra, off, scaled, untrained, alone]), ["micro", "tiny", "small"])
+    assert list(found.columns) == list(across_sizes.DESCRIPTIVE_COLUMNS)
+    assert set(found["encoding"]) == {"sinusoidal", "alibi"} and set(found["steps"]) == {2000}
+    assert len(found) == 2 * 2 * 2  # arms x ratios x sizes
+    beyond = found[(found["encoding"] == "alibi") & (found["length_ratio"] == 4.0)].set_index("size")
+    alibi, sinusoidal = np.array(PROSE["alibi"][4.0]), np.array(PROSE["sinusoidal"][4.0])
+    low, high = stats.ttest_1samp(alibi, 0).confidence_interval(0.95)
+    assert beyond.loc["micro", "mean"] == pytest.approx(2.275) and beyond.loc["tiny", "mean"] == pytest.approx(2.175)
+    assert (beyond.loc["micro", "low"], beyond.loc["micro", "high"]) == pytest.approx((low, high))
+    welch = stats.ttest_ind(-alibi, -sinusoidal, equal_var=False).confidence_interval(0.95)  # lower is better
+    assert beyond.loc["tiny", "vs_added"] == pytest.approx(4.2 - 2.275)  # positive: alibi reads 4x better
+    assert (beyond.loc["tiny", "vs_low"], beyond.loc["tiny", "vs_high"]) == pytest.approx((welch.low, welch.high))
+    assert beyond.loc["tiny", "seeds"] == 4 and beyond.loc["tiny", "params_non_embedding"] == 98_304
+    assert found.loc[found["encoding"] == "sinusoidal", "vs_added"].isna().all()
+
+
+def test_the_across_sizes_page_shows_the_descriptive_arms_beside_the_deciding_ones(tmp_path):
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    verdicts = planted_verdicts()
+    verdicts.to_csv(folder / "verdicts.csv", index=False)
+    planted_accuracy(verdicts).to_csv(folder / "accuracy.csv", index=False)
+    planted_prose(PROSE, sizes=LADDER).to_csv(folder / "extrapolation.csv", index=False)
+    across_sizes.write(folder, verdicts, pd.read_csv(folder / "accuracy.csv"))
+    build_report(folder, tmp_path / "report.pdf")
+    text = pdf_text(tmp_path / "report.pdf")
+    page = next(i for i, p in enumerate(text) if squeeze(report_page.TITLE) in p)
+    shown = "".join(text[page:page + 3])
+    for expected in ("Descriptive: the lm_prose arms at every size", "2,000 steps · 4× · alibi",
+                     "+1.925", "2,000 steps · 1× · sinusoidal", "2.100 [1.852, 2.348] (3)", "small: Δ vs sinusoidal"):
+        assert squeeze(expected) in shown, expected

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posbench.across_sizes import DESCRIPTIVE_ADDED, DESCRIPTIVE_TASK, descriptive_arms
+from posbench.report import style
 from posbench.report.deciding_runs import deciding_runs
 from posbench.report.figures import FAVOURS, fit_title, panels
 from posbench.report.layout import FAVOURS_NEITHER, H2, SMALL, Document, Style
@@ -45,6 +47,68 @@ def page(doc: Document, tables: Tables) -> None:
                       "Undertrained"])
     doc.paragraph("Cost per size (the deciding runs' mean, from accuracy.csv's train_seconds): " + cost_words(tables),
                   SMALL)
+    descriptive_section(doc, descriptive_arms(tables.get("extrapolation"), list(dict.fromkeys(found["size"]))))
+
+
+def descriptive_section(doc: Document, arms: pd.DataFrame) -> None:
+    """The descriptive lm_prose arms at every size (:func:`posbench.across_sizes.descriptive_arms`): their metric
+    against N and each one's difference from the added arm; nothing where no arm was trained at two sizes."""
+    if arms.empty:
+        return
+    doc.heading(f"Descriptive: the {DESCRIPTIVE_TASK} arms at every size", Style(size=10, weight="bold"), keep=1.0)
+    doc.paragraph(f"Each arm of {DESCRIPTIVE_TASK} trained at its task's length and its size's width at one budget, "
+                  "read at the training length (1×) and at 4× it. Not verdicts: no margin was declared and the "
+                  "seeds are the preset's pilot seeds (plus the comparison's where the arm is also one). A cell's Δ is "
+                  f"the arm's mean minus {DESCRIPTIVE_ADDED}'s at that size, signed so that positive means the arm "
+                  "is better, with its Welch 95 % interval; compare each pair's move across sizes with the deciding "
+                  "comparisons' above.", SMALL)
+    panels_of = list(arms.groupby(["steps", "length_ratio"]).groups)
+    doc.figure_block(lambda figure, rect: draw_descriptive(figure, rect, arms, panels_of), 2.4,
+                     f"{DESCRIPTIVE_TASK}: each arm's mean over seeds (bars: 95 % t interval) against non-embedding "
+                     "parameters, one panel per budget and length.")
+    sizes = list(dict.fromkeys(arms.sort_values("params_non_embedding")["size"]))
+    doc.table([descriptive_cells(key, lines, sizes) for key, lines in arms.groupby(["steps", "length_ratio",
+                                                                                    "encoding"])],
+              [0.26, *[0.74 / len(sizes)] * len(sizes)],
+              header=["Budget · length · arm", *[f"{size}: Δ vs {DESCRIPTIVE_ADDED} (n)" for size in sizes]])
+
+
+def draw_descriptive(figure: Figure, rect, arms: pd.DataFrame, keys: list[tuple]) -> None:
+    """One panel per (budget, length ratio): each arm's mean and interval against N (log axis)."""
+    axes = panels(figure, rect, len(keys), len(keys), left=0.5, bottom=0.45, top=0.4, wspace=0.35)
+    colours = style.palette(tuple(arms["encoding"].unique()))
+    for ax, (steps, ratio) in zip(axes, keys):
+        panel = arms[(arms["steps"] == steps) & (arms["length_ratio"] == ratio)]
+        for encoding, lines in panel.groupby("encoding"):
+            ax.errorbar(lines["params_non_embedding"], lines["mean"], yerr=[lines["mean"] - lines["low"],
+                                                                           lines["high"] - lines["mean"]],
+                        fmt="o-", ms=3, capsize=2, lw=1, color=colours[encoding], label=encoding)
+        ax.set_xscale("log")
+        ticks = dict(zip(panel["params_non_embedding"], panel["size"]))
+        ax.set_xticks(list(ticks), [f"{size}\n{n:,.0f}" for n, size in ticks.items()])
+        ax.minorticks_off()
+        ax.set_xlabel("non-embedding parameters N", fontsize=6.5)
+        ax.set_ylabel(panel["metric"].iloc[0], fontsize=6.5)
+        ax.tick_params(labelsize=6)
+        fit_title(ax, f"{steps:,.0f} steps, at {ratio:g}× the training length")
+    axes[0].legend(fontsize=6, frameon=False, loc="best")
+
+
+def descriptive_cells(key: tuple, lines: pd.DataFrame, sizes: list[str]) -> list:
+    """One arm at one budget and length: its difference from the added arm at each size."""
+    steps, ratio, encoding = key
+    by_size = {line.size: line for line in lines.itertuples(index=False)}
+    return [[(f"{steps:,.0f} steps · {ratio:g}× · {encoding}", SMALL)],
+            *[[(difference_words(by_size.get(size)), SMALL)] for size in sizes]]
+
+
+def difference_words(line) -> str:
+    """``-0.028 [-0.084, +0.027] (3)``; the arm's own mean where it is the added arm; "—" where not measured."""
+    if line is None:
+        return "—"
+    if line.encoding == DESCRIPTIVE_ADDED or pd.isna(line.vs_added):
+        return f"{line.mean:.3f} [{line.low:.3f}, {line.high:.3f}] ({line.seeds})"
+    return f"{line.vs_added:+.3f} [{line.vs_low:+.3f}, {line.vs_high:+.3f}] ({line.seeds})"
 
 
 def compute_rule(found: pd.DataFrame) -> str:
