@@ -224,14 +224,24 @@ def step_ratio(task: str, size: str) -> float:
     return float(by_size[size] / by_size["tiny"])
 
 
+def scale_part_config(size: str) -> dict:
+    """The scale preset's part ``size`` as Snakemake reads it (``workflow/scale-<size>.yaml``, its include)."""
+    from posbench.workflow_config import validate_config, with_included
+
+    return validate_config(with_included(yaml.safe_load((ROOT / f"workflow/scale-{size}.yaml").read_text())))
+
+
 def scale_part_seconds(size: str) -> dict[str, list[float]]:
     """Estimated seconds of each job of the scale preset's part ``size``, by kind (tune, train): the default
     reference's measured seconds per seed of each deciding arm at tiny (its records' ``wall_time_s``), times the
     seeds a job trains, times :func:`step_ratio`. A tune job trains both arms at 3 pilot seeds at each rate
-    (:data:`TUNE_RATES`: low and high); a descriptive lm_prose arm trains 3 seeds at 2,000 steps, costed as the
-    matched comparison's adding arm (annealed: a little dearer)."""
+    (:data:`TUNE_RATES`: low and high), where the part tunes its rates (:func:`posbench.workflow.tuned_in_run`);
+    a descriptive lm_prose arm trains 3 seeds at 2,000 steps, costed as the matched comparison's adding arm
+    (annealed: a little dearer)."""
     from posbench import comparisons
+    from posbench import workflow as pw
 
+    tunes = bool(pw.tuned_in_run(scale_part_config(size)))
     accuracy = table("accuracy")
     deciding = accuracy[accuracy["seed"] >= 100]
     jobs: dict[str, list[float]] = {"tune low": [], "tune high": [], "train": []}
@@ -247,7 +257,7 @@ def scale_part_seconds(size: str) -> dict[str, list[float]]:
             per_seed.append(float(rows["wall_time_s"].mean()) * ratio)
             jobs["train"].append(per_seed[-1] * comparison.n_seeds)
         for label, rates in zip(("tune low", "tune high"), TUNE_RATES):
-            jobs[label].append(sum(per_seed) * 3 * rates)
+            jobs[label] += [sum(per_seed) * 3 * rates] if tunes else []
     matched = comparisons.load().by_id["prose-naive-concat-matched"]
     prose = deciding[(deciding["task"] == "lm_prose") & (deciding["encoding"] == matched.added)
                      & (deciding["train_len"] == 64)]["wall_time_s"].mean()
@@ -257,14 +267,17 @@ def scale_part_seconds(size: str) -> dict[str, list[float]]:
 
 def scale_estimate() -> str:
     """The scale preset's parts: estimated wall time on 2 cores, before any of it ran."""
-    lines = ["| part | tuning (6 jobs) | training (first looks) | wall time on 2 cores |", "|---|---|---|---|"]
+    lines = ["| part | tuning | training (first looks) | wall time on 2 cores |", "|---|---|---|---|"]
     total = [0.0, 0.0]
     for size in SCALE_PARTS:
         jobs = scale_part_seconds(size)
         walls = [schedule(jobs[tune], 2) + schedule(jobs["train"], 2) for tune in ("tune low", "tune high")]
         total = [total[0] + walls[0], total[1] + walls[1]]
-        lines.append(f"| `scale-{size}.yaml` | {sum(jobs['tune low']) / 3600:.1f}–{sum(jobs['tune high']) / 3600:.1f} "
-                     f"seed-h | {sum(jobs['train']) / 3600:.1f} seed-h | {clock(walls[0])} – {clock(walls[1])} |")
+        tuning = (f"{len(jobs['tune low'])} jobs, {sum(jobs['tune low']) / 3600:.1f}–"
+                  f"{sum(jobs['tune high']) / 3600:.1f} seed-h" if jobs["tune low"]
+                  else f"none (`{scale_part_config(size)['train']['lr_table']}`)")
+        wall = " – ".join(dict.fromkeys((clock(walls[0]), clock(walls[1]))))  # one figure where tuning is none
+        lines.append(f"| `scale-{size}.yaml` | {tuning} | {sum(jobs['train']) / 3600:.1f} seed-h | {wall} |")
     run = runs().set_index("preset").loc["default"]
     return "\n".join([*lines, "", f"In all {clock(total[0])} – {clock(total[1])}, and a second look's seeds where a "
                       "first look is unclear. From the default reference's seconds per seed of each deciding arm "

