@@ -231,17 +231,17 @@ def scale_part_config(size: str) -> dict:
     return validate_config(with_included(yaml.safe_load((ROOT / f"workflow/scale-{size}.yaml").read_text())))
 
 
-def scale_part_seconds(size: str) -> dict[str, list[float]]:
-    """Estimated seconds of each job of the scale preset's part ``size``, by kind (tune, train): the default
-    reference's measured seconds per seed of each deciding arm at tiny (its records' ``wall_time_s``), times the
-    seeds a job trains, times :func:`step_ratio`. A tune job trains both arms at 3 pilot seeds at each rate
-    (:data:`TUNE_RATES`: low and high), where the part tunes its rates (:func:`posbench.workflow.tuned_in_run`);
-    a descriptive lm_prose arm trains 3 seeds at 2,000 steps, costed as the matched comparison's adding arm
-    (annealed: a little dearer)."""
+def scale_part_seconds(size: str, config: dict) -> dict[str, list[float]]:
+    """Estimated seconds of each job of the scale preset's part ``size`` (its ``config``), by kind (tune, train):
+    the default reference's measured seconds per seed of each deciding arm at tiny (its records'
+    ``wall_time_s``), times the seeds a job trains, times :func:`step_ratio`. A tune job trains both arms at 3
+    pilot seeds at each rate (:data:`TUNE_RATES`: low and high), where the part tunes its rates
+    (:func:`posbench.workflow.tuned_in_run`); a descriptive lm_prose arm trains 3 seeds at 2,000 steps, costed as
+    the matched comparison's adding arm (annealed: a little dearer)."""
     from posbench import comparisons
     from posbench import workflow as pw
 
-    tunes = bool(pw.tuned_in_run(scale_part_config(size)))
+    tunes = bool(pw.tuned_in_run(config))
     accuracy = table("accuracy")
     deciding = accuracy[accuracy["seed"] >= 100]
     jobs: dict[str, list[float]] = {"tune low": [], "tune high": [], "train": []}
@@ -270,12 +270,13 @@ def scale_estimate() -> str:
     lines = ["| part | tuning | training (first looks) | wall time on 2 cores |", "|---|---|---|---|"]
     total = [0.0, 0.0]
     for size in SCALE_PARTS:
-        jobs = scale_part_seconds(size)
+        config = scale_part_config(size)
+        jobs = scale_part_seconds(size, config)
         walls = [schedule(jobs[tune], 2) + schedule(jobs["train"], 2) for tune in ("tune low", "tune high")]
         total = [total[0] + walls[0], total[1] + walls[1]]
         tuning = (f"{len(jobs['tune low'])} jobs, {sum(jobs['tune low']) / 3600:.1f}–"
                   f"{sum(jobs['tune high']) / 3600:.1f} seed-h" if jobs["tune low"]
-                  else f"none (`{scale_part_config(size)['train']['lr_table']}`)")
+                  else f"none (`{config['train']['lr_table']}`)")
         wall = " – ".join(dict.fromkeys((clock(walls[0]), clock(walls[1]))))  # one figure where tuning is none
         lines.append(f"| `scale-{size}.yaml` | {tuning} | {sum(jobs['train']) / 3600:.1f} seed-h | {wall} |")
     run = runs().set_index("preset").loc["default"]

@@ -124,14 +124,22 @@ def test_non_embedding_parameters_are_the_built_models_block_projections(size):
     assert sum(p.numel() for p in model.parameters()) == projections + norms + embedding_and_head  # nothing else
 
 
-def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_scale_csv(tmp_path):
+def planted_tables(tmp_path, extrapolation: pd.DataFrame | None = None):
+    """A tables folder of the planted verdicts at three sizes, their runs, and ``scale.csv`` judged from them."""
     folder = tmp_path / "tables"
     folder.mkdir()
     verdicts = planted_verdicts()
     verdicts.to_csv(folder / "verdicts.csv", index=False)
     planted_accuracy(verdicts).to_csv(folder / "accuracy.csv", index=False)
+    if extrapolation is not None:
+        extrapolation.to_csv(folder / "extrapolation.csv", index=False)
     (folder / "meta.json").write_text(json.dumps({"machines": ["box"]}))
     across_sizes.write(folder, verdicts, pd.read_csv(folder / "accuracy.csv"))
+    return folder
+
+
+def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_scale_csv(tmp_path):
+    folder = planted_tables(tmp_path)
     build_report(folder, tmp_path / "report.pdf")
     text = pdf_text(tmp_path / "report.pdf")
     page = next(i for i, p in enumerate(text) if squeeze(report_page.TITLE) in p)
@@ -203,13 +211,7 @@ def test_the_descriptive_arms_give_each_arms_mean_and_its_difference_from_the_ad
 
 
 def test_the_across_sizes_page_shows_the_descriptive_arms_beside_the_deciding_ones(tmp_path):
-    folder = tmp_path / "tables"
-    folder.mkdir()
-    verdicts = planted_verdicts()
-    verdicts.to_csv(folder / "verdicts.csv", index=False)
-    planted_accuracy(verdicts).to_csv(folder / "accuracy.csv", index=False)
-    planted_prose(PROSE, sizes=LADDER).to_csv(folder / "extrapolation.csv", index=False)
-    across_sizes.write(folder, verdicts, pd.read_csv(folder / "accuracy.csv"))
+    folder = planted_tables(tmp_path, planted_prose(PROSE, sizes=LADDER))
     build_report(folder, tmp_path / "report.pdf")
     text = pdf_text(tmp_path / "report.pdf")
     page = next(i for i, p in enumerate(text) if squeeze(report_page.TITLE) in p)
