@@ -128,7 +128,8 @@ def test_cli_prints_one_projected_row_per_encoding(capsys):
 
 
 def test_cpu_check_fits_the_overhead_at_the_shortest_length_and_judges_the_rest():
-    measured = projection_check.Measured(gemm_flops=150e9, bandwidth=30e9, threads=2)
+    # rates no CPU reaches: the roofline is near zero, so the overhead must take up the measured time
+    measured = projection_check.Measured(gemm_flops=1e15, bandwidth=1e13, threads=2)
     cells, overhead = projection_check.check(REFERENCE_TABLES, measured)
     assert sorted(cells["seq_len"].unique()) == [256, 1024, 4096] and len(cells) == 24
     shortest = cells[cells["seq_len"] == 256]
@@ -140,6 +141,12 @@ def test_cpu_check_fits_the_overhead_at_the_shortest_length_and_judges_the_rest(
     assert set(cells.loc[cells["judged"], "seq_len"]) == {1024, 4096}
     assert projection_check.passes(cells) == bool(cells.loc[cells["judged"], "ratio"].between(0.5, 2).all())
     assert not projection_check.passes(pd.DataFrame({"judged": [True, False], "within": [False, True]}))
+
+
+def test_cpu_check_fits_no_negative_overhead_where_the_roofline_alone_is_slower_than_measured():
+    crawling = projection_check.Measured(gemm_flops=1e6, bandwidth=1e6, threads=2)
+    cells, overhead = projection_check.check(REFERENCE_TABLES, crawling)
+    assert overhead == 0.0 and cells["predicted_ms"].tolist() == pytest.approx(cells["roofline_ms"].tolist())
 
 
 def test_the_table_the_report_reads_holds_every_architecture_device_context_and_encoding(tmp_path):
