@@ -265,14 +265,20 @@ def scale_part_seconds(size: str, config: dict) -> dict[str, list[float]]:
     return jobs
 
 
+def scale_part_estimate(size: str) -> tuple[dict, dict, list[float]]:
+    """A scale part's config, its jobs' seed-seconds and its estimated wall time on 2 cores (fewest and most
+    tuning rates)."""
+    config = scale_part_config(size)
+    jobs = scale_part_seconds(size, config)
+    return config, jobs, [schedule(jobs[tune], 2) + schedule(jobs["train"], 2) for tune in ("tune low", "tune high")]
+
+
 def scale_estimate() -> str:
     """The scale preset's parts: estimated wall time on 2 cores, before any of it ran."""
     lines = ["| part | tuning | training (first looks) | wall time on 2 cores |", "|---|---|---|---|"]
     total = [0.0, 0.0]
     for size in SCALE_PARTS:
-        config = scale_part_config(size)
-        jobs = scale_part_seconds(size, config)
-        walls = [schedule(jobs[tune], 2) + schedule(jobs["train"], 2) for tune in ("tune low", "tune high")]
+        config, jobs, walls = scale_part_estimate(size)
         total = [total[0] + walls[0], total[1] + walls[1]]
         tuning = (f"{len(jobs['tune low'])} jobs, {sum(jobs['tune low']) / 3600:.1f}–"
                   f"{sum(jobs['tune high']) / 3600:.1f} seed-h" if jobs["tune low"]
@@ -285,6 +291,20 @@ def scale_estimate() -> str:
                       f"({run['cpu']}), times the seeds of each job, times a step's time at the size over tiny's "
                       f"(`{shown(SCALE_BENCH)}`); tuning at 3 to 5 rates a grid; jobs scheduled longest first on two "
                       "one-thread slots, tuning before training."])
+
+
+def scale_measured() -> str:
+    """The scale preset's parts measured so far (``runs.csv``, reference ``scale``) beside their estimate."""
+    measured = runs().set_index("configfile")
+    lines = ["| part | estimated | measured wall time | measured on |", "|---|---|---|---|"]
+    for size in SCALE_PARTS:
+        path = f"workflow/scale-{size}.yaml"
+        estimate = " – ".join(dict.fromkeys(clock(wall) for wall in scale_part_estimate(size)[2]))
+        run = measured.loc[path] if path in measured.index else None
+        lines.append(f"| `{path}` | {estimate} | " + ("not run yet | |" if run is None else
+                     f"**{clock(run['wall_seconds'])}** | {run['date']}, {run['cpu']} |"))
+    return "\n".join([*lines, "", "Measured: `/usr/bin/time` over the part's command, its sittings summed "
+                      "(`results/reference/runs.csv`; NOTES.md says what ran beside it)."])
 
 
 def cluster_scale_projection() -> str:
@@ -454,6 +474,7 @@ BLOCKS = {
     "api-example": api_example,
     "reference-runs": reference_runs,
     "scale-estimate": scale_estimate,
+    "scale-measured": scale_measured,
     "cluster-scale-projection": cluster_scale_projection,
 }
 
