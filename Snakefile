@@ -24,7 +24,11 @@ include: "workflow/rules/tune.smk"
 include: "workflow/rules/report.smk"
 
 
+# The run's own first look beside the report: the tables wait on it only through an input function, which
+# Snakemake does not evaluate where the tables exist, so without it a scale part run into a folder that an
+# earlier part finished would call everything up to date and train nothing.
 rule all:
     default_target: True
     input:
         f"{RESULTS}/report.pdf",
+        [] if config["train"]["comparisons"] == "none" else f"{FIRST_LOOK}/verdicts.csv",

@@ -9,7 +9,8 @@ record per cell (the templates of :mod:`posbench.workflow_paths`; its ``--out`` 
 What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at ``train.seeds``, and the
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at the
 seeds, budget and annealed checkpoints each comparison declares (its first look's seeds; its second
-look's too once the judge step of the first look asks for them, :func:`second_look_ids`), and at each
+look's too at each size where the judge step of the first look asks for them, :func:`second_looks_wanted`),
+and at each
 other of ``train.lr_factors`` × the arm's learning rate at ``train.seeds`` (a learning-rate check, which
 never decides); an arm asked for twice trains the union of its seeds in one job, so every (task,
 encoding, size, lr, budget, seed) is one record.
@@ -28,6 +29,7 @@ import functools
 import hashlib
 import re
 import socket
+from collections.abc import Collection
 from itertools import product
 from pathlib import Path
 
@@ -132,7 +134,7 @@ def profile_job_encodings(config: dict, key: str) -> list[str]:
     return names
 
 
-def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
+def train_jobs(config: dict, second_looks: tuple[tuple[str, str], ...] = ()) -> list[dict]:
     """One entry per train job: ``device, dtype_dir, task, encoding, size, lr, lr_dir, train_length,
     d_model, axes_dir, steps, seeds`` (seeds sorted; ``steps`` as the record path names it: ``500``, or
     ``125-250-500`` with annealed checkpoints).
@@ -141,7 +143,8 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
     ``train.steps`` (or the task's), and so do the sweeps' (``train.sweeps``), at each of their training
     lengths × widths, and the published shapes' arms (``train.shapes``), a tuned shape's at each of
     ``train.lr_factors``, a confirm stage's at its fresh seeds (:func:`shape_runs`); the comparisons' arms
-    (:func:`comparison_runs`) at their declared seeds and budgets.
+    (:func:`comparison_runs`) at their declared seeds and budgets, a second look's seeds too at each
+    (comparison, size) in ``second_looks``.
     An arm asked for twice at one rate, length, width and budget is one job with the union of the seeds;
     a length or width equal to the task's or size's is that arm's plain cell (``None``, no folder). Every
     job trains on ``train.device`` in ``train.dtype``."""
@@ -153,8 +156,11 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
               for e in sweep["encodings"] for length in sweep.get("train_lengths", [None])
               for width in sweep.get("d_models", [None])]
     plain += [(spec, f, seeds, None) for spec, f, seeds in shape_runs(config)]
+    runs = list(product(plain, t["sizes"]))
+    runs += [(run, size) for size in t["sizes"]
+             for run in comparison_runs(config, {c for c, at in second_looks if at == size})]
     jobs: dict[tuple, set] = {}
-    for (spec, factor, seeds, steps), size in product(plain + comparison_runs(config, second_looks), t["sizes"]):
+    for (spec, factor, seeds, steps), size in runs:
         steps = steps or str(t["steps"] or tasks.get(spec.task).steps)
         arm = (spec.task, spec.encoding, size, *spec.resolved(size), int(steps.split(LIST_SEPARATOR)[-1]))
         base = learning_rate(config, spec.task, spec.encoding, arm)
@@ -166,7 +172,7 @@ def train_jobs(config: dict, second_looks: tuple[str, ...] = ()) -> list[dict]:
             for (task, e, size, lr, length, width, steps), seeds in jobs.items()]
 
 
-def comparison_runs(config: dict, second_looks: tuple[str, ...] = ()) -> list[tuple[ArmSpec, float, list, str]]:
+def comparison_runs(config: dict, second_looks: Collection[str] = ()) -> list[tuple[ArmSpec, float, list, str]]:
     """(arm, rate factor, seeds, steps as a path names it) for each arm of the comparisons ``train.comparisons``
     names, withdrawn ones aside: at factor 1 its comparison's first look's seeds (and the second look's for a
     comparison in ``second_looks``), at each other of ``train.lr_factors`` the pilot seeds ``train.seeds``;
@@ -198,16 +204,17 @@ def tuned_comparisons(config: dict, declared: bool = False) -> list:
     return found if declared else [c.id for c in found]
 
 
-def second_look_ids(verdicts: str | Path) -> tuple[str, ...]:
-    """The deciding comparisons whose first look (the judge step's ``verdicts.csv`` at ``verdicts``) asks for
-    a second: unclear or unstable there (``second_look_wanted``)."""
+def second_looks_wanted(verdicts: str | Path) -> tuple[tuple[str, str], ...]:
+    """(comparison, size) of each deciding comparison whose first look at that size (the judge step's
+    ``verdicts.csv`` at ``verdicts``) asks for a second: unclear or unstable there (``second_look_wanted``).
+    A size's look is its own: a comparison unclear at tiny trains no second look at another size."""
     import pandas as pd
 
     frame = pd.read_csv(verdicts)
     if frame.empty or "second_look_wanted" not in frame.columns:
         return ()
     wanted = frame[frame["second_look_wanted"].astype(bool) & frame["decides"].astype(bool)]
-    return tuple(sorted(set(wanted["comparison"])))
+    return tuple(sorted(set(zip(wanted["comparison"], wanted["size"]))))
 
 
 def budget_arguments(steps: str) -> str:
@@ -331,9 +338,9 @@ def probe_cells(config: dict) -> list[dict]:
     return random + trained
 
 
-def batch_manifests(config: dict, devices: list[str], second_looks: tuple[str, ...] = ()) -> list[str]:
+def batch_manifests(config: dict, devices: list[str], second_looks: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """The manifest of every job of the sweep (profile, train, probe): what the aggregation waits for;
-    with the second looks of the comparisons ``second_looks`` names."""
+    with the second looks of the (comparison, size) pairs ``second_looks`` names."""
     q = config["probe"]
     profile = profile_jobs(config, devices)
     train = [{**job, "seeds": joined(job["seeds"])} for job in train_jobs(config, second_looks)]

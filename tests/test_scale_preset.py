@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import pandas as pd
 import pytest
 import yaml
 from test_tune import tuned_table
@@ -113,3 +114,28 @@ def test_naive_concat_at_half_of_micros_width_trains_at_the_width_its_blocks_run
     assert narrow.model.d_model == 20
     with pytest.raises(ValueError, match=r"^d_model 20 does not fit size 'micro': allowed: a positive multiple of 8"):
         resolve(TrainConfig(task="lm_prose", encoding="sinusoidal", size="micro", d_model=20))
+
+
+def test_a_later_part_plans_its_own_tuning_beside_what_an_earlier_part_left(tmp_path):
+    """The parts share one results folder: micro's part must neither take tiny's judged first look for its
+    own (and so plan micro's seeds at rates not yet tuned) nor call tiny's tables and report up to date, but
+    tune, train and judge again."""
+    (tmp_path / "results").mkdir()  # a checkout's working directory: the committed rates the parts start from
+    (tmp_path / "results" / "reference").symlink_to(ROOT / "results" / "reference")
+    tiny = dry_run(tmp_path, ROOT / "workflow/scale-tiny.yaml")
+    for rule in ("train", "first_look", "aggregate", "judge", "report"):  # tiny's part, finished, in this order
+        for output in (path for job in tiny if job["rule"] == rule for path in job["output"]):
+            (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / output).touch()
+    look = next(job for job in tiny if job["rule"] == "first_look")["output"][0]
+    pd.DataFrame({"comparison": ["prose-rope-L128"], "size": ["tiny"], "decides": [True],
+                  "second_look_wanted": [True]}).to_csv(tmp_path / look, index=False)
+    # files' times alone, as in a folder whose jobs Snakemake recorded: no missing metadata calls a job stale
+    planned = dry_run(tmp_path, ROOT / "workflow/scale-micro.yaml", rerun_triggers=("mtime",))
+    micro = [job for job in planned if job["needrun"]]
+    config = validate_config(yaml.safe_load((ROOT / "workflow/scale-micro.yaml").read_text()))
+    tuned = {job["shell"].split(" --comparison ")[1].split()[0] for job in micro if job["rule"] == "tune"}
+    assert tuned == set(pw.tuned_comparisons(config)) and all(" --size micro " in job["shell"]
+                                                               for job in micro if job["rule"] == "tune")
+    assert not [job for job in micro if job["rule"] == "train"]  # its seeds are planned once its rates are chosen
+    assert {"first_look", "aggregate", "judge", "report"} <= {job["rule"] for job in micro}

@@ -25,7 +25,7 @@ from posbench.workflow import (
     profile_job_encodings,
     profile_jobs,
     resolve_devices,
-    second_look_ids,
+    second_looks_wanted,
     train_cells,
     train_jobs,
 )
@@ -385,13 +385,24 @@ def test_an_arm_asked_for_twice_is_one_job_with_the_union_of_seeds():
 def test_a_second_look_adds_the_next_seeds_of_the_comparisons_it_names(tmp_path):
     cfg = validate_config(config(train={"comparisons": "default", "tasks": {}}))
     first = {(j["task"], j["encoding"], j["axes_dir"]): j["seeds"] for j in train_jobs(cfg)}
-    second = {(j["task"], j["encoding"], j["axes_dir"]): j["seeds"] for j in train_jobs(cfg, ("scan-rope",))}
+    second = {(j["task"], j["encoding"], j["axes_dir"]): j["seeds"]
+              for j in train_jobs(cfg, (("scan-rope", "tiny"),))}
     assert first["scan", "rope", ""] == list(range(100, 110)) and second["scan", "rope", ""] == list(range(100, 120))
     assert {k: v for k, v in second.items() if k[0] != "scan"} == {k: v for k, v in first.items() if k[0] != "scan"}
     verdicts = tmp_path / "verdicts.csv"
-    pd.DataFrame({"comparison": ["scan-rope", "prose-rope", "code-brackets-rope"], "decides": [True, False, True],
-                  "second_look_wanted": [True, True, False]}).to_csv(verdicts, index=False)
-    assert second_look_ids(verdicts) == ("scan-rope",)  # a descriptive comparison gets no second look
+    pd.DataFrame({"comparison": ["scan-rope", "scan-rope", "prose-rope", "code-brackets-rope"],
+                  "size": ["tiny", "small", "tiny", "tiny"], "decides": [True, True, False, True],
+                  "second_look_wanted": [True, False, True, False]}).to_csv(verdicts, index=False)
+    # a descriptive comparison gets no second look, and a size's look is its own
+    assert second_looks_wanted(verdicts) == (("scan-rope", "tiny"),)
+
+
+def test_a_second_look_at_one_size_trains_no_more_seeds_at_another():
+    cfg = validate_config(config(train={"comparisons": "default", "tasks": {}, "sizes": ["micro", "tiny"]}))
+    seeds = {(j["task"], j["encoding"], j["size"], j["axes_dir"]): j["seeds"]
+             for j in train_jobs(cfg, (("scan-rope", "tiny"),))}
+    assert seeds["scan", "rope", "tiny", ""] == list(range(100, 120))
+    assert seeds["scan", "rope", "micro", ""] == list(range(100, 110))
     assert [budget_arguments(steps) for steps in ("500", "125-250-500")] == [
         "--steps 500", "--checkpoints 125 250 500 --decay-fraction 0.2"]
 
@@ -552,14 +563,17 @@ DRY_RUN = """
 import json, sys
 from pathlib import Path
 from snakemake.api import SnakemakeApi
+from snakemake.settings.enums import RerunTrigger
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
-snakefile, configfile, workdir = map(Path, sys.argv[1:])
+snakefile, configfile, workdir = map(Path, sys.argv[1:4])
+triggers = {RerunTrigger.parse_choice(name) for name in sys.argv[4:]} or RerunTrigger.all()
 with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
     workflow = api.workflow(ResourceSettings(cores=1), ConfigSettings(configfiles=[configfile]),
                             snakefile=snakefile, workdir=workdir)
-    workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
-    jobs = workflow._workflow._dag.jobs  # the command line prints no job's resources
+    workflow.dag(DAGSettings(rerun_triggers=triggers)).execute_workflow(executor="dryrun")
+    dag = workflow._workflow._dag
+    jobs = dag.jobs  # the command line prints no job's resources
 
 
 def sbatch(job):  # the line snakemake-executor-plugin-slurm would submit, composed by the plugin itself
@@ -574,6 +588,7 @@ def sbatch(job):  # the line snakemake-executor-plugin-slurm would submit, compo
 print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("embedding"),
                    "device": job.wildcards_dict.get("device"), "gpu": job.resources.get("gpu"),
                    "constraint": job.resources.get("constraint"), "shell": job.shellcmd,
+                   "output": [str(path) for path in job.output], "needrun": dag.needrun(job),
                    "sbatch": sbatch(job) if job.rule.name in ("profile", "train") else None} for job in jobs]))
 """
 
@@ -604,13 +619,14 @@ def test_the_shapes_parts_train_the_whole_preset_between_them_and_a_tuned_shape_
     assert confirmed == {(e, 0.027): [0, 1, 2, 3, 4, *range(100, 114)] for e in ("learned", "sinusoidal")}
 
 
-def dry_run(tmp_path: Path, preset: dict | Path) -> list[dict]:
-    """Every job Snakemake would run for ``preset`` (a config, or a preset's file)."""
+def dry_run(tmp_path: Path, preset: dict | Path, rerun_triggers: tuple[str, ...] = ()) -> list[dict]:
+    """Every job Snakemake would run for ``preset`` (a config, or a preset's file); with ``rerun_triggers``
+    (``mtime``, ``params``, …) only those (default: all) call a job whose outputs exist out of date."""
     configfile = preset if isinstance(preset, Path) else tmp_path / "config.yaml"
     if not isinstance(preset, Path):
         configfile.write_text(yaml.safe_dump(preset))
-    run = subprocess.run([sys.executable, "-c", DRY_RUN, str(ROOT / "Snakefile"), str(configfile), str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", DRY_RUN, str(ROOT / "Snakefile"), str(configfile), str(tmp_path),
+                          *rerun_triggers], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 

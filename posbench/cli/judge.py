@@ -24,14 +24,15 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from posbench import judge, verdicts
-    from posbench.workflow import second_look_ids
+    from posbench.workflow import second_looks_wanted
 
     if (arguments.without_rows(args.tables, "judge")
             or arguments.unwritable("judge", "--tables", args.tables, folder=True)):
         return 1
     written = judge.write(args.tables, args.preset, args.previous)
     print("wrote " + ", ".join(str(path) for path in written))
-    print(f"second looks asked for: {', '.join(second_look_ids(written[0])) or 'none'}")
+    wanted = [f"{comparison} at {size}" for comparison, size in second_looks_wanted(written[0])]
+    print(f"second looks asked for: {', '.join(wanted) or 'none'}")
     for warning in [*verdicts.registration_warnings(written[0]), *verdicts.advice_warnings(args.tables)]:
         print(f"WARNING: {warning}")
     return 0

@@ -4,10 +4,13 @@ from pathlib import Path
 # inputs are the batch manifests of this config: each is written after all of its records.
 #
 # A comparison gets a second look where its first decided nothing clear (comparisons.yaml, seeds.looks):
-# the checkpoint `first_look` aggregates and judges the first look's records into looks/first/, and the
-# tables wait for the jobs of the second looks it asks for (every_batch in common.smk); the DAG
+# the checkpoint `first_look` aggregates and judges the first look's records into looks/first/<sizes>/,
+# and the tables wait for the jobs of the second looks it asks for (every_batch in common.smk); the DAG
 # grows only where a first look was unclear or unstable. Without declared comparisons there is no look.
-FIRST_LOOK = f"{RESULTS}/looks/first"
+# A folder per set of sizes: the scale preset's parts share one results folder, and a part must not read
+# the look an earlier part left there as its own.
+RUN_SIZES = pw.joined(config["train"]["sizes"])
+FIRST_LOOK = f"{RESULTS}/looks/first/{RUN_SIZES}"
 
 
 checkpoint first_look:
@@ -17,7 +20,7 @@ checkpoint first_look:
     output:
         f"{FIRST_LOOK}/verdicts.csv",
     log:
-        f"{RESULTS}/logs/first_look.log",
+        f"{RESULTS}/logs/first_look-{RUN_SIZES}.log",
     conda:
         "../../envs/posbench.yaml"
     params:

@@ -52,10 +52,10 @@ def first_batches(wildcards):
 
 def every_batch(wildcards):
     """The first look's manifests and, once the checkpoint first_look (aggregate.smk) has judged them, those
-    of the second looks it asks for (posbench.workflow.second_look_ids)."""
+    of the second looks it asks for, each at the sizes it asks for them (posbench.workflow.second_looks_wanted)."""
     if config["train"]["comparisons"] == "none":
         return first_batches(wildcards)
-    wanted = pw.second_look_ids(checkpoints.first_look.get().output[0])
+    wanted = pw.second_looks_wanted(checkpoints.first_look.get().output[0])
     return pw.batch_manifests(config, DEVICES, wanted)
 
 
