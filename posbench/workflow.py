@@ -70,7 +70,6 @@ def lr_table_path(config: dict, size: str) -> str | None:
     return None if table is None else table.replace("{size}", size)
 
 
-
 # ----- devices and machines ---------------------------------------------------------------------
 
 def resolve_devices(devices) -> tuple[list[str], list[str]]:
