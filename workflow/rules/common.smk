@@ -52,7 +52,7 @@ def first_batches(wildcards):
 
 def every_batch(wildcards):
     """The first look's manifests and, once the checkpoint first_look (aggregate.smk) has judged them, those
-    of the second looks it asks for, each at the sizes it asks for them (posbench.workflow.second_looks_wanted)."""
+    of the second looks it asks for, each at its size (pw.second_looks_wanted)."""
     if config["train"]["comparisons"] == "none":
         return first_batches(wildcards)
     wanted = pw.second_looks_wanted(checkpoints.first_look.get().output[0])
