@@ -10,10 +10,9 @@ What is trained (:func:`train_jobs`): the descriptive arms of ``train.tasks`` at
 arms of the declared comparisons ``train.comparisons`` names (``posbench/comparisons.yaml``) at the
 seeds, budget and annealed checkpoints each comparison declares (its first look's seeds; its second
 look's too at each size where the judge step of the first look asks for them, :func:`second_looks_wanted`),
-and at each
-other of ``train.lr_factors`` × the arm's learning rate at ``train.seeds`` (a learning-rate check, which
-never decides); an arm asked for twice trains the union of its seeds in one job, so every (task,
-encoding, size, lr, budget, seed) is one record.
+and at each other of ``train.lr_factors`` × the arm's learning rate at ``train.seeds`` (a learning-rate
+check, which never decides); an arm asked for twice trains the union of its seeds in one job, so every
+(task, encoding, size, lr, budget, seed) is one record.
 
 Where a record lies (``TRAIN_RECORD``, ``PROBE_RECORD`` of :mod:`posbench.workflow_paths`) names
 everything that tells it from another of the same machine: a train record's device (and its dtype when
