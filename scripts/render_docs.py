@@ -265,6 +265,7 @@ def scale_part_seconds(size: str, config: dict) -> dict[str, list[float]]:
     return jobs
 
 
+@cache  # the blocks scale-estimate and scale-measured both read it
 def scale_part_estimate(size: str) -> tuple[dict, dict, list[float]]:
     """A scale part's config, its jobs' seed-seconds and its estimated wall time on 2 cores (fewest and most
     tuning rates)."""
