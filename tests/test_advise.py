@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import asdict
 from itertools import combinations
 from pathlib import Path
@@ -475,6 +478,16 @@ def test_a_missing_core_table_is_one_line_and_exit_2(tables, tmp_path, capsys, m
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert f"argument --tables: {tmp_path} has no {missing}.csv; allowed: a folder with verdicts.csv" in err
+
+
+def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tables):
+    """``advise | head``: the reader is gone before the advice is printed; one exit status, nothing on stderr."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    done = subprocess.run([sys.executable, "-m", "posbench", "advise", "--tables", str(tables)], stdout=writer,
+                          stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    os.close(writer)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 def test_guidance_without_any_judged_comparison_says_so_instead_of_failing():
