@@ -33,8 +33,8 @@ AXES_DIR = r"(?:L([0-9]+)/)?(?:d([0-9]+)/)?"  # a length's and a width's folders
 DTYPE_DIR = "((?:{})/)?".format("|".join(d for d in TORCH_DTYPES if d != FLOAT32))  # dtype_dir's folder, or nothing
 
 
-def joined(values: list[int]) -> str:
-    """A list of numbers as a manifest's name holds it; :func:`split` reads it back for the command line."""
+def joined(values: list[int] | list[str]) -> str:
+    """Lengths or sizes as a manifest's name holds them; :func:`split` reads them back for the command line."""
     return LIST_SEPARATOR.join(map(str, values))
 
 
