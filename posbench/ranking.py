@@ -71,11 +71,12 @@ class Row:
 
     def line(self) -> str:
         arrow = "higher" if self.higher_is_better else "lower"
-        role = " — fills in (no evidence at the asked length: breaks ties only)" if self.fills_in else ""
+        # a row that fills in was measured at another length than the asked one: how sure it is of that one is moot
+        standing = "fills in (no evidence at the asked length: breaks ties only)" if self.fills_in else self.sureness
         doubt = f" — {UNCERTAIN}: {self.uncertain}" if self.uncertain else ""
         return (f"{self.group} {self.metric} ({arrow} is better) at {self.length_ratio:g}× ({self.size}, "
                 f"eval length {self.eval_len}): {self.mean:.4g} {self.interval()}, n = {self.n} seeds — "
-                f"{self.sureness}{role}{doubt}")
+                f"{standing}{doubt}")
 
     def as_dict(self) -> dict:
         found = {k: v for k, v in asdict(self).items() if k != "values"}
