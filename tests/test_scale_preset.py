@@ -102,6 +102,7 @@ def test_snakemake_plans_the_cluster_ladder_tuning_at_every_size_up_to_ladder768
     assert all(argument(job, "--device") == "cuda" for job in jobs if job["rule"] == "tune")
     assert all(argument(job, "--start-from") == "results/reference/lr/lr.csv" for job in jobs if job["rule"] == "tune")
     assert sorted(argument(job, "--size") for job in jobs if job["rule"] == "lr_table") == sorted(sizes)
+    assert all("--collect" in job["shell"].split() for job in jobs if job["rule"] == "lr_table")  # not a CPU retune
     assert not [job for job in jobs if job["rule"] == "train"]  # its jobs are known once the rates are chosen
 
 

@@ -186,3 +186,28 @@ def test_a_missing_start_table_is_one_line_and_exit_2(tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.startswith("posbench tune: error: argument --start-from: no file") and error.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_collecting_the_lr_table_concatenates_each_comparisons_table_and_trains_nothing(tmp_path, capsys):
+    """The workflow's lr_table step: rows as each comparison's tuning wrote them, even where a tuning again
+    (another grid start) would have trained other rates; no record is written."""
+    planted = {name: pd.DataFrame({"comparison": [name] * 2, "size": ["micro"] * 2, "encoding": ["sinusoidal", "rope"],
+                                   "lr": [0.009, 0.027], "validation_loss": [1.7603563169638317, 1.6801537424325943],
+                                   "chosen": [True, True], "at_edge": [False, False]})
+               for name in ("scan-rope", "prose-rope-L128")}
+    for name, table in planted.items():
+        table.to_csv(tmp_path / f"{name}-micro.csv", index=False)
+    argv = ["tune", "--comparison", *planted, "--size", "micro", "--out", str(tmp_path), "--collect"]
+    assert main([*argv, "--lr-table", str(tmp_path / "lr-micro.csv")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "lr-micro.csv"),
+                                  pd.concat(planted.values(), ignore_index=True))
+    assert not (tmp_path / "records").exists()
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'lr-micro.csv'}: 2 comparison(s), collected\n"
+
+
+def test_collecting_before_a_comparison_is_tuned_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["tune", "--comparison", "scan-rope", "--size", "micro", "--out", str(tmp_path), "--collect",
+                 "--lr-table", str(tmp_path / "lr-micro.csv")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"posbench tune: error: argument --collect: no tuned table {tmp_path}/scan-rope-micro.csv")
+    assert error.count("\n") == 1 and not (tmp_path / "lr-micro.csv").exists()

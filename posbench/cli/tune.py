@@ -14,7 +14,8 @@ from posbench.devices import CPU
 from posbench.sizes import SIZES
 
 HELP = ("tune both arms of declared comparisons on one log-spaced learning-rate grid each (3 pilot seeds, the "
-        "comparison's budget and checkpoints, chosen on validation loss); writes OUT/<comparison>.csv and the records")
+        "comparison's budget and checkpoints, chosen on validation loss); writes OUT/<comparison>-<size>.csv and the "
+        "records")
 
 
 def add_arguments(parser) -> None:
@@ -32,6 +33,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--start-from", type=Path, metavar="LR.csv",
                         help="start each comparison's grid at the rates an earlier tuning (an lr.csv, e.g. at "
                              "another size) chose for its arms, on the default's lattice (default: the task's rate)")
+    parser.add_argument("--collect", action="store_true",
+                        help="train nothing: write --lr-table from the rows each comparison's own tuning already "
+                             "wrote (OUT/<comparison>-<size>.csv), as they are")
 
 
 def run(args) -> int:
@@ -49,6 +53,8 @@ def run(args) -> int:
     if (arguments.unwritable("tune", "--out", args.out, folder=True)
             or arguments.unwritable("tune", "--lr-table", args.lr_table)):
         return 1
+    if args.collect:
+        return collect(chosen_comparisons, args)
     budgets = comparisons.load().budget_rule
     tables = []
     for comparison in chosen_comparisons:
@@ -57,6 +63,26 @@ def run(args) -> int:
     if args.lr_table:
         path = records.write_atomically(args.lr_table, functools.partial(pd.concat(tables).to_csv, index=False))
         print(f"wrote {path}: {len(tables)} comparison(s)")
+    return 0
+
+
+def collect(chosen_comparisons, args) -> int:
+    """--collect: the lr table as the concatenation of the tables each comparison's tuning wrote. Tuning again to
+    collect would retrain any cell whose settings differ from that tuning's (its grid's start, its device)."""
+    from posbench import records
+
+    if args.lr_table is None:
+        print("posbench tune: error: argument --collect: needs --lr-table PATH.csv", file=sys.stderr)
+        return 2
+    wanted = [args.out / f"{c.id}-{size}.csv" for c in chosen_comparisons for size in dict.fromkeys(args.size)]
+    missing = [str(path) for path in wanted if not path.is_file()]
+    if missing:
+        print(f"posbench tune: error: argument --collect: no tuned table {', '.join(missing)}; allowed: the tables "
+              "`posbench tune` wrote under --out (tune each comparison first)", file=sys.stderr)
+        return 2
+    table = pd.concat([pd.read_csv(path) for path in wanted])
+    path = records.write_atomically(args.lr_table, functools.partial(table.to_csv, index=False))
+    print(f"wrote {path}: {len(wanted)} comparison(s), collected")
     return 0
 
 

@@ -40,7 +40,9 @@ rule tune:
         " --preset {params.preset} --device {params.device} {params.start} --threads {threads} > {log} 2>&1"
 
 
-checkpoint lr_table:  # a preset whose train.lr_table is this table trains once it exists (first_batches)
+# a preset whose train.lr_table is this table trains once it exists (first_batches); it collects the tune rule's
+# tables and trains nothing (tuning again here would retrain cells whose grid start or device differs)
+checkpoint lr_table:
     input:
         lambda wildcards: expand(
             f"{RESULTS}/tuning/{{comparison}}-{wildcards.size}.csv", comparison=TUNED
@@ -60,5 +62,4 @@ checkpoint lr_table:  # a preset whose train.lr_table is this table trains once 
         "collect the tuned rates at {wildcards.size} -> {output}"
     shell:
         "{params.py} -m posbench tune --comparison {params.comparisons} --size {wildcards.size} --out {params.out}"
-        " --preset {params.preset} --lr-table {output}"
-        " > {log} 2>&1"
+        " --preset {params.preset} --lr-table {output} --collect > {log} 2>&1"
