@@ -2,6 +2,8 @@
 #             install the locked environment and posbench, download the English corpus, run the test suite.
 # make run    the same set-up, then the default sweep: snakemake --cores $(CORES) -> results/report.pdf
 # make smoke  the whole DAG on a tiny preset (about 3 minutes on 2 cores)
+# make scale PART=small   one part of the scale preset (workflow/scale-<PART>.yaml), resumed from the committed
+#             records of earlier sittings; make scale-keep copies what results/scale measured back to be committed.
 # make mutate mutation testing, each module against its own tests (scripts/mutate.py; about an hour
 #             on 2 cores; not in CI). MODULES=posbench/measure.py limits it to some modules.
 PYTHON ?= python3
@@ -14,7 +16,7 @@ SNAKEMAKE := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/snakemake
 # System packages: a CJK font for the report, poppler for page renders. Installed when we can (root + apt).
 APT_PACKAGES := fonts-wqy-microhei poppler-utils
 
-.PHONY: venv corpus system-deps test run smoke mutate lock clean
+.PHONY: venv corpus system-deps test run smoke scale scale-keep mutate lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +51,20 @@ run: venv corpus system-deps
 
 smoke: venv corpus system-deps
 	$(SNAKEMAKE) --cores $(CORES) --configfile workflow/smoke.yaml
+
+# The scale preset's parts take longer than one machine may last (results/reference/scale/README.md), so their
+# records outlast it: committed under results/reference/scale/ (training and tuning records with their items),
+# copied into results/scale/ before a part runs (a file already there stays), where the batch step keeps every
+# record measured by the same code and config instead of training it again.
+SCALE_KEPT := records tuning
+scale: venv corpus system-deps
+	@test -f workflow/scale-$(PART).yaml || { echo "make scale: PART must be one of micro, tiny, small (workflow/scale-<PART>.yaml), not '$(PART)'" >&2; exit 2; }
+	mkdir -p results/scale
+	for kept in $(SCALE_KEPT); do test ! -d results/reference/scale/$$kept || cp -rn results/reference/scale/$$kept results/scale/; done
+	$(SNAKEMAKE) --cores $(CORES) --rerun-incomplete --configfile workflow/scale-$(PART).yaml
+
+scale-keep:
+	for kept in $(SCALE_KEPT); do test ! -d results/scale/$$kept || cp -r results/scale/$$kept results/reference/scale/; done
 
 mutate: venv
 	nice -n 19 $(PY) scripts/mutate.py $(MODULES)
