@@ -45,7 +45,7 @@ import contextlib
 import functools
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +87,8 @@ def _common(record: dict) -> dict:
     declared traits of its encoding (``pe_hook``, ``pe_combine``, …), which the report reads
     instead of encoding names."""
     env = record["environment"]
-    return {"machine": env["machine"], "git_commit": env["git_commit"], "status": record["status"],
-            "reason": record["reason"], **_traits(record["config"].get("encoding"))}
+    return {"machine": env["machine"], "cpu": env.get("cpu"), "git_commit": env["git_commit"],
+            "status": record["status"], "reason": record["reason"], **_traits(record["config"].get("encoding"))}
 
 
 def _traits(encoding: str | None) -> dict:
@@ -315,11 +315,27 @@ def aggregate(root: Path, out: Path) -> dict:
         "status": dict(pd.Series([r["status"] for r in found], dtype=object).value_counts()),
         "machines": sorted({r["environment"]["machine"] for r in found}),
         "git_commits": commits, "code_hashes": code, "mixed_code_versions": len(code) > 1,
-        "environment": {r["environment"]["machine"]: r["environment"] for r in reversed(found)},
+        "environment": machine_environments(found),
     }
     text = json.dumps(meta, indent=1, default=int) + "\n"  # default: numpy counts
     records.write_atomically(out / "meta.json", lambda file: file.write(text.encode()))
     return meta
+
+
+def machine_environments(found: list[dict]) -> dict[str, dict]:
+    """machine label -> the environment of its first record, its ``cpu`` naming every CPU its records ran on
+    with their counts where there are several: a label (a VM's host name) can outlive the CPU under it, and a
+    figure's CPU must not be named after whichever record came first."""
+    environments, cpus = {}, {}
+    for record in found:
+        env = record["environment"]
+        environments.setdefault(env["machine"], dict(env))
+        cpus.setdefault(env["machine"], Counter())[env.get("cpu")] += 1
+    for machine, counts in cpus.items():
+        if len(counts) > 1:
+            named = sorted(counts.items(), key=str)
+            environments[machine]["cpu"] = "; ".join(f"{cpu} ({n} record{'s' * (n != 1)})" for cpu, n in named)
+    return environments
 
 
 def _items_of(record: dict, problems: list[str]) -> list[pd.DataFrame]:

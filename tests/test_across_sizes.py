@@ -40,16 +40,26 @@ def planted_verdicts(rows=PLANTED, sizes=LADDER) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def planted_cpu(size: str, seed: int) -> str:
+    """micro and tiny on one CPU; small's deciding seeds split between two (a part that spanned machines), its
+    pilot on a third that no line may name."""
+    if seed < 100:
+        return "pilot CPU" if size == "small" else "Xeon"
+    return "EPYC" if size == "small" and seed >= 105 else "Xeon"
+
+
 def planted_accuracy(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Both arms' ten deciding seeds per line, the first ``i`` added-arm runs undertrained at the ``i``-th size
-    (0, 1, 2 of 20); and a pilot seed outside the line's seeds, undertrained, that no share may count."""
+    (0, 1, 2 of 20); and a pilot seed outside the line's seeds, undertrained, that no share may count. The CPUs:
+    :func:`planted_cpu`."""
     runs = []
     for line in verdicts.itertuples(index=False):
         flagged = LADDER.index(line.size)
         for arm, encoding in (("added", line.add_arm), ("comparator", line.comparator_arm)):
             for seed in (*range(100, 110), 0):
-                runs.append({"status": "ok", "device": "cpu", "task": line.task, "encoding": encoding,
-                             "size": line.size, "train_len": 48, "d_model": SIZES[line.size]["d_model"], "lr": 0.003,
+                runs.append({"status": "ok", "device": "cpu", "cpu": planted_cpu(line.size, seed), "task": line.task,
+                             "encoding": encoding, "size": line.size, "train_len": 48,
+                             "d_model": SIZES[line.size]["d_model"], "lr": 0.003,
                              "steps": STEPS, "batch_size": BATCH[line.size], "seed": seed, "value": 0.5,
                              "params_total": 1000 * (2 if arm == "comparator" else 1) * LADDER.index(line.size) + 1,
                              "undertrained": seed == 0 or (arm == "added" and seed - 100 < flagged),
@@ -98,6 +108,7 @@ def test_each_line_holds_its_sizes_parameters_budget_seeds_and_undertrained_shar
     assert list(nlp["undertrained"]) == [0.0, 0.05, 0.1]  # 0, 1, 2 of 20 deciding runs; the pilot not among them
     assert list(nlp["params_total"]) == [1, 2001, 4001]  # the comparator arm's model
     assert list(nlp["n_added"]) == list(nlp["n_comparator"]) == [10, 10, 10]
+    assert list(nlp["cpu"]) == ["Xeon", "Xeon", "EPYC; Xeon"]  # small's deciding runs span two; its pilot is none
     assert list(nlp["verdict"]) == [NOT_BETTER] * 3 and list(nlp["effect"]) == [0.01, 0.03, 0.0]
 
 
@@ -149,7 +160,8 @@ def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_s
         assert squeeze(trend) in verdict_pages, trend
     for expected in ("Compute rule: tokens per size differ: micro 1.54 M tokens, tiny 1.54 M tokens, "
                      "small 0.768 M tokens a run.", "changes at size tiny", "gap widening with size",
-                     "micro 10 seed-seconds a run, 0.01 s a training step", "small 80 seed-seconds a run",
+                     "micro 10 seed-seconds a run, 0.01 s a training step (on Xeon)",
+                     "small 80 seed-seconds a run, 0.08 s a training step (on EPYC; Xeon)",
                      "+0.150 [+0.140, +0.160] vs δ 0.01", "small (786,432)", "10%"):
         assert squeeze(expected) in "".join(text[page:page + 2]), expected
     (folder / "scale.csv").write_text(",".join(across_sizes.COLUMNS) + "\n")  # one size judged: the header alone

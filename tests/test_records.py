@@ -12,7 +12,7 @@ import numpy
 import pytest
 import torch
 
-from posbench import machine, measuring_code, records
+from posbench import aggregate, machine, measuring_code, records
 
 
 def package_copy(tmp_path, name="posbench"):
@@ -151,6 +151,20 @@ def test_the_environment_names_the_machine_posbench_machine_gives_and_the_packag
     assert (env["packages"]["torch"], env["packages"]["numpy"]) == (torch.__version__, numpy.__version__)
     monkeypatch.delenv("POSBENCH_MACHINE")
     assert machine.environment()["machine"] == platform.node()
+
+
+def test_the_tables_name_every_cpu_a_machine_label_measured_on_with_its_records():
+    """A VM's host name can outlive its CPU (a scale part resumed on another machine): meta.json's environment
+    for the label keeps its first record's fields and names each CPU with its count; one CPU stays as it is."""
+    def record(machine_label: str, cpu: str) -> dict:
+        return {"environment": {"machine": machine_label, "cpu": cpu, "cpu_count": 2}}
+
+    found = [record("vm", "Intel Xeon"), record("vm", "AMD EPYC"), record("vm", "AMD EPYC"), record("box", "Arm")]
+    environments = aggregate.machine_environments(found)
+    assert environments["vm"] == {"machine": "vm", "cpu": "AMD EPYC (2 records); Intel Xeon (1 record)",
+                                  "cpu_count": 2}
+    assert environments["box"]["cpu"] == "Arm"
+    assert found[0]["environment"]["cpu"] == "Intel Xeon"  # the records themselves are left as they were
 
 
 # ----- the record files: fixture-free pieces (a real profile run is ~27 s, too slow for mutation testing) ----

@@ -165,8 +165,8 @@ def size_cells(line) -> list:
 
 
 def cost_words(tables: Tables) -> str:
-    """``micro 41 s a seed, 0.013 s a step; ...``: per size, the deciding runs' training seconds per run and
-    per step."""
+    """``micro 41 s a seed, 0.013 s a step (on AMD EPYC); ...``: per size, the deciding runs' training seconds per
+    run and per step, and the CPUs they ran on where scale.csv names them (seconds on two CPUs do not compare)."""
     found, judged = tables.get("scale"), tables.get("verdicts")
     keys = pd.MultiIndex.from_frame(found[["row", "comparison"]])
     lines = judged[judged["decides"].astype(bool) & pd.MultiIndex.from_frame(judged[["row", "comparison"]]).isin(keys)]
@@ -176,8 +176,19 @@ def cost_words(tables: Tables) -> str:
     per_size = runs.assign(per_step=runs["train_seconds"] / runs["steps"]).groupby("size")[["train_seconds",
                                                                                            "per_step"]].mean()
     sizes = [size for size in dict.fromkeys(found["size"]) if size in per_size.index]  # parameter order
+    cpus = size_cpus(found)
     return "; ".join(f"{size} {per_size.loc[size, 'train_seconds']:,.0f} seed-seconds a run, "
-                     f"{per_size.loc[size, 'per_step']:.3g} s a training step" for size in sizes)
+                     f"{per_size.loc[size, 'per_step']:.3g} s a training step"
+                     + (f" (on {cpus[size]})" if cpus.get(size) else "") for size in sizes)
+
+
+def size_cpus(found: pd.DataFrame) -> dict[str, str]:
+    """size -> the CPUs scale.csv names for its deciding runs, over all its comparisons; none for a table written
+    before it named them."""
+    if "cpu" not in found:
+        return {}
+    return {size: "; ".join(sorted({cpu for text in named.dropna().astype(str) for cpu in text.split("; ") if cpu}))
+            for size, named in found.groupby("size")["cpu"]}
 
 
 def row_trend(found: pd.DataFrame, row: str) -> str:
