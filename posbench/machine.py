@@ -54,13 +54,30 @@ def environment() -> dict:
 
 @cache
 def cpu_model() -> str:
+    """This CPU as :func:`cpu_name` reads ``/proc/cpuinfo``; the platform's word for it where there is none."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return cpu_name(Path("/proc/cpuinfo").read_text())
+    except (OSError, ValueError):
+        return platform.processor() or platform.machine()
+
+
+def cpu_name(cpuinfo: str) -> str:
+    """``AMD EPYC (family 25, model 1, AVX2)``: the first processor's model name, family, model and widest vector
+    unit in ``cpuinfo``. A VM's model name alone may be only the vendor's brand ("AMD EPYC" for Zen 1 to Zen 5), and
+    a training trajectory depends on the CPU's arithmetic (AVX-512 or not), so a record names both. A ``ValueError``
+    where the text names no model."""
+    fields = {}
+    for line in cpuinfo.split("\n\n", 1)[0].splitlines():  # the first processor's block
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        raise ValueError("cpuinfo names no model")
+    flags = set(fields.get("flags", "").split())
+    vector = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), None)
+    details = [f"family {fields['cpu family']}" if "cpu family" in fields else None,
+               f"model {fields['model']}" if "model" in fields else None, vector]
+    named = ", ".join(detail for detail in details if detail)
+    return f"{fields['model name']} ({named})" if named else fields["model name"]
 
 
 @cache

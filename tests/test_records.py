@@ -153,6 +153,27 @@ def test_the_environment_names_the_machine_posbench_machine_gives_and_the_packag
     assert machine.environment()["machine"] == platform.node()
 
 
+XEON_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 167
+model name\t: Intel(R) Xeon(R) Processor
+flags\t\t: fpu sse2 avx avx2 avx512f avx512bw
+
+processor\t: 1
+model name\t: another
+"""
+
+
+def test_a_record_names_its_cpu_by_model_family_and_vector_unit_from_the_first_processor():
+    assert machine.cpu_name(XEON_CPUINFO) == "Intel(R) Xeon(R) Processor (family 6, model 167, AVX-512)"
+    zen3 = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: sse2 avx2 fma\n"
+    assert machine.cpu_name(zen3) == "AMD EPYC (family 25, model 1, AVX2)"
+    assert machine.cpu_name("model name\t: Some Arm core\n") == "Some Arm core"  # nothing more to name
+    with pytest.raises(ValueError):
+        machine.cpu_name("processor\t: 0\n")
+
+
 def test_the_tables_name_every_cpu_a_machine_label_measured_on_with_its_records():
     """A VM's host name can outlive its CPU (a scale part resumed on another machine): meta.json's environment
     for the label keeps its first record's fields and names each CPU with its count; one CPU stays as it is."""
