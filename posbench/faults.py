@@ -83,6 +83,23 @@ def _raise_interrupted(signum: int, frame) -> None:
 
 
 @contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Within: a SIGINT or SIGTERM is noted, not acted on; on leaving, the handlers before are restored and the
+    noted signal raised again, so it stops the run just after. For a step that a stop must not cut in two:
+    starting a child process, whose handle the caller needs to end it."""
+    noted = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: noted.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
+
+
+@contextmanager
 def signals_interrupt() -> Iterator[None]:
     """Within: SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (SIGTERM would otherwise end
     the process at once, a temporary file left behind); the previous handlers are restored after."""

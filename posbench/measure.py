@@ -41,6 +41,7 @@ import torch
 
 from posbench import records
 from posbench.devices import CPU, MPS, on_cuda
+from posbench.faults import interrupts_held
 
 MIB = 2**20
 RSS_SAMPLE_INTERVAL_S = 0.001
@@ -402,15 +403,24 @@ def run_isolated(target: Callable[[dict, dict], None], payload: dict) -> ChildOu
     ``oom`` by us.
 
     The child runs in its own process group, so a Ctrl-C at the terminal reaches only this process,
-    which reports it once and ends the child (``subprocess.run`` kills it on any exception) rather
-    than the child printing a traceback of its own.
+    which reports it once and ends the child (on any exception while it runs) rather than the child
+    printing a traceback of its own. A stop signal is held while the child starts: one inside ``Popen``
+    would leave a child without a handle to end it, outliving the run and its payload's folder.
     """
     name = target_name(target)
     with tempfile.TemporaryDirectory(prefix="posbench-") as folder:
         payload_path, outcome_path = Path(folder) / "payload.json", Path(folder) / "outcome.json"
         payload_path.write_text(json.dumps(payload))
-        code = subprocess.run([sys.executable, "-m", "posbench.measure", name, str(payload_path),
-                               str(outcome_path)], process_group=0).returncode
+        child = None
+        try:
+            with interrupts_held():  # a signal held here is raised on leaving, once the handle exists
+                child = subprocess.Popen([sys.executable, "-m", "posbench.measure", name, str(payload_path),
+                                          str(outcome_path)], process_group=0)
+            code = child.wait()
+        finally:
+            if child is not None and child.poll() is None:
+                child.kill()
+                child.wait()
         if outcome_path.exists():
             return ChildOutcome(**json.loads(outcome_path.read_text()))
     if code == -signal.SIGKILL:

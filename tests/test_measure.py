@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from posbench import measure
+from posbench import faults, measure
 
 CPU = torch.device("cpu")
 
@@ -390,6 +390,30 @@ def test_run_isolated_sigkill_is_oom(importable_tests):
     outcome = measure.run_isolated(finish_one_section_then_get_killed, {"value": 7})
     assert outcome.status == "oom" and "SIGKILL" in outcome.reason
     assert outcome.sections == {}  # a killed process sends nothing back
+
+
+def sleep_a_minute(payload, sections):
+    time.sleep(60)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_child_starts_ends_the_child_too(importable_tests, monkeypatch, signum):
+    """The signal arrives inside ``Popen``, after the fork and before the handle returns (a Ctrl-C at that
+    moment once left a child that outlived the run and read a payload already removed): the run stops with
+    Interrupted just after, and the child is ended and reaped, not left running."""
+    started = []
+    real_popen = measure.subprocess.Popen
+
+    def popen_then_signal(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        os.kill(os.getpid(), signum)  # delivered before Popen returns its handle
+        return started[0]
+
+    monkeypatch.setattr(measure.subprocess, "Popen", popen_then_signal)
+    with faults.signals_interrupt(), pytest.raises(faults.Interrupted) as stop:
+        measure.run_isolated(sleep_a_minute, {})
+    assert stop.value.signum == signum
+    assert started[0].returncode == -signal.SIGKILL  # ended and reaped within the second, not after its minute
 
 
 def test_run_isolated_derives_the_target_and_refuses_what_a_child_cannot_import():
