@@ -4,13 +4,14 @@ A command module exposes ``HELP`` (one line), ``add_arguments(parser)`` and ``ru
 Bad arguments print one line naming the argument and the allowed values (worded once, in
 :mod:`posbench.cli.arguments`), and exit 2. A write that fails (a full disk) prints one line naming the
 file and exits 1; SIGINT or SIGTERM, one line saying what was kept, and exit 128 + the signal
-(:mod:`posbench.faults`).
+(:mod:`posbench.faults`); a reader that stops early (``posbench advise | head``), exit 1 and no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from posbench.faults import Interrupted, WriteError, signals_interrupt
@@ -63,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with signals_interrupt():
-            return modules[args.command].run(args)
+            status = modules[args.command].run(args)
+            sys.stdout.flush()  # a reader gone early (posbench … | head) shows here, not in Python's flush at exit
+            return status
+    except BrokenPipeError:  # stdout to /dev/null, so that Python's own flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except WriteError as error:
         print(f"posbench {args.command}: error: {error}; rerun once it can be written, finished files stand",
               file=sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from posbench.cli import arguments
@@ -55,14 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"posbench advise: error: argument --shape: {error}", file=sys.stderr)
         return 2
     advice = advise.advise(situation, inputs)
-    return show(json.dumps(advice.as_dict(), indent=1, ensure_ascii=False) if args.format == "json" else advice.text())
-
-
-def show(text: str) -> int:
-    """Prints ``text``; exit 0, or 1 without a traceback where the reader stopped early (``advise | head``)."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:  # stdout points at /dev/null so that Python's own flush at exit cannot fail again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    print(json.dumps(advice.as_dict(), indent=1, ensure_ascii=False) if args.format == "json" else advice.text())
     return 0
+
+
