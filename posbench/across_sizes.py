@@ -9,8 +9,8 @@ per layer; no embedding, output head, norm, bias or encoding parameter, so it do
 task's vocabulary); ``params_total`` the comparator arm's whole model as accuracy.csv records it; ``tokens`` steps ×
 batch_size × train_len of the deciding runs (their mean: both arms train one budget); ``verdict`` the comparison's
 outcome at that size; ``undertrained`` the share of its deciding runs at that size flagged undertrained;
-``n_added``, ``n_comparator`` the seeds per arm; ``cpu`` the CPUs its deciding runs trained on (a part may span
-machines, and a trajectory depends on the CPU's arithmetic). The trend columns, the same on every line of a
+``n_added``, ``n_comparator`` the seeds per arm; ``cpu_model`` the CPUs its deciding runs trained on (a part may
+span machines, and a trajectory depends on the CPU's arithmetic). The trend columns, the same on every line of a
 comparison: ``slope`` of the effect against log10(params_non_embedding) with its 95 % t interval (``slope_low``,
 ``slope_high``; n − 2 degrees of freedom, so 1 with three sizes and no interval with two), and ``size_trend``
 (:func:`trend`; named apart from verdicts.csv's ``trend``, which is the effect's move between budgets).
@@ -36,7 +36,7 @@ from posbench.tables import plain
 TABLE = "scale"
 COLUMNS = ("row", "comparison", "size", "params_non_embedding", "params_total", "tokens", "steps", "effect", "ci_low",
            "ci_high", "margin", "verdict", "undertrained", "n_added", "n_comparator", "slope", "slope_low",
-           "slope_high", "size_trend", "cpu")
+           "slope_high", "size_trend", "cpu_model")
 SAME = "same verdict at every size"
 CLOSING = "gap closing with size"
 WIDENING = "gap widening with size"
@@ -127,7 +127,8 @@ def size_line(line, accuracy: pd.DataFrame) -> dict:
                "tokens": pd.Series(tokens, dtype=float).mean(), "verdict": line.outcome,
                # a run without the flag (NaN) counts as not undertrained
                "undertrained": both["undertrained"].eq(True).mean() if "undertrained" in columns else math.nan,
-               "cpu": "; ".join(sorted(both["cpu"].dropna().astype(str).unique())) if "cpu" in columns else ""})
+               "cpu_model": ("; ".join(sorted(both["cpu_model"].dropna().astype(str).unique()))
+                             if "cpu_model" in columns else "")})
 
 
 def write(tables_dir: str | Path, verdicts: pd.DataFrame, accuracy: pd.DataFrame) -> Path:

@@ -87,7 +87,7 @@ def _common(record: dict) -> dict:
     declared traits of its encoding (``pe_hook``, ``pe_combine``, …), which the report reads
     instead of encoding names."""
     env = record["environment"]
-    return {"machine": env["machine"], "cpu": env.get("cpu"), "git_commit": env["git_commit"],
+    return {"machine": env["machine"], "cpu_model": env.get("cpu"), "git_commit": env["git_commit"],
             "status": record["status"], "reason": record["reason"], **_traits(record["config"].get("encoding"))}
 
 

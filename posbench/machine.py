@@ -62,10 +62,10 @@ def cpu_model() -> str:
 
 
 def cpu_name(cpuinfo: str) -> str:
-    """``AMD EPYC (family 25, model 1, AVX2)``: the first processor's model name, family, model and widest vector
-    unit in ``cpuinfo``. A VM's model name alone may be only the vendor's brand ("AMD EPYC" for Zen 1 to Zen 5), and
-    a training trajectory depends on the CPU's arithmetic (AVX-512 or not), so a record names both. A ``ValueError``
-    where the text names no model."""
+    """``<model name> (family 25, model 1, AVX2)``: the first processor's model name, family, model and widest
+    vector unit in ``cpuinfo``. A VM's model name alone may be only the vendor's brand, the same for five
+    generations, and a training trajectory depends on the CPU's arithmetic (AVX-512 or not), so a record names
+    both. A ``ValueError`` where the text names no model."""
     fields = {}
     for line in cpuinfo.split("\n\n", 1)[0].splitlines():  # the first processor's block
         key, _, value = line.partition(":")

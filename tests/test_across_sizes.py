@@ -57,8 +57,8 @@ def planted_accuracy(verdicts: pd.DataFrame) -> pd.DataFrame:
         flagged = LADDER.index(line.size)
         for arm, encoding in (("added", line.add_arm), ("comparator", line.comparator_arm)):
             for seed in (*range(100, 110), 0):
-                runs.append({"status": "ok", "device": "cpu", "cpu": planted_cpu(line.size, seed), "task": line.task,
-                             "encoding": encoding, "size": line.size, "train_len": 48,
+                runs.append({"status": "ok", "device": "cpu", "cpu_model": planted_cpu(line.size, seed),
+                             "task": line.task, "encoding": encoding, "size": line.size, "train_len": 48,
                              "d_model": SIZES[line.size]["d_model"], "lr": 0.003,
                              "steps": STEPS, "batch_size": BATCH[line.size], "seed": seed, "value": 0.5,
                              "params_total": 1000 * (2 if arm == "comparator" else 1) * LADDER.index(line.size) + 1,
@@ -108,7 +108,7 @@ def test_each_line_holds_its_sizes_parameters_budget_seeds_and_undertrained_shar
     assert list(nlp["undertrained"]) == [0.0, 0.05, 0.1]  # 0, 1, 2 of 20 deciding runs; the pilot not among them
     assert list(nlp["params_total"]) == [1, 2001, 4001]  # the comparator arm's model
     assert list(nlp["n_added"]) == list(nlp["n_comparator"]) == [10, 10, 10]
-    assert list(nlp["cpu"]) == ["Xeon", "Xeon", "EPYC; Xeon"]  # small's deciding runs span two; its pilot is none
+    assert list(nlp["cpu_model"]) == ["Xeon", "Xeon", "EPYC; Xeon"]  # small's deciding runs span two; its pilot is none
     assert list(nlp["verdict"]) == [NOT_BETTER] * 3 and list(nlp["effect"]) == [0.01, 0.03, 0.0]
 
 

@@ -165,7 +165,7 @@ def size_cells(line) -> list:
 
 
 def cost_words(tables: Tables) -> str:
-    """``micro 41 s a seed, 0.013 s a step (on AMD EPYC); ...``: per size, the deciding runs' training seconds per
+    """``micro 41 s a seed, 0.013 s a step (on <CPU>); ...``: per size, the deciding runs' training seconds per
     run and per step, and the CPUs they ran on where scale.csv names them (seconds on two CPUs do not compare)."""
     found, judged = tables.get("scale"), tables.get("verdicts")
     keys = pd.MultiIndex.from_frame(found[["row", "comparison"]])
@@ -185,10 +185,10 @@ def cost_words(tables: Tables) -> str:
 def size_cpus(found: pd.DataFrame) -> dict[str, str]:
     """size -> the CPUs scale.csv names for its deciding runs, over all its comparisons; none for a table written
     before it named them."""
-    if "cpu" not in found:
+    if "cpu_model" not in found:
         return {}
     return {size: "; ".join(sorted({cpu for text in named.dropna().astype(str) for cpu in text.split("; ") if cpu}))
-            for size, named in found.groupby("size")["cpu"]}
+            for size, named in found.groupby("size")["cpu_model"]}
 
 
 def row_trend(found: pd.DataFrame, row: str) -> str:
