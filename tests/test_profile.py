@@ -156,7 +156,7 @@ def test_a_real_out_of_memory_becomes_an_oom_record(tmp_path, monkeypatch):
     def limit_memory():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    monkeypatch.setattr(measure.subprocess, "run", functools.partial(subprocess.run, preexec_fn=limit_memory))
+    monkeypatch.setattr(measure.subprocess, "Popen", functools.partial(subprocess.Popen, preexec_fn=limit_memory))
     monkeypatch.setattr("posbench.footprint.device_memory", lambda device: None)  # as if the device were unseen
     assert profile_cli(out, "--encoding", "none", "--size", "tiny", "--seq-len", "1024", "--batch", "16384",
                        "--threads", "1") == 0
