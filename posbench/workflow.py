@@ -202,6 +202,33 @@ def tuned_comparisons(config: dict, declared: bool = False) -> list:
     return found if declared else [c.id for c in found]
 
 
+def longest_first(length: int, steps: str, seeds: int) -> int:
+    """A job's scheduling priority: the thousands of positions it trains on (its training length × its last
+    budget × its seeds; every task draws batches of one size). Snakemake starts the highest first, so the last
+    job before a gate (a size's rate table, a look) is a short one and no slot idles for hours beside it."""
+    return length * int(steps.split(LIST_SEPARATOR)[-1]) * seeds // 1000
+
+
+def train_priority(task: str, size: str, axes_folders: str, steps: str, seeds: str) -> int:
+    """:func:`longest_first` of a train job, from its record path's wildcards."""
+    from posbench.tasks import default_axes
+
+    length = re.fullmatch(AXES_DIR, axes_folders).group(1) or default_axes(task, size)[0]
+    return longest_first(int(length), steps, len(seeds.split(LIST_SEPARATOR)))
+
+
+def tune_priority(comparison: str, size: str) -> int:
+    """:func:`longest_first` of a tune job: both arms at their comparison's budget on the pilot seeds, at one
+    rate (a grid holds 3 to 5; how many is known only as it runs)."""
+    from posbench import comparisons
+    from posbench.tune import SEEDS
+
+    declared = comparisons.load()
+    tuned = declared.by_id[comparison]
+    steps = joined(declared.budget_rule.budgets(tuned.budget))
+    return sum(longest_first(spec.resolved(size)[0], steps, len(SEEDS)) for spec in tuned.arms)
+
+
 def second_looks_wanted(verdicts: str | Path) -> tuple[tuple[str, str], ...]:
     """(comparison, size) of each deciding comparison whose first look at that size (the judge step's
     ``verdicts.csv`` at ``verdicts``) asks for a second: unclear or unstable there (``second_look_wanted``).

@@ -140,3 +140,27 @@ def test_a_later_part_plans_its_own_tuning_beside_what_an_earlier_part_left(tmp_
                                                                for job in micro if job["rule"] == "tune")
     assert not [job for job in micro if job["rule"] == "train"]  # its seeds are planned once its rates are chosen
     assert {"first_look", "aggregate", "judge", "report"} <= {job["rule"] for job in micro}
+
+
+def test_jobs_start_longest_first_so_no_slot_idles_beside_the_last_one_before_a_gate(tmp_path):
+    """Snakemake starts the job of highest priority first; a tune or train job's is the thousands of positions it
+    trains on. So small's longest tuning (prose-rope-L128: two arms of 128 positions, 2,000 steps, 3 pilot seeds)
+    starts first rather than last, when it would train alone for hours before the rate table lets training in."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "reference").symlink_to(ROOT / "results" / "reference")
+
+    def argument(job, flag):
+        return job["shell"].split(f" {flag} ")[1].split(" --")[0].split()
+
+    tunes = {argument(job, "--comparison")[0]: job["priority"]
+             for job in dry_run(tmp_path, ROOT / "workflow/scale-small.yaml") if job["rule"] == "tune"}
+    assert tunes["prose-rope-L128"] == 2 * 128 * 2000 * 3 // 1000 and max(tunes, key=tunes.get) == "prose-rope-L128"
+    trains = [job for job in dry_run(tmp_path, ROOT / "workflow/scale-tiny.yaml") if job["rule"] == "train"]
+    assert len(trains) == 17
+    for job in trains:
+        task = argument(job, "--task")[0]
+        length = int((argument(job, "--train-length") if " --train-length " in job["shell"]
+                      else [tasks.get(task).train_length])[0])
+        budget = argument(job, "--checkpoints") if " --checkpoints " in job["shell"] else argument(job, "--steps")
+        assert job["priority"] == length * int(budget[-1]) * len(argument(job, "--seed")) // 1000, job["shell"]
+

@@ -588,7 +588,7 @@ def sbatch(job):  # the line snakemake-executor-plugin-slurm would submit, compo
 print(json.dumps([{"rule": job.rule.name, "embedding": job.wildcards_dict.get("embedding"),
                    "device": job.wildcards_dict.get("device"), "gpu": job.resources.get("gpu"),
                    "constraint": job.resources.get("constraint"), "shell": job.shellcmd,
-                   "output": [str(path) for path in job.output], "needrun": dag.needrun(job),
+                   "output": [str(path) for path in job.output], "needrun": dag.needrun(job), "priority": job.priority,
                    "sbatch": sbatch(job) if job.rule.name in ("profile", "train") else None} for job in jobs]))
 """
 

@@ -6,7 +6,7 @@
 # folder (lr_dir, e.g. lr0.001/) and is passed as --lr; a training length or width other than the
 # task's and size's (a sweep's) names folders too (axes_dir, L256/d48/). On `train.device` cuda a
 # job claims one `gpu` (a cluster's --gpus=1); a job that lands where no GPU is visible writes
-# `skipped` records with the reason.
+# `skipped` records with the reason. Jobs start longest first (pw.longest_first), so none trains alone at the end.
 
 
 rule train:
@@ -16,6 +16,7 @@ rule train:
         f"{RESULTS}/logs/{{machine}}/train/{{device}}/{{dtype_dir}}{{task}}/{{size}}/{{encoding}}/{{axes_dir}}steps{{steps}}/{{lr_dir}}seeds{{seeds}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/{{machine}}/train/{{device}}/{{dtype_dir}}{{task}}/{{size}}/{{encoding}}/{{axes_dir}}steps{{steps}}/{{lr_dir}}seeds{{seeds}}.tsv"
+    priority: lambda wc: pw.train_priority(wc.task, wc.size, wc.axes_dir, wc.steps, wc.seeds)
     conda:
         "../../envs/posbench.yaml"
     threads: config["train"]["threads"]

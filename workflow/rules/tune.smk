@@ -16,6 +16,7 @@ rule tune:
         f"{RESULTS}/logs/tune/{{comparison}}-{{size}}.log",
     wildcard_constraints:
         comparison=r"(?!lr-)[A-Za-z0-9_.-]+",  # not the lr table itself (lr-<size>.csv)
+    priority: lambda wildcards: pw.tune_priority(wildcards.comparison, wildcards.size)
     conda:
         "../../envs/posbench.yaml"
     threads: config["train"]["threads"]
