@@ -163,4 +163,3 @@ def test_jobs_start_longest_first_so_no_slot_idles_beside_the_last_one_before_a_
                       else [tasks.get(task).train_length])[0])
         budget = argument(job, "--checkpoints") if " --checkpoints " in job["shell"] else argument(job, "--steps")
         assert job["priority"] == length * int(budget[-1]) * len(argument(job, "--seed")) // 1000, job["shell"]
-
