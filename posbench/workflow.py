@@ -202,19 +202,19 @@ def tuned_comparisons(config: dict, declared: bool = False) -> list:
     return found if declared else [c.id for c in found]
 
 
-def longest_first(length: int, steps: str, seeds: int) -> int:
+def longest_first(length: int, steps: int, seeds: int) -> int:
     """A job's scheduling priority: the thousands of positions it trains on (its training length × its last
     budget × its seeds; every task draws batches of one size). Snakemake starts the highest first, so the last
     job before a gate (a size's rate table, a look) is a short one and no slot idles for hours beside it."""
-    return length * int(steps.split(LIST_SEPARATOR)[-1]) * seeds // 1000
+    return length * steps * seeds // 1000
 
 
 def train_priority(task: str, size: str, axes_folders: str, steps: str, seeds: str) -> int:
     """:func:`longest_first` of a train job, from its record path's wildcards."""
     from posbench.tasks import default_axes
 
-    length = re.fullmatch(AXES_DIR, axes_folders).group(1) or default_axes(task, size)[0]
-    return longest_first(int(length), steps, len(seeds.split(LIST_SEPARATOR)))
+    length = folder_axes(axes_folders)[0] or default_axes(task, size)[0]
+    return longest_first(int(length), int(steps.split(LIST_SEPARATOR)[-1]), len(seeds.split(LIST_SEPARATOR)))
 
 
 def tune_priority(comparison: str, size: str) -> int:
@@ -225,7 +225,7 @@ def tune_priority(comparison: str, size: str) -> int:
 
     declared = comparisons.load()
     tuned = declared.by_id[comparison]
-    steps = joined(declared.budget_rule.budgets(tuned.budget))
+    steps = declared.budget_rule.budgets(tuned.budget)[-1]
     return sum(longest_first(spec.resolved(size)[0], steps, len(SEEDS)) for spec in tuned.arms)
 
 
@@ -267,9 +267,14 @@ def axes_dir(train_length: int | None, d_model: int | None) -> str:
     return ("" if train_length is None else f"L{train_length}/") + ("" if d_model is None else f"d{d_model}/")
 
 
+def folder_axes(folders: str) -> tuple[str | None, str | None]:
+    """The training length and width :func:`axes_dir`'s ``folders`` name, ``None`` for each at its default."""
+    return re.fullmatch(AXES_DIR, folders).groups()
+
+
 def axes_arguments(folders: str) -> str:
     """``--train-length … --d-model …`` for a train job in :func:`axes_dir`'s ``folders``; nothing at the defaults."""
-    length, width = re.fullmatch(AXES_DIR, folders).groups()
+    length, width = folder_axes(folders)
     return " ".join(([f"--train-length {length}"] if length else []) + ([f"--d-model {width}"] if width else []))
 
 

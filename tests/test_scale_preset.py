@@ -21,6 +21,11 @@ from posbench.workflow_config import validate_config
 PARTS = ("micro", "tiny", "small")
 
 
+def arguments(job: dict, flag: str) -> list[str]:
+    """The values a dry-run job's command line gives ``flag`` (up to the next flag)."""
+    return job["shell"].split(f" {flag} ")[1].split(" --")[0].split()
+
+
 def part(size: str, results) -> dict:
     """A scale part's config with its results folder (and so its own lr tables) under ``results``."""
     config = yaml.safe_load((ROOT / f"workflow/scale-{size}.yaml").read_text())
@@ -93,7 +98,7 @@ def test_snakemake_plans_the_cluster_ladder_tuning_at_every_size_up_to_ladder768
     shutil.copy(ROOT / "workflow/cluster-scale.yaml", tmp_path / "cluster-scale.yaml")
     jobs = dry_run(tmp_path, tmp_path / "cluster-scale.yaml")
     def argument(job, flag):
-        return job["shell"].split(f" {flag} ")[1].split()[0]
+        return arguments(job, flag)[0]
 
     tuned = {(argument(job, "--comparison"), argument(job, "--size")) for job in jobs if job["rule"] == "tune"}
     sizes = ["small", "ladder256", "ladder512", "ladder768"]
@@ -149,17 +154,14 @@ def test_jobs_start_longest_first_so_no_slot_idles_beside_the_last_one_before_a_
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "reference").symlink_to(ROOT / "results" / "reference")
 
-    def argument(job, flag):
-        return job["shell"].split(f" {flag} ")[1].split(" --")[0].split()
-
-    tunes = {argument(job, "--comparison")[0]: job["priority"]
+    tunes = {arguments(job, "--comparison")[0]: job["priority"]
              for job in dry_run(tmp_path, ROOT / "workflow/scale-small.yaml") if job["rule"] == "tune"}
     assert tunes["prose-rope-L128"] == 2 * 128 * 2000 * 3 // 1000 and max(tunes, key=tunes.get) == "prose-rope-L128"
     trains = [job for job in dry_run(tmp_path, ROOT / "workflow/scale-tiny.yaml") if job["rule"] == "train"]
     assert len(trains) == 17
     for job in trains:
-        task = argument(job, "--task")[0]
-        length = int((argument(job, "--train-length") if " --train-length " in job["shell"]
+        task = arguments(job, "--task")[0]
+        length = int((arguments(job, "--train-length") if " --train-length " in job["shell"]
                       else [tasks.get(task).train_length])[0])
-        budget = argument(job, "--checkpoints") if " --checkpoints " in job["shell"] else argument(job, "--steps")
-        assert job["priority"] == length * int(budget[-1]) * len(argument(job, "--seed")) // 1000, job["shell"]
+        budget = arguments(job, "--checkpoints") if " --checkpoints " in job["shell"] else arguments(job, "--steps")
+        assert job["priority"] == length * int(budget[-1]) * len(arguments(job, "--seed")) // 1000, job["shell"]
