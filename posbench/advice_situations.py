@@ -24,7 +24,8 @@ SITUATIONS = (  # (label, the situation advise is asked about): the report's pag
 
 
 def summary_row(label: str, advice: Advice) -> list[str]:
-    """label, recommendation, runner-up, evidence in one line, confidence, the encodings too uncertain to rank
+    """label, recommendation, runner-up, evidence in one line (each row with its model size: tables of several
+    sizes rank at the one with most rows), confidence, the encodings too uncertain to rank
     (with their seeds) and the deciding comparisons the ranking goes against (as the command prints them)."""
     leaders, runner_up = advice.leaders(), advice.runner_up()
     missing = "; ".join(f"{c}: {m}" for c, m, _ in advice.no_evidence)
@@ -34,8 +35,8 @@ def summary_row(label: str, advice: Advice) -> list[str]:
         why = f"every encoding measured here is {UNCERTAIN}" if advice.uncertain else "no ok rows for this situation"
         return [label, "no evidence", "—", missing or why, NO_EVIDENCE, doubtful, flagged]
     best = leaders[0]
-    evidence = "; ".join(f"{r.group} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}×, n = {r.n}"
-                         + (" (fills in)" if r.fills_in else "") for r in best.ranking_rows)
+    evidence = "; ".join(f"{r.group} {r.metric} {r.mean:.3g} {r.interval()} at {r.length_ratio:g}× ({r.size}), "
+                         f"n = {r.n}" + (" (fills in)" if r.fills_in else "") for r in best.ranking_rows)
     if advice.disagreement:
         evidence += "; tasks disagree: " + "; ".join(advice.disagreement)
     if best.overhead_ratio is not None:

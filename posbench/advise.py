@@ -10,10 +10,10 @@ The rule, in order:
    long-context question without both: the longest ratio any task of the kind measured, said so).
 2. **Evidence.** For each task of the chosen kind (every task in the tables without one), the rows at the
    task's nearest measured ratio at or above the asked one (its longest where none is), at the model size
-   with the most ok rows; a task run at several budgets (steps, batch, dtype: :mod:`posbench.experiments`)
-   is a ranking of its own per budget, named by it ("lm_prose · 500 steps"), so no row pools two
-   experiments; per encoding (training-free RoPE scalings such as ``rope+yarn:4`` are encodings
-   of their own) the mean over seeds with a 95 % t interval kept inside the metric's range
+   with the most ok rows (the largest of sizes with as many); a task run at several budgets (steps, batch,
+   dtype: :mod:`posbench.experiments`) is a ranking of its own per budget, named by it ("lm_prose · 500
+   steps"), so no row pools two experiments; per encoding (training-free RoPE scalings such as
+   ``rope+yarn:4`` are encodings of their own) the mean over seeds with a 95 % t interval kept inside the metric's range
    (:func:`seed_interval`), the learning rate chosen on validation loss where several were run
    (:func:`posbench.arms.arm`). A row with fewer seeds than the run's minimum (the declared seed
    rule's) or whose interval spans more than half a bounded metric's range is *too uncertain to rank*:
@@ -86,6 +86,7 @@ from posbench.ranking import (
     uncertainty,
     value_range,
 )
+from posbench.sizes import SIZES, non_embedding_params
 from posbench.tables import plain
 
 CORE = ("verdicts", "accuracy", "cost")
@@ -356,8 +357,17 @@ def _measured(rows: pd.DataFrame) -> tuple[str | None, list[float]]:
     ok = rows[rows["status"] == "ok"].dropna(subset=["value"])
     if ok.empty:
         return None, []
-    size = ok.groupby("size").size().sort_values(ascending=False).index[0]
+    size = _main_size(ok)
     return size, sorted(float(r) for r in ok.loc[ok["size"] == size, "length_ratio"].dropna().unique())
+
+
+def _main_size(rows: pd.DataFrame) -> str:
+    """The model size with the most rows; of sizes with as many, the largest (non-embedding parameters; a
+    size posbench does not define counts as the smallest), so tables of several sizes, as the scale preset
+    writes them, rank at one size every time and at the one nearest the models asked about."""
+    counts = rows.groupby("size").size()
+    largest = {size: non_embedding_params(size) if size in SIZES else -1 for size in counts.index}
+    return max(counts.index, key=lambda size: (counts[size], largest[size]))
 
 
 def _target(situation: Situation, measured: dict[str, list[float]]) -> tuple[float, list[str]]:
@@ -505,7 +515,7 @@ def _latency(situation, cost, candidates, excluded, no_evidence) -> None:
             no_evidence.append((f"latency on {situation.device} ({situation.mode})",
                                 f"cost.csv has no ok {situation.mode} rows on {situation.device}", keys))
         return
-    size = rows.groupby("size").size().sort_values(ascending=False).index[0] if "size" in rows else None
+    size = _main_size(rows) if "size" in rows else None
     rows = rows[rows["size"] == size] if size is not None else rows
     measured = sorted(int(x) for x in rows["seq_len"].unique())
     target = situation.deploy_len or situation.train_len or measured[-1]

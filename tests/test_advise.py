@@ -144,6 +144,24 @@ def test_the_advice_shows_its_evidence(inputs):
     assert "1. alibi — measured at this length" in text and "latency ×1.3 vs sinusoidal" in text
 
 
+@pytest.mark.parametrize("micro_first", [True, False])
+def test_tables_of_two_sizes_rank_at_the_larger_and_the_evidence_names_it(inputs, micro_first):
+    """The scale preset's tables hold every size with as many rows: advice ranks at the larger size whatever the
+    rows' order (at micro, rope is worse by 1 bit per character), and the report's evidence says which size."""
+    def with_micro(frame: pd.DataFrame) -> pd.DataFrame:
+        worse = (frame["encoding"] == "rope") & (frame["metric"] == "bits_per_char")
+        micro = frame.assign(size="micro", value=frame["value"] + worse)
+        return pd.concat([micro, frame] if micro_first else [frame, micro], ignore_index=True)
+
+    two = advise.Inputs(accuracy=with_micro(inputs.accuracy), cost=inputs.cost, verdicts=inputs.verdicts,
+                        extrapolation=with_micro(inputs.extrapolation))
+    advice = ask(two, task="nlp")
+    assert names(advice, 1) == {"rope"} and {r.size for r in advice.leaders()[0].rows} == {"tiny"}
+    evidence = summary_row("s", advice)[3]
+    assert evidence.startswith("lm_prose bits_per_char 2.2 [") and "at 1× (tiny), n = 10" in evidence
+    assert "micro" not in evidence
+
+
 def test_budgets_leave_encodings_out_with_the_reason(inputs):
     advice = ask(inputs, task="nlp", param_budget=0, latency_budget_ms=12, train_len=1024, deploy_len=1024)
     reasons = dict(advice.excluded)
