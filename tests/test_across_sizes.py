@@ -158,8 +158,9 @@ def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_s
     assert page > 0 and "Acrosssizes" in text[0] and squeeze("same verdict at every size") in text[0]
     for trend in ("gap closing with size", "gap widening with size", "changes at size tiny"):
         assert squeeze(trend) in verdict_pages, trend
-    for expected in ("Compute rule: tokens per size differ: micro 1.54 M tokens, tiny 1.54 M tokens, "
-                     "small 0.768 M tokens a run.", "changes at size tiny", "gap widening with size",
+    for expected in ("Compute rule: tokens per size differ: scan-rope: micro 1.54 M tokens, tiny 1.54 M tokens, "
+                     "small 0.768 M tokens; code-brackets-rope: micro 1.54 M tokens", "changes at size tiny",
+                     "gap widening with size",
                      "micro 10 seed-seconds a run, 0.01 s a training step (on Xeon)",
                      "small 80 seed-seconds a run, 0.08 s a training step (on EPYC; Xeon)",
                      "+0.150 [+0.140, +0.160] vs δ 0.01", "small (786,432)", "10%"):
@@ -170,6 +171,20 @@ def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_s
     assert not any(squeeze(report_page.TITLE) in p for p in without)
     assert all(len(p) > len("posbenchreport·box·page10") for p in without)  # no empty page left behind
     assert "Acrosssizes" not in without[0] and squeeze("gap closing with size") not in "".join(without)
+
+
+def test_the_compute_rule_names_each_comparisons_tokens_and_where_they_differ_across_sizes():
+    """Comparisons train different tokens (their tasks' lengths and steps); the rule is about one comparison's
+    tokens across sizes, so a sentence never averages over comparisons."""
+    found = pd.DataFrame({"comparison": ["a", "a", "b", "b"], "size": ["micro", "tiny"] * 2,
+                          "tokens": [1.2288e6, 1.2288e6, 8.192e6, 8.192e6]})
+    assert report_page.compute_rule(found) == ("Compute rule: each comparison trains the same tokens at every size "
+                                               "(1.23–8.19 M tokens a run by comparison: the column Tokens).")
+    found.loc[3, "tokens"] = 4.096e6
+    assert report_page.compute_rule(found) == ("Compute rule: tokens per size differ: b: micro 8.19 M tokens, "
+                                               "tiny 4.1 M tokens a run.")
+    found.loc[0, "tokens"] = float("nan")
+    assert report_page.compute_rule(found).startswith("Compute rule: tokens per size unknown")
 
 
 def test_the_judge_step_writes_scale_csv_as_a_header_when_its_verdicts_hold_one_size(tmp_path):

@@ -87,18 +87,19 @@ def test_results_without_a_needed_column_are_no_results():
 
 def test_a_row_over_two_tasks_and_two_sizes():
     """standard_nlp with every comparison deciding (no preset): lm_prose (rope, alibi) and scan (rope) at
-    two sizes; every comparator within δ, so each task and the row are supported at each size."""
+    two sizes; every comparator within δ, so each task and the row are supported at each size. The report
+    reads the sizes from the smallest model up, though the judge writes them alphabetically."""
     found = tables(extrapolation(sizes=("tiny", "small")))
     lines = row_lines(found, "standard_nlp")
     assert [(j.size, j.verdict, j.by_task) for j in judgements(found, "standard_nlp")] == [
         (size, "supported", {"lm_prose": "supported", "scan": "supported"}) for size in ("small", "tiny")]
-    assert report.row_verdict(lines) == "small: supported; tiny: supported"
+    assert report.row_verdict(lines) == "tiny: supported; small: supported"  # smallest model first
     assert report.row_verdict(lines[lines["size"] == "tiny"]) == "supported"
     expected = []
-    for judgement in judgements(found, "standard_nlp"):
+    for judgement in reversed(judgements(found, "standard_nlp")):  # tiny, then small
         assert [j.comparison.id for j in judgement.judged] == ["prose-rope", "prose-alibi", "scan-rope"]
         expected += [j.line() for j in judgement.judged]
-    expected += [f"by task ({size}): lm_prose supported, scan supported" for size in ("small", "tiny")]
+    expected += [f"by task ({size}): lm_prose supported, scan supported" for size in ("tiny", "small")]
     expected += ["note: lm_prose: every arm trained 500 steps × batch 32",  # once, though four comparisons say it
                  "note: scan: every arm trained 3200 steps × batch 32"]
     assert report.evidence_lines(lines, lines.iloc[0:0]) == expected
@@ -108,6 +109,25 @@ def test_a_row_over_two_tasks_and_two_sizes():
     (tiny,) = judgements(found, "precise_position")[1].judged
     assert report.evidence_lines(reverse, reverse.iloc[0:0]) == [
         tiny.line(), "note: reverse: every arm trained 2000 steps × batch 32"]
+
+
+def test_page_ones_lines_and_caveats_go_from_the_smallest_model_up_each_named_by_its_size():
+    """verdicts.csv holds small before tiny (the judge's alphabetical order); page 1 reads micro, tiny, small,
+    and where a row has several sizes each caveat says which size it is about."""
+    line = dict(row="standard_nlp", decides=True, metric="exact_match", add_arm="sinusoidal", comparator_arm="rope",
+                mean_comparator=0.5, trend="closing", trend_since=1600, steps=3200, trend_change=-0.02,
+                trend_ci_low=-0.03, trend_ci_high=-0.01)
+    table = pd.DataFrame([{**line, "size": size, "mean_added": added}
+                          for size, added in (("small", 0.99), ("tiny", 0.97), ("micro", 0.9))])
+    lines = report.of_row(table, guidance.BY_KEY["standard_nlp"])
+    assert list(lines["size"]) == ["micro", "tiny", "small"]
+    assert report.flags(lines, pd.DataFrame()) == [
+        "micro: gap closing from 1600 to 3200 steps: −2.0 [−3.0, −1.0] exact-match points",
+        "tiny: near the ceiling: sinusoidal at 0.970 of 1 (exact_match)",
+        "tiny: gap closing from 1600 to 3200 steps: −2.0 [−3.0, −1.0] exact-match points",
+        "small: near the ceiling: sinusoidal at 0.990 of 1 (exact_match)",
+        "small: gap closing from 1600 to 3200 steps: −2.0 [−3.0, −1.0] exact-match points"]
+    assert report.flags(lines[lines["size"] == "tiny"], pd.DataFrame())[0].startswith("near the ceiling")
 
 
 def test_the_preset_decides_and_the_rest_is_descriptive():

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from posbench.across_sizes import DESCRIPTIVE_ADDED, DESCRIPTIVE_TASK, descriptive_arms
 from posbench.report import style
-from posbench.report.deciding_runs import deciding_runs
+from posbench.report.deciding_runs import deciding_runs, span
 from posbench.report.figures import FAVOURS, fit_title, panels
 from posbench.report.layout import FAVOURS_NEITHER, H2, SMALL, Document, Style
 from posbench.tables import Tables
@@ -112,14 +112,18 @@ def difference_words(line) -> str:
 
 
 def compute_rule(found: pd.DataFrame) -> str:
-    """The compute the sizes were given: one sentence from the tokens per size."""
-    per_size = found.groupby("size", sort=False)["tokens"].mean()
-    if per_size.isna().any():
+    """The compute the sizes were given: one sentence from each comparison's tokens at each size (the rule
+    holds a comparison's tokens fixed across sizes; comparisons differ from one another)."""
+    if found["tokens"].isna().any():
         return "Compute rule: tokens per size unknown (accuracy.csv lacks batch_size or train_len)."
-    if per_size.nunique() == 1:
-        return f"Compute rule: the same training tokens at every size ({millions(per_size.iloc[0])} a run)."
-    return "Compute rule: tokens per size differ: " + ", ".join(f"{size} {millions(tokens)}"
-                                                                for size, tokens in per_size.items()) + " a run."
+    differing = [lines for _, lines in found.groupby("comparison", sort=False) if lines["tokens"].nunique() > 1]
+    if not differing:
+        return ("Compute rule: each comparison trains the same tokens at every size "
+                f"({span(found['tokens'] / 1e6, '{:.3g}')} M tokens a run by comparison: the column Tokens).")
+    return "Compute rule: tokens per size differ: " + "; ".join(
+        f"{lines['comparison'].iloc[0]}: " + ", ".join(f"{line.size} {millions(line.tokens)}"
+                                                      for line in lines.itertuples(index=False))
+        for lines in differing) + " a run."
 
 
 def millions(tokens: float) -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 from posbench import comparisons, metrics
 from posbench.guidance import GuidanceRow
 from posbench.report.deciding_runs import interval_level
+from posbench.sizes import SIZES, non_embedding_params
 
 BETTER, NOT_BETTER = "comparator better by more than δ", "comparator not better by δ"  # as verdicts.csv has them
 NO_RESULTS = "inconclusive: no deciding comparison has results in these tables"  # withdrawn ones never decide
@@ -21,7 +22,16 @@ def of_row(verdicts: pd.DataFrame, row: GuidanceRow, decides: bool = True) -> pd
     """The table's lines for ``row``: its deciding comparisons, or (``decides`` false) the descriptive ones."""
     if verdicts.empty or "row" not in verdicts.columns:
         return verdicts.iloc[0:0]
-    return verdicts[(verdicts["row"] == row.key) & (verdicts["decides"].astype(bool) == decides)]
+    return smallest_first(verdicts[(verdicts["row"] == row.key) & (verdicts["decides"].astype(bool) == decides)])
+
+
+def smallest_first(lines: pd.DataFrame) -> pd.DataFrame:
+    """``lines`` from the smallest model size to the largest (by non-embedding parameters; the judge writes
+    them in the names' alphabetical order), sizes posbench does not name last; the judge's order within a size."""
+    if "size" not in lines.columns:
+        return lines
+    params = lines["size"].map(lambda size: non_embedding_params(size) if size in SIZES else math.inf)
+    return lines.iloc[params.to_numpy(float).argsort(kind="stable")]
 
 
 def row_verdict(lines: pd.DataFrame) -> str:
@@ -123,20 +133,23 @@ def finding(line) -> str:
 def flags(lines: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """The caveats of a row's deciding comparisons, from the tables: the share of deciding runs flagged
     undertrained (``runs``: their accuracy.csv rows), an arm near the metric's ceiling, the effect's trend
-    over the last two annealed checkpoints (verdicts.csv's reading of trajectory.csv)."""
+    over the last two annealed checkpoints (verdicts.csv's reading of trajectory.csv); each named by its
+    model size where ``lines`` hold several."""
     found = []
+    sized = "size" in lines and lines["size"].nunique() > 1
     if "undertrained" in runs and len(runs):
         flagged = runs["undertrained"].astype(str).str.lower().eq("true").sum()
         found.append(f"undertrained: {flagged} of {len(runs)} deciding runs (loss still falling)")
     for line in lines.itertuples(index=False):
         scale, long_unit, _ = unit(line.metric)
+        at = f"{line.size}: " if sized else ""
         best, arm = max((line.mean_added, line.add_arm), (line.mean_comparator, line.comparator_arm))
         if scale == 100 and metrics.METRICS[line.metric].higher_is_better and best >= CEILING:
-            found.append(f"near the ceiling: {arm} at {best:.3f} of 1 ({line.metric})")
+            found.append(f"{at}near the ceiling: {arm} at {best:.3f} of 1 ({line.metric})")
         trend = getattr(line, "trend", "")
         if isinstance(trend, str) and trend:
             digits = 1 if scale == 100 else 3
-            found.append(f"gap {trend} from {line.trend_since:g} to {line.steps:g} steps: "
+            found.append(f"{at}gap {trend} from {line.trend_since:g} to {line.steps:g} steps: "
                          f"{signed(line.trend_change * scale, digits)} [{signed(line.trend_ci_low * scale, digits)}, "
                          f"{signed(line.trend_ci_high * scale, digits)}] {long_unit}")
     return found
