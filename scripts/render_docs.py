@@ -20,7 +20,7 @@ import heapq
 import re
 import subprocess
 import sys
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import pandas as pd
@@ -209,6 +209,7 @@ def wall_time() -> str:
 
 
 SCALE_PARTS = ("micro", "tiny", "small")
+SCALE_TABLES = ROOT / "results/reference/scale/tables"  # the scale preset's parts measured so far
 SCALE_BENCH = ROOT / "results/reference/bench/train-sizes.csv"  # bench --parts train --train-sizes micro,tiny,small
 TUNE_RATES = (3, 5)  # rates a tuned arm trains at: the initial grid, up to two rates more (posbench.tune)
 
@@ -306,6 +307,49 @@ def scale_measured() -> str:
                      f"**{clock(run['wall_seconds'])}** | {run['date']}, {run['cpu']} |"))
     return "\n".join([*lines, "", "Measured: `/usr/bin/time` over the part's command, its sittings summed "
                       "(`results/reference/runs.csv`; NOTES.md says what ran beside it)."])
+
+
+def across_sizes(detail: bool = True) -> str:
+    """Each guidance row's verdict at every size the scale reference judged (its ``scale.csv`` beside the
+    row verdicts of its ``verdicts.csv``) and its trend in size; with ``detail``, each effect and interval, the
+    slope and the share of runs still improving (the scale README), else the verdicts alone (the README)."""
+    from posbench import guidance, metrics
+
+    verdicts = pd.read_csv(SCALE_TABLES / "verdicts.csv")
+    keys = ["row", "comparison", "size"]
+    found = pd.read_csv(SCALE_TABLES / "scale.csv").merge(
+        verdicts[verdicts["decides"].astype(bool)][[*keys, "row_shown", "alpha_look", "metric"]], on=keys)
+    sizes = list(found.sort_values("params_non_embedding")["size"].drop_duplicates())
+    params = found.groupby("size")["params_non_embedding"].first()
+    lines = [f"| Guidance row · comparison{' · metric (δ)' if detail else ''} | "
+             + " | ".join(f"{size} (N {params[size] / 1e3:,.0f} k)" for size in sizes) + " | Across sizes |",
+             "|---|" + "---|" * (len(sizes) + 1)]
+    for (row, comparison), at in found.groupby(["row", "comparison"], sort=False):
+        by_size, first = at.set_index("size"), at.iloc[0]
+        words, trend = guidance.BY_KEY[row].english, first.size_trend
+        if detail:
+            words += f" · `{comparison}` · {metrics.get(first.metric).label} ({first.margin:g})"
+            cells = [f"**{v.row_shown}** {signed(v.effect)} [{signed(v.ci_low)}, {signed(v.ci_high)}]"
+                     for v in (by_size.loc[size] for size in sizes)]
+            trend += f"; slope {signed(first.slope)} [{signed(first.slope_low)}, {signed(first.slope_high)}]"
+        else:
+            words = f"{words.split(' (')[0]} · `{comparison}`"  # the row's words without their examples
+            cells = list(by_size.loc[sizes, "row_shown"])
+        lines.append(f"| {words} | {' | '.join(cells)} | {trend} |")
+    if not detail:
+        return "\n".join(lines)
+    runs = found["n_added"] + found["n_comparator"]
+    undertrained = (found["undertrained"] * runs).groupby(found["size"]).sum() / runs.groupby(found["size"]).sum()
+    machines = found.groupby("size")["cpu_model"].first()
+    levels = " / ".join(sorted({interval_level(a) for a in found["alpha_look"]}))
+    return "\n".join([*lines, "", " ".join([
+        f"Effect: comparator − added (> 0: the comparator is better), Welch interval at {levels}.",
+        "Across sizes: where the comparison's outcome (better by more than δ, not better by δ, unclear) first",
+        "differs from the smallest size's; the effect's least-squares slope per decade of N with its 95 % t",
+        "interval (1 degree of freedom with three sizes). Deciding runs whose loss was still falling at their last",
+        "checkpoint: " + ", ".join(f"{size} {100 * undertrained[size]:.0f} %" for size in sizes) + ".",
+        "Trained on " + "; ".join(f"{size}: {machines[size]}" for size in sizes) + ".",
+        f"From `{shown(SCALE_TABLES / 'scale.csv')}`; each row and size in detail: its report.pdf."])])
 
 
 def cluster_scale_projection() -> str:
@@ -476,6 +520,8 @@ BLOCKS = {
     "reference-runs": reference_runs,
     "scale-estimate": scale_estimate,
     "scale-measured": scale_measured,
+    "across-sizes": across_sizes,
+    "across-sizes-verdicts": partial(across_sizes, detail=False),
     "cluster-scale-projection": cluster_scale_projection,
 }
 

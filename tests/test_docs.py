@@ -48,5 +48,5 @@ def test_the_schedule_is_bounded_by_the_longest_job_and_by_the_work_per_core():
 
 
 def test_the_readme_and_the_references_index_stay_short():
-    assert len((ROOT / "README.md").read_bytes()) <= 12 * 1024
+    assert len((ROOT / "README.md").read_bytes()) <= 13 * 1024  # 1 KiB of it the verdicts at three sizes
     assert len((ROOT / "results/reference/README.md").read_bytes()) <= 3 * 1024
