@@ -90,6 +90,18 @@ def trend(verdicts: list[str], sizes: list[str], slope_low: float, slope_high: f
     return CLOSING if (slope_low > 0) != (mean_effect > 0) else WIDENING
 
 
+def smallest_first(lines: pd.DataFrame) -> pd.DataFrame:
+    """``lines`` (verdicts.csv's) with each comparison's sizes from the smallest model to the largest, by
+    non-embedding parameters (the judge writes them in the names' alphabetical order), sizes posbench does not
+    name last; the comparisons in the order they come."""
+    if "size" not in lines.columns:
+        return lines
+    params = lines["size"].map(lambda size: non_embedding_params(size) if size in SIZES else math.inf)
+    comparison = (lines.groupby("comparison", sort=False, dropna=False).ngroup() if "comparison" in lines.columns
+                  else pd.Series(0, index=lines.index))
+    return lines.iloc[np.lexsort((params.to_numpy(float), comparison.to_numpy()))]  # by comparison, then size
+
+
 def table(verdicts: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
     """:data:`COLUMNS` for every deciding comparison of ``verdicts`` judged (an effect) at two sizes or more
     that :data:`posbench.sizes.SIZES` names; empty when there is none."""

@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from posbench import arms, comparisons, evidence, experiments, guidance, metrics, projection, statistics, tasks
+from posbench.across_sizes import smallest_first
 from posbench.comparisons import ArmSpec, Comparison
 from posbench.devices import ANY_DEVICE, CPU
 from posbench.guidance import KINDS
@@ -606,7 +607,7 @@ def _row_verdicts(verdicts: pd.DataFrame, rows: list[str]) -> list[str]:
         if mine.empty:  # nothing to group: verdicts.csv may hold no comparison, and then no columns to group by
             found.append(f"{row}: no declared comparison of this row has results in verdicts.csv")
             continue
-        for size, group in mine.groupby("size", sort=False):
+        for size, group in smallest_first(mine).groupby("size", sort=False):
             stability = group["row_stability"].iloc[0] if "row_stability" in group else math.nan
             shown = f"{row} ({size}): {group['row_verdict'].iloc[0]}"
             found.append(shown + (f", stability {stability:.0%}" if pd.notna(stability) else ""))
@@ -617,8 +618,8 @@ def _comparisons(verdicts: pd.DataFrame, rows: list[str], encoding: str) -> list
     """The matching rows' declared comparisons that have ``encoding`` as an arm, in one line each."""
     if verdicts.empty or "row" not in verdicts.columns:
         return []
-    mine = verdicts[verdicts["row"].isin(rows)
-                    & ((verdicts["add_arm"] == encoding) | (verdicts["comparator_arm"] == encoding))]
+    mine = smallest_first(verdicts[verdicts["row"].isin(rows)
+                                   & ((verdicts["add_arm"] == encoding) | (verdicts["comparator_arm"] == encoding))])
     lines = []
     for r in mine.itertuples(index=False):
         effect = (f"effect {r.effect:+.3g} [{r.ci_low:+.3g}, {r.ci_high:+.3g}] vs δ {r.margin:g}"

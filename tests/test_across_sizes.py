@@ -173,6 +173,15 @@ def test_the_report_shows_the_across_sizes_page_and_page_ones_column_only_with_s
     assert "Acrosssizes" not in without[0] and squeeze("gap closing with size") not in "".join(without)
 
 
+def test_smallest_first_keeps_the_comparisons_order_and_puts_each_ones_sizes_by_parameters():
+    lines = pd.DataFrame({"comparison": ["b", "b", "a", "a", "a", "b"],
+                          "size": ["small", "mystery", "tiny", "small", "micro", "micro"]})
+    ordered = across_sizes.smallest_first(lines)
+    assert list(zip(ordered["comparison"], ordered["size"])) == [
+        ("b", "micro"), ("b", "small"), ("b", "mystery"), ("a", "micro"), ("a", "tiny"), ("a", "small")]
+    assert across_sizes.smallest_first(lines.drop(columns="size")).equals(lines.drop(columns="size"))
+
+
 def test_the_compute_rule_names_each_comparisons_tokens_and_where_they_differ_across_sizes():
     """Comparisons train different tokens (their tasks' lengths and steps); the rule is about one comparison's
     tokens across sizes, so a sentence never averages over comparisons."""

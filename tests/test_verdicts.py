@@ -95,10 +95,10 @@ def test_a_row_over_two_tasks_and_two_sizes():
         (size, "supported", {"lm_prose": "supported", "scan": "supported"}) for size in ("small", "tiny")]
     assert report.row_verdict(lines) == "tiny: supported; small: supported"  # smallest model first
     assert report.row_verdict(lines[lines["size"] == "tiny"]) == "supported"
-    expected = []
-    for judgement in reversed(judgements(found, "standard_nlp")):  # tiny, then small
-        assert [j.comparison.id for j in judgement.judged] == ["prose-rope", "prose-alibi", "scan-rope"]
-        expected += [j.line() for j in judgement.judged]
+    by_size = {judgement.size: judgement.judged for judgement in judgements(found, "standard_nlp")}
+    for judged in by_size.values():
+        assert [j.comparison.id for j in judged] == ["prose-rope", "prose-alibi", "scan-rope"]
+    expected = [by_size[size][k].line() for k in range(3) for size in ("tiny", "small")]  # each comparison's sizes
     expected += [f"by task ({size}): lm_prose supported, scan supported" for size in ("tiny", "small")]
     expected += ["note: lm_prose: every arm trained 500 steps × batch 32",  # once, though four comparisons say it
                  "note: scan: every arm trained 3200 steps × batch 32"]

@@ -16,6 +16,7 @@ import yaml
 from matplotlib.backends.backend_pdf import PdfPages
 
 from posbench import guidance, measuring_code, records
+from posbench.across_sizes import smallest_first
 from posbench.report import across_sizes, advice, deciding_runs, figures, layout, projection, shapes, verdicts
 from posbench.report.layout import BODY, H1, H2, MONO, QUOTE, RULE, SMALL, Document, Style
 from posbench.tables import Tables
@@ -100,8 +101,8 @@ def verdict_page(doc: Document, tables: Tables, config: dict | None, chinese: bo
                   f"posbench/comparisons.yaml (SHA-256 {declared}) on this run's tables (preset: {preset}). Terms: "
                   f"Appendix B; each verdict's rule: {RULES_APPENDIX}. Colour: blue, the evidence favours adding; "
                   "orange, another scheme; grey, neither. " + sizes_sentence(tables.get("scale")), SMALL)
-    deciding = verdicts.smallest_first(verdicts_table[verdicts_table["decides"].astype(bool)]
-                                       if "decides" in verdicts_table else verdicts_table)
+    deciding = smallest_first(verdicts_table[verdicts_table["decides"].astype(bool)]
+                              if "decides" in verdicts_table else verdicts_table)
     doc.paragraph(deciding_runs.scale_line(tables, deciding), Style(size=8, weight="bold"))
     if "verdicts" not in tables.frames:
         doc.paragraph(f"verdicts.csv is not in {tables.folder}: run `python -m posbench judge --tables "

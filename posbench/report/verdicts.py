@@ -10,9 +10,9 @@ import math
 import pandas as pd
 
 from posbench import comparisons, metrics
+from posbench.across_sizes import smallest_first
 from posbench.guidance import GuidanceRow
 from posbench.report.deciding_runs import interval_level
-from posbench.sizes import SIZES, non_embedding_params
 
 BETTER, NOT_BETTER = "comparator better by more than δ", "comparator not better by δ"  # as verdicts.csv has them
 NO_RESULTS = "inconclusive: no deciding comparison has results in these tables"  # withdrawn ones never decide
@@ -24,14 +24,6 @@ def of_row(verdicts: pd.DataFrame, row: GuidanceRow, decides: bool = True) -> pd
         return verdicts.iloc[0:0]
     return smallest_first(verdicts[(verdicts["row"] == row.key) & (verdicts["decides"].astype(bool) == decides)])
 
-
-def smallest_first(lines: pd.DataFrame) -> pd.DataFrame:
-    """``lines`` from the smallest model size to the largest (by non-embedding parameters; the judge writes
-    them in the names' alphabetical order), sizes posbench does not name last; the judge's order within a size."""
-    if "size" not in lines.columns:
-        return lines
-    params = lines["size"].map(lambda size: non_embedding_params(size) if size in SIZES else math.inf)
-    return lines.iloc[params.to_numpy(float).argsort(kind="stable")]
 
 
 def row_verdict(lines: pd.DataFrame) -> str:
