@@ -344,10 +344,12 @@ def across_sizes(detail: bool = True) -> str:
     levels = " / ".join(sorted({interval_level(a) for a in found["alpha_look"]}))
     return "\n".join([*lines, "", " ".join([
         f"Effect: comparator − added (> 0: the comparator is better), Welch interval at {levels}.",
-        "Across sizes: where the comparison's outcome (better by more than δ, not better by δ, unclear) first",
-        "differs from the smallest size's; the effect's least-squares slope per decade of N with its 95 % t",
-        "interval (1 degree of freedom with three sizes). Deciding runs whose loss was still falling at their last",
-        "checkpoint: " + ", ".join(f"{size} {100 * undertrained[size]:.0f} %" for size in sizes) + ".",
+        "Across sizes: the first size whose comparison outcome (better by more than δ, not better by δ, unclear)",
+        "differs from the smallest size's, else 'gap closing (widening) with size' where the slope's interval",
+        "excludes 0, else 'same verdict at every size'; the slope: the effect's least-squares change per decade",
+        "of N, with its 95 % t interval (1 degree of freedom with three sizes).",
+        "Deciding runs whose loss was still falling at their last checkpoint:",
+        ", ".join(f"{size} {100 * undertrained[size]:.0f} %" for size in sizes) + ".",
         "Trained on " + "; ".join(f"{size}: {machines[size]}" for size in sizes) + ".",
         f"From `{shown(SCALE_TABLES / 'scale.csv')}`; each row and size in detail: its report.pdf."])])
 

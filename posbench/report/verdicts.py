@@ -25,7 +25,6 @@ def of_row(verdicts: pd.DataFrame, row: GuidanceRow, decides: bool = True) -> pd
     return smallest_first(verdicts[(verdicts["row"] == row.key) & (verdicts["decides"].astype(bool) == decides)])
 
 
-
 def row_verdict(lines: pd.DataFrame) -> str:
     """The row's verdict as printed: per size where the table holds several."""
     if lines.empty:
