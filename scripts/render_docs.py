@@ -314,6 +314,7 @@ def across_sizes(detail: bool = True) -> str:
     row verdicts of its ``verdicts.csv``) and its trend in size; with ``detail``, each effect and interval, the
     slope and the share of runs still improving (the scale README), else the verdicts alone (the README)."""
     from posbench import guidance, metrics
+    from posbench.report.across_sizes import size_cpus
 
     verdicts = pd.read_csv(SCALE_TABLES / "verdicts.csv")
     keys = ["row", "comparison", "size"]
@@ -340,7 +341,7 @@ def across_sizes(detail: bool = True) -> str:
         return "\n".join(lines)
     runs = found["n_added"] + found["n_comparator"]
     undertrained = (found["undertrained"] * runs).groupby(found["size"]).sum() / runs.groupby(found["size"]).sum()
-    machines = found.groupby("size")["cpu_model"].first()
+    machines = size_cpus(found)  # every CPU a size's deciding runs name
     levels = " / ".join(sorted({interval_level(a) for a in found["alpha_look"]}))
     return "\n".join([*lines, "", " ".join([
         f"Effect: comparator − added (> 0: the comparator is better), Welch interval at {levels}.",
